@@ -1,0 +1,3 @@
+"""ketch: a terminal AI coding agent."""
+
+__version__ = "0.1.0"

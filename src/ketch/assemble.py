@@ -1,0 +1,176 @@
+"""Wiring: from parsed arguments and configuration to a ready Session.
+
+Everything heavy (the SDK, the provider module in use, MCP) is imported here, on demand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+from .agents import resolve_agent
+from .approval import ApprovalGate
+from .config import Config, Connection, find_project_root, load_config, resolve_connection, user_config_dir
+from .exceptions import ConfigError
+
+
+def config_from_args(args: Any, cwd: Path) -> Config:
+    flags = {
+        "model": None if getattr(args, "base_url", None) else getattr(args, "model", None),
+        "think": getattr(args, "think", None),
+        "agent": getattr(args, "agent", None),
+        "max_steps": getattr(args, "max_steps", None),
+        "privacy": True if getattr(args, "privacy", False) else None,
+    }
+    return load_config(cwd, flags)
+
+
+def connection_from_args(args: Any, config: Config) -> Connection:
+    return resolve_connection(
+        config,
+        getattr(args, "model", None) if getattr(args, "base_url", None) else config.model,
+        base_url=getattr(args, "base_url", None),
+        wire=getattr(args, "wire", None),
+        api_key_env=getattr(args, "api_key_env", None),
+    )
+
+
+def _fallback_capability(conn: Connection, chat_model: Any) -> list[Any]:
+    """The sticky Chat → Responses switch: official OpenAI preset on the chat wire only."""
+    if not (conn.preset.official_openai and conn.wire == "openai-chat"):
+        return []
+    from .fallback import ResponsesFallback, switch_for
+    from .models import build_model
+
+    return [
+        ResponsesFallback(
+            chat_model=chat_model,
+            responses_model_factory=lambda: build_model(conn, "openai-responses"),
+            state=switch_for(f"{conn.name}|{conn.base_url}"),
+        )
+    ]
+
+
+def _open_store() -> Any:
+    from .store import Store, StoreError
+
+    try:
+        return Store.open()
+    except StoreError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _resume_target(args: Any, store: Any, cwd: Path) -> str | None:
+    if getattr(args, "continue_", False):
+        row = store.latest_session(str(cwd))
+        if row is None:
+            raise ConfigError(f"no earlier session in {cwd} to continue; start one with ketch -p or ketch")
+        return row.id
+    resume = getattr(args, "resume", None)
+    if resume:
+        row = store.get_session(resume)
+        if row is None:
+            raise ConfigError(f"no session '{resume}'; list them with 'ketch sessions'")
+        return row.id
+    return None
+
+
+async def build_session(args: Any, *, interactive: bool, model_override: Any = None) -> Any:
+    """Build the Session the arguments describe (resuming one when asked)."""
+    from . import memory, notebook, skills
+    from .hooks import HookRunner
+    from .models import build_model, model_settings
+    from .plugins import ManifestError, compile_guard, config_rules, load_installed
+    from .prompt import CachedGitSummary, PromptState, build_instructions
+    from .rules import RuleError, RuleSet, rules_from_config
+    from .session import Session
+    from .tools import builtin_tool_specs
+    from .tools.base import ToolDeps, ToolSettings
+    from .tools.shell import ProcessRegistry
+    from .workspace import Workspace
+
+    cwd = Path(getattr(args, "cwd", None) or os.getcwd()).resolve()
+    config = config_from_args(args, cwd)
+    variant = resolve_agent(config.agent, config)
+    conn = connection_from_args(args, config)
+    root = find_project_root(cwd)
+    workspace = Workspace(root, [Path(d).expanduser() for d in [*config.added_dirs, *getattr(args, "add_dir", [])]])
+
+    store = _open_store()
+    resumed = _resume_target(args, store, cwd)
+    if resumed:
+        session_id = resumed
+        history = store.load_messages(resumed)
+    else:
+        session_id = store.create_session(str(cwd), conn.ref, variant.name)
+        history = []
+
+    specs = builtin_tool_specs()
+    warnings: list[str] = []
+    manifests = load_installed(user_config_dir(), root, warnings.append)
+    try:
+        guard = compile_guard(manifests, config_rules(config.guards), root=root)
+        rules = RuleSet(rules_from_config(config.permissions), root=root)
+        hooks = HookRunner(config.hooks, cwd) if config.hooks else None
+    except (ManifestError, RuleError, ValueError) as exc:
+        raise ConfigError(f"configuration: {exc}") from None
+    gate = ApprovalGate(
+        kinds={s.name: s.kind for s in specs},
+        key_args={s.name: s.key_arg for s in specs},
+        guard=guard,
+        rules=rules,
+        hooks=hooks,
+        yolo=bool(getattr(args, "yolo", False)),
+    )
+    settings = ToolSettings(web_allow_loopback=os.environ.get("KETCH_TEST_ALLOW_LOOPBACK") == "1")
+    notes = notebook.Notebook()
+    catalog = skills.SkillCatalog.discover(root)
+    book = memory.MemoryBook(store, str(root))
+    deps = ToolDeps(
+        workspace=workspace,
+        processes=ProcessRegistry(),
+        settings=settings,
+        extras={"notebook": notes, "skills": catalog, "memory": book},
+    )
+    descriptions = {s.name: (s.function.__doc__ or "").strip().splitlines()[0] if s.function.__doc__ else "" for s in specs}
+
+    git_cache = CachedGitSummary(root)
+    base_state = PromptState(
+        cwd=cwd,
+        root=root,
+        agent_prompt=variant.prompt,
+        task_list=notes.render_for_prompt,
+        memory=lambda: book.render_for_prompt(4000),
+        skills=catalog.render_for_prompt,
+        git=git_cache,
+    )
+
+    def instructions(active: list[str]) -> str:
+        git_cache.new_step()
+        state = dataclasses.replace(base_state, tools=[(name, descriptions.get(name, "")) for name in active])
+        return build_instructions(state)
+
+    model = model_override if model_override is not None else build_model(conn)
+    think = variant.think or config.think
+    session = Session(
+        config=config,
+        connection=conn,
+        model=model,
+        workspace=workspace,
+        specs=specs,
+        variant=variant,
+        gate=gate,
+        interactive=interactive,
+        deps=deps,
+        instructions=instructions,
+        store=store,
+        session_id=session_id,
+        history=history,
+        capabilities=_fallback_capability(conn, model) if model_override is None else [],
+        model_settings=model_settings(think),
+    )
+    for warning in [*warnings, *catalog.warnings]:
+        session.startup_notices.append(warning)
+    return session

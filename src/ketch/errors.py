@@ -1,0 +1,89 @@
+"""Turning failures into one line for the user, split by who must act.
+
+configuration (the user), provider (retry or report), tool (the model sees it),
+interrupt (the model learns it was stopped). Keys never appear in the text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_KEYLIKE = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9_\-\.]{8,})")
+
+
+def redact(text: str, secrets: tuple[str | None, ...] = ()) -> str:
+    """Remove known secrets and anything shaped like an API key."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    return _KEYLIKE.sub("[redacted]", text)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _body_message(body: Any) -> str:
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            return str(err.get("message") or err.get("type") or "")
+        return str(err)
+    return str(body or "")
+
+
+def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str, str, bool]:
+    """(kind, one-line message, retryable) for an exception that ended a turn."""
+    from pydantic_ai.exceptions import (
+        ModelAPIError,
+        ModelHTTPError,
+        UnexpectedModelBehavior,
+        UserError,
+    )
+
+    secrets = (getattr(connection, "api_key", None),)
+    name = getattr(connection, "name", "the provider")
+    key_env = getattr(connection, "key_env", "") or "its key variable"
+    if isinstance(exc, ModelHTTPError):
+        status = exc.status_code
+        detail = _one_line(redact(_body_message(exc.body), secrets))
+        if status in (401, 403):
+            msg = f"{name} rejected the API key (HTTP {status}): check {key_env} or run 'ketch auth login {name}'"
+        elif status == 429:
+            msg = f"{name} is rate limiting requests (HTTP 429) and retries ran out; wait and try again"
+        elif status >= 500:
+            msg = f"{name} failed with HTTP {status} after retries; try again later"
+        elif status == 404 and "model" in detail.lower():
+            msg = f"{name} does not know model '{exc.model_name}' (HTTP 404); list models with 'ketch models {name}'"
+        else:
+            msg = f"{name} rejected the request (HTTP {status})"
+        if detail:
+            msg += f": {detail}"
+        return "provider", msg, status == 429 or status >= 500
+    if isinstance(exc, UnexpectedModelBehavior):
+        return "provider", _one_line(redact(f"malformed response from {name}: {exc.message}", secrets)), True
+    if isinstance(exc, ModelAPIError):
+        text = _one_line(redact(str(exc), secrets))
+        return "provider", f"request to {name} failed: {text}", True
+    if isinstance(exc, UserError):
+        return "config", _one_line(redact(str(exc), secrets)), False
+    text = _one_line(redact(f"{type(exc).__name__}: {exc}", secrets))
+    if _looks_like_stream_error(exc):
+        return "provider", f"malformed or truncated stream from {name}: {text}", True
+    return "internal", text, False
+
+
+def _looks_like_stream_error(exc: BaseException) -> bool:
+    names = {type(e).__name__ for e in _chain(exc)}
+    return bool(names & {"JSONDecodeError", "RemoteProtocolError", "ReadError", "APIConnectionError", "ValidationError", "APIError"})
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen and len(seen) < 10:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen

@@ -1,0 +1,71 @@
+"""Sticky Chat Completions → Responses switch, for the official OpenAI preset only.
+
+Newer OpenAI models reject some request shapes on ``/v1/chat/completions``. When Chat
+Completions answers a *shape* rejection (400, 404, 405, 415, 422, 501), the connection
+moves to Responses for the rest of the process: no re-probe per step. Retryable
+failures (429, 5xx, timeouts) stay with the SDK's own backoff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ModelHTTPError, RetryModelRequest
+
+SHAPE_REJECTION_CODES = frozenset({400, 404, 405, 415, 422, 501})
+
+
+@dataclass
+class EndpointSwitch:
+    """Process-wide state of one connection: has it moved to Responses?"""
+
+    switched: bool = False
+    on_switch: Callable[[], None] | None = None
+
+
+_SWITCHES: dict[str, EndpointSwitch] = {}
+
+
+def switch_for(connection_key: str) -> EndpointSwitch:
+    """The sticky state for a connection, shared by every session in this process."""
+    return _SWITCHES.setdefault(connection_key, EndpointSwitch())
+
+
+@dataclass
+class ResponsesFallback(AbstractCapability[Any]):
+    """Sends requests to ``responses_model`` once Chat Completions rejected a request's shape."""
+
+    chat_model: Any = None
+    responses_model_factory: Callable[[], Any] | None = None
+    state: EndpointSwitch = field(default_factory=EndpointSwitch)
+    _responses_model: Any = None
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None
+
+    def _responses(self) -> Any:
+        if self._responses_model is None and self.responses_model_factory is not None:
+            self._responses_model = self.responses_model_factory()
+        return self._responses_model
+
+    async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
+        if self.state.switched and request_context.model is self.chat_model:
+            raise RetryModelRequest(self._responses())
+        return request_context
+
+    async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> Any:
+        if (
+            request_context.model is self.chat_model
+            and isinstance(error, ModelHTTPError)
+            and error.status_code in SHAPE_REJECTION_CODES
+        ):
+            if not self.state.switched:
+                self.state.switched = True
+                if self.state.on_switch is not None:
+                    self.state.on_switch()
+            raise RetryModelRequest(self._responses())
+        raise error

@@ -1,0 +1,156 @@
+"""``ketch -p``: one turn, no UI. Printers for text, json and stream-json.
+
+The printers are peers of the TUI over the same event stream. Headless never waits on
+stdin for a decision: calls that need approval are denied with a reason the model sees,
+unless ``--yolo``. SIGINT kills a running command (the turn goes on); with no command
+running it ends the turn with exit code 130.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from dataclasses import dataclass, field
+from typing import Any, TextIO, assert_never
+
+from . import events as ev
+from .exceptions import ConfigError
+
+EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+@dataclass
+class HeadlessPrinter:
+    """Consumes events; writes stdout per the output format and errors to stderr."""
+
+    fmt: str
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    err: TextIO = field(default_factory=lambda: sys.stderr)
+    session_id: str = ""
+    result: str = ""
+    reason: str = ""
+    error_kind: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def handle(self, event: ev.AgentEvent) -> None:
+        if self.fmt == "stream-json":
+            self.out.write(json.dumps(event.to_dict(), ensure_ascii=False) + "\n")
+            self.out.flush()
+        self._fold(event)
+
+    def _fold(self, event: ev.AgentEvent) -> None:
+        match event:
+            case ev.TurnStarted():
+                self.session_id = event.session_id
+            case ev.Usage():
+                self.input_tokens += event.input_tokens
+                self.output_tokens += event.output_tokens
+                self.cost_usd = event.session_cost_usd
+            case ev.ToolCallStarted():
+                self.tool_calls.append({"id": event.call_id, "name": event.name, "args": event.args})
+            case ev.ToolCallFinished():
+                for call in self.tool_calls:
+                    if call["id"] == event.call_id:
+                        call.update(summary=event.summary, is_error=event.is_error)
+            case ev.ApprovalResolved():
+                for call in self.tool_calls:
+                    if call["id"] == event.call_id:
+                        call.update(decision=event.decision, decided_by=event.by)
+            case ev.Error():
+                self.error_kind = event.kind
+                if self.fmt != "stream-json":
+                    self.err.write(f"ketch: {event.message}\n")
+            case ev.Notice():
+                if event.level == "warning" and self.fmt != "stream-json":
+                    self.err.write(f"ketch: {event.text}\n")
+            case ev.TurnFinished():
+                self.reason = event.reason
+                self.result = event.text
+            case (
+                ev.TextDelta()
+                | ev.ReasoningDelta()
+                | ev.ToolOutputChunk()
+                | ev.ApprovalRequested()
+                | ev.AskRequested()
+                | ev.Compacted()
+                | ev.TodoUpdated()
+                | ev.WebSearchResult()
+                | ev.SubagentStarted()
+                | ev.SubagentProgress()
+                | ev.SubagentFinished()
+            ):
+                pass
+            case _:
+                assert_never(event)
+
+    def finish(self) -> int:
+        code = self.exit_code()
+        if self.fmt == "text" and self.result:
+            self.out.write(self.result.rstrip("\n") + "\n")
+        elif self.fmt == "json":
+            payload = {
+                "type": "result",
+                "result": self.result,
+                "session_id": self.session_id,
+                "reason": self.reason,
+                "is_error": code != EXIT_OK,
+                "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
+                "cost_usd": self.cost_usd,
+                "tool_calls": self.tool_calls,
+            }
+            self.out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        self.out.flush()
+        return code
+
+    def exit_code(self) -> int:
+        if self.reason in ("interrupted", "cancelled"):
+            return EXIT_INTERRUPTED
+        if self.error_kind == "config":
+            return EXIT_USAGE
+        if self.error_kind or self.reason == "error":
+            return EXIT_PROVIDER
+        return EXIT_OK
+
+
+def read_prompt(arg: str) -> str:
+    if arg == "-":
+        text = sys.stdin.read()
+    else:
+        text = arg
+    if not text.strip():
+        raise ConfigError("the prompt is empty: pass text to -p, or '-p -' with the prompt on stdin")
+    return text
+
+
+def run_headless(args: Any) -> int:
+    prompt = read_prompt(args.prompt)
+    return asyncio.run(_run(args, prompt))
+
+
+async def _run(args: Any, prompt: str) -> int:
+    from .assemble import build_session
+
+    session = await build_session(args, interactive=False)
+    printer = HeadlessPrinter(args.output_format)
+    loop = asyncio.get_running_loop()
+
+    def on_sigint() -> None:
+        if not session.interrupt_command():
+            session.cancel_turn()
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    try:
+        if getattr(args, "compact", False):
+            for event in await session.compact_now():
+                printer.handle(event)
+        async for event in session.run_turn(prompt):
+            printer.handle(event)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        await session.aclose()
+    return printer.finish()

@@ -1,0 +1,76 @@
+"""Build pydantic-ai models and settings from a resolved Connection.
+
+This is the one module that imports the provider SDKs, and it imports only the one in
+use, lazily: ``pydantic_ai.models.anthropic`` alone costs about two seconds.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from .config import Connection
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+    from pydantic_ai.settings import ModelSettings
+
+os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")
+
+_NO_KEY = "not-needed"
+"""Local servers take no key, but the OpenAI SDK refuses an empty one."""
+
+_DEDICATED_OPENAI_PROVIDERS: dict[str, tuple[str, str]] = {
+    "deepseek": ("pydantic_ai.providers.deepseek", "DeepSeekProvider"),
+    "openrouter": ("pydantic_ai.providers.openrouter", "OpenRouterProvider"),
+    "ollama": ("pydantic_ai.providers.ollama", "OllamaProvider"),
+}
+
+
+def _openai_provider(conn: Connection) -> Any:
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=conn.base_url, api_key=conn.api_key or _NO_KEY, max_retries=conn.max_retries)
+    if conn.preset.official_openai:
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        return OpenAIProvider(openai_client=client)
+    dedicated = _DEDICATED_OPENAI_PROVIDERS.get(conn.preset.name)
+    if dedicated:
+        import importlib
+
+        module = importlib.import_module(dedicated[0])
+        try:
+            return getattr(module, dedicated[1])(openai_client=client)
+        except TypeError:
+            pass
+    from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
+
+    return OpenAICompatibleProvider(conn.preset.name if conn.preset.name != "openai-compatible" else conn.name, openai_client=client)
+
+
+def build_model(conn: Connection, wire: str | None = None) -> Model:
+    """The pydantic-ai model for ``conn`` over ``wire`` (default: the connection's wire)."""
+    wire = wire or conn.wire
+    if wire == "anthropic-messages":
+        from anthropic import AsyncAnthropic
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        client = AsyncAnthropic(base_url=conn.base_url, api_key=conn.api_key or _NO_KEY, max_retries=conn.max_retries)
+        return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client))
+    if wire == "openai-responses":
+        from pydantic_ai.models.openai import OpenAIResponsesModel
+
+        return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn))
+    from pydantic_ai.models.openai import OpenAIChatModel
+
+    return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn))
+
+
+def model_settings(think: str, *, wire: str | None = None) -> ModelSettings:
+    """Thinking level → the SDK's own unified ``thinking`` setting; ``off`` sends none."""
+    settings: dict[str, Any] = {}
+    if think and think != "off":
+        settings["thinking"] = think
+    return settings  # type: ignore[return-value]

@@ -1,0 +1,454 @@
+"""The agent loop: one turn as an async iterator of typed events.
+
+The session owns the pydantic-ai Agent and translates its stream into ``events.py``
+events. Tool approval goes through the SDK's deferred-approval mechanism: a hook holds
+every call before its body runs, the gate decides, and a denied call is answered by the
+SDK with the reason, never executed. Each finished step is committed to the store
+before the next model request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import Agent, AgentRunResultEvent, RunContext
+from pydantic_ai.capabilities import HandleDeferredToolCalls, Hooks, PrepareTools
+from pydantic_ai.exceptions import ApprovalRequired, UsageLimitExceeded
+from pydantic_ai.messages import (
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
+    ModelMessage,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ThinkingPart,
+    ThinkingPartDelta,
+    ToolReturnPart,
+)
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, Tool, ToolApproved, ToolDenied
+from pydantic_ai.toolsets import FunctionToolset
+from pydantic_ai.usage import UsageLimits
+
+from . import events as ev
+from .agents import AgentVariant, active_tool_names
+from .approval import HEADLESS_DENIAL, ApprovalGate, GateDecision, session_rule_pattern
+from .config import Config, Connection
+from .errors import describe_run_error
+from .frontend import SessionStatus
+from .pricing import response_cost
+from .tools.base import ToolDeps, ToolSpec
+
+_END = object()
+
+
+@dataclass
+class TurnState:
+    turn_id: str
+    text: list[str] = field(default_factory=list)
+    compacted: bool = False
+    delivered: bool = False
+    """Whether any output of this turn reached the front end (no silent retries after)."""
+
+
+class Session:
+    """One conversation. Front ends use only ``run_turn``, ``decide``, ``answer``,
+    ``interrupt_command``, ``cancel_turn`` and ``status`` (see ``frontend.SessionLike``)."""
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        connection: Connection | None,
+        model: Any,
+        workspace: Any,
+        specs: Sequence[ToolSpec],
+        variant: AgentVariant,
+        gate: ApprovalGate,
+        interactive: bool,
+        deps: ToolDeps,
+        instructions: Callable[[list[str]], str],
+        store: Any = None,
+        session_id: str | None = None,
+        history: list[ModelMessage] | None = None,
+        extra_toolsets: Sequence[Any] = (),
+        extra_kinds: dict[str, str] | None = None,
+        capabilities: Sequence[Any] = (),
+        model_settings: Any = None,
+        compactor: Any = None,
+        label: str = "",
+    ) -> None:
+        self.config = config
+        self.connection = connection
+        self.model = model
+        self.workspace = workspace
+        self.specs = {s.name: s for s in specs}
+        self.kinds: dict[str, str] = {s.name: s.kind for s in specs} | dict(extra_kinds or {})
+        self.variant = variant
+        self.gate = gate
+        self.interactive = interactive
+        self.deps = deps
+        self.instructions_for = instructions
+        self.store = store
+        self.session_id = session_id or uuid.uuid4().hex[:12]
+        self.messages: list[ModelMessage] = list(history or [])
+        self.label = label
+        self.compactor = compactor
+        self._persisted = len(self.messages)
+        self.startup_notices: list[str] = []
+        self.closers: list[Callable[[], Any]] = []
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+        self._previews: dict[str, str] = {}
+        self._ids = itertools.count(1)
+        self._queue: asyncio.Queue[Any] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._turn: TurnState | None = None
+        self.cost_usd: float | None = 0.0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.last_request_tokens = 0
+        self.deps.emit = self._emit
+        self.deps.extras.setdefault("ask", self._ask)
+        self.agent = self._build_agent(extra_toolsets, capabilities, model_settings)
+
+    # ------------------------------------------------------------------ wiring
+    def _build_agent(self, extra_toolsets: Sequence[Any], capabilities: Sequence[Any], model_settings: Any) -> Agent[ToolDeps, str]:
+        toolset: FunctionToolset[ToolDeps] = FunctionToolset(
+            [Tool(spec.function, name=spec.name, max_retries=3) for spec in self.specs.values()]
+        )
+        hooks: Hooks[ToolDeps] = Hooks()
+        hooks.on.before_tool_execute(self._gate_hook)
+        hooks.on.before_model_request(self._before_request)
+        hooks.on.after_model_request(self._after_request)
+        return Agent(
+            self.model,
+            deps_type=ToolDeps,
+            instructions=self._instructions,
+            toolsets=[toolset, *extra_toolsets],
+            model_settings=model_settings,
+            capabilities=[
+                hooks,
+                HandleDeferredToolCalls(handler=self._handle_deferred),
+                PrepareTools(self._prepare_tools),
+                *capabilities,
+            ],
+        )
+
+    def active_tools(self) -> list[str]:
+        tools_cfg = self.config.tools
+        return active_tool_names(
+            self.kinds,
+            self.variant,
+            enabled=tools_cfg.enabled,
+            disabled=tools_cfg.disabled,
+            interactive=self.interactive,
+        )
+
+    def _instructions(self, ctx: RunContext[ToolDeps]) -> str:
+        return self.instructions_for(self.active_tools())
+
+    async def _prepare_tools(self, ctx: RunContext[ToolDeps], tool_defs: list[Any]) -> list[Any]:
+        allowed = set(self.active_tools())
+        return [d for d in tool_defs if d.name in allowed]
+
+    # ------------------------------------------------------------------ events
+    def _emit(self, event: Any) -> None:
+        if self._queue is None:
+            return
+        if self._turn is not None and not event.turn_id:
+            import dataclasses
+
+            event = dataclasses.replace(event, session_id=self.session_id, turn_id=self._turn.turn_id, agent=event.agent or self.label)
+        if isinstance(event, (ev.TextDelta, ev.ToolCallStarted, ev.ReasoningDelta)) and self._turn is not None:
+            self._turn.delivered = True
+        self._queue.put_nowait(event)
+
+    def _next_id(self, prefix: str) -> str:
+        return f"{prefix}-{self.session_id}-{next(self._ids)}"
+
+    # ------------------------------------------------------------------ approval
+    async def _gate_hook(self, ctx: RunContext[ToolDeps], *, call: Any, tool_def: Any, args: Any) -> Any:
+        if ctx.tool_call_approved:
+            return args
+        call_args = call.args_as_dict()
+        preview = self._preview(call.tool_name, call_args)
+        if preview:
+            self._previews[call.tool_call_id] = preview
+        decision = await self.gate.evaluate(call.tool_name, call_args)
+        if decision.action == "allow":
+            if decision.by in ("rule", "yolo"):
+                self._resolved(call, "allow", decision)
+            return args
+        raise ApprovalRequired({"action": decision.action, "by": decision.by, "reason": decision.reason, "rule": decision.rule})
+
+    def _preview(self, name: str, args: dict[str, Any]) -> str:
+        if name == "shell":
+            return str(args.get("command", ""))
+        if name in ("write_file", "edit_file"):
+            try:
+                from .tools import files
+
+                return files.preview_write(self.workspace, args) if name == "write_file" else files.preview_edit(self.workspace, args)
+            except Exception as exc:  # noqa: BLE001 - a preview must never break the gate
+                return f"(no preview: {exc})"
+        return ""
+
+    def _resolved(self, call: Any, decision: str, gd: GateDecision | None, *, by: str | None = None, reason: str = "") -> None:
+        self._emit(
+            ev.ApprovalResolved(
+                call_id=call.tool_call_id,
+                name=call.tool_name,
+                decision=decision,  # type: ignore[arg-type]
+                by=(by or (gd.by if gd else "user")),  # type: ignore[arg-type]
+                reason=reason or (gd.reason if gd else ""),
+                rule=gd.rule if gd else "",
+            )
+        )
+
+    async def _handle_deferred(self, ctx: RunContext[ToolDeps], requests: DeferredToolRequests) -> DeferredToolResults:
+        approvals: dict[str, Any] = {}
+        for call in requests.approvals:
+            meta = requests.metadata.get(call.tool_call_id) or {}
+            gd = GateDecision(meta.get("action", "ask"), meta.get("by", "default"), meta.get("reason", ""), meta.get("rule", ""))
+            if gd.action == "deny":
+                approvals[call.tool_call_id] = ToolDenied(gd.reason)
+                self._resolved(call, "deny", gd)
+            elif not self.interactive:
+                approvals[call.tool_call_id] = ToolDenied(HEADLESS_DENIAL)
+                self._resolved(call, "deny", gd, by="default", reason=HEADLESS_DENIAL)
+            else:
+                approvals[call.tool_call_id] = await self._ask_user(call)
+        return DeferredToolResults(approvals=approvals)
+
+    async def _ask_user(self, call: Any) -> Any:
+        request_id = self._next_id("approval")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future  # registered before the request is visible
+        args = call.args_as_dict()
+        self._emit(
+            ev.ApprovalRequested(
+                request_id=request_id,
+                call_id=call.tool_call_id,
+                name=call.tool_name,
+                args=args,
+                preview=self._previews.get(call.tool_call_id, ""),
+            )
+        )
+        decision, reason = await future
+        self._resolved(call, decision, None, by="user", reason=reason)
+        if decision == "deny":
+            return ToolDenied(f"The user denied this call{': ' + reason if reason else '.'}")
+        if decision == "allow_session" and self.gate.rules is not None:
+            key_arg = self.gate.key_args.get(call.tool_name, "")
+            from .rules import Rule
+
+            pattern = session_rule_pattern(call.tool_name, args, key_arg)
+            self.gate.rules.add(Rule(call.tool_name, pattern, "allow", "allowed for this session"))
+        return ToolApproved()
+
+    def decide(self, request_id: str, decision: str, reason: str = "") -> None:
+        future = self._pending.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_result((decision, reason))
+
+    async def _ask(self, call_id: str, question: str, choices: list[str]) -> str:
+        request_id = self._next_id("ask")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        self._emit(ev.AskRequested(request_id=request_id, call_id=call_id, question=question, choices=choices))
+        return str(await future)
+
+    def answer(self, request_id: str, text: str) -> None:
+        future = self._pending.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_result(text)
+
+    # ------------------------------------------------------------------ per request
+    async def _before_request(self, ctx: RunContext[ToolDeps], request_context: Any) -> Any:
+        if self.compactor is not None:
+            request_context = await self.compactor.before_request(self, ctx, request_context)
+        self._persist(list(ctx.messages))
+        return request_context
+
+    async def _after_request(self, ctx: RunContext[ToolDeps], *, request_context: Any, response: ModelResponse) -> ModelResponse:
+        usage = response.usage
+        cost = response_cost(response)
+        self.input_tokens += usage.input_tokens or 0
+        self.output_tokens += usage.output_tokens or 0
+        self.last_request_tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
+        if cost is None:
+            self.cost_usd = None
+        elif self.cost_usd is not None:
+            self.cost_usd += cost
+        self._emit(
+            ev.Usage(
+                input_tokens=usage.input_tokens or 0,
+                output_tokens=usage.output_tokens or 0,
+                cache_read_tokens=usage.cache_read_tokens or 0,
+                cost_usd=cost,
+                session_cost_usd=self.cost_usd,
+            )
+        )
+        return response
+
+    def _persist(self, messages: list[ModelMessage]) -> None:
+        """Commit every message not yet stored, as one step."""
+        self.messages = messages
+        if self.store is None:
+            self._persisted = len(messages)
+            return
+        if len(messages) < self._persisted:
+            self.store.replace_history(self.session_id, messages)
+        elif len(messages) > self._persisted:
+            self.store.append_step(self.session_id, messages[self._persisted :])
+        self._persisted = len(messages)
+
+    # ------------------------------------------------------------------ the turn
+    async def run_turn(self, prompt: str) -> AsyncIterator[ev.AgentEvent]:
+        if self._task is not None and not self._task.done():
+            raise RuntimeError("a turn is already running")
+        self._queue = asyncio.Queue()
+        self._turn = TurnState(turn_id=uuid.uuid4().hex[:8])
+        self._task = asyncio.create_task(self._drive(prompt))
+        try:
+            while True:
+                item = await self._queue.get()
+                if item is _END:
+                    break
+                yield item
+        finally:
+            if self._task is not None and not self._task.done():
+                self._task.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._task
+
+    async def _drive(self, prompt: str) -> None:
+        assert self._queue is not None and self._turn is not None
+        turn = self._turn
+        self._emit(ev.TurnStarted(prompt=prompt, model=self.model_ref))
+        reason = "done"
+        try:
+            await self._stream(prompt, turn)
+        except asyncio.CancelledError:
+            reason = "cancelled"
+            self._cancel_pending()
+        except UsageLimitExceeded:
+            reason = "step_limit"
+            self._emit(ev.Notice(level="warning", text=f"Stopped after {self.config.max_steps} model requests (the step limit)."))
+        except Exception as exc:  # noqa: BLE001 - every failure becomes one error event
+            reason = "error"
+            kind, message, retryable = describe_run_error(exc, self.connection)
+            self._emit(ev.Error(kind=kind, message=message, retryable=retryable))
+        finally:
+            self._emit(ev.TurnFinished(reason=reason, text="".join(turn.text)))  # type: ignore[arg-type]
+            self._queue.put_nowait(_END)
+
+    async def _stream(self, prompt: str, turn: TurnState) -> None:
+        limits = UsageLimits(request_limit=self.config.max_steps)
+        async with self.agent.run_stream_events(prompt, message_history=self.messages, deps=self.deps, usage_limits=limits) as stream:
+            async for item in stream:
+                if isinstance(item, AgentRunResultEvent):
+                    self._persist(item.result.all_messages())
+                    final = item.result.output
+                    if isinstance(final, str) and not turn.text:
+                        turn.text.append(final)
+                    continue
+                self._translate(item, turn)
+
+    def _translate(self, item: Any, turn: TurnState) -> None:
+        if isinstance(item, PartStartEvent):
+            if isinstance(item.part, TextPart) and item.part.content:
+                turn.text.append(item.part.content)
+                self._emit(ev.TextDelta(text=item.part.content))
+            elif isinstance(item.part, ThinkingPart) and item.part.content:
+                self._emit(ev.ReasoningDelta(text=item.part.content))
+        elif isinstance(item, PartDeltaEvent):
+            delta = item.delta
+            if isinstance(delta, TextPartDelta) and delta.content_delta:
+                turn.text.append(delta.content_delta)
+                self._emit(ev.TextDelta(text=delta.content_delta))
+            elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
+                self._emit(ev.ReasoningDelta(text=delta.content_delta))
+        elif isinstance(item, FunctionToolCallEvent):
+            turn.text.clear()  # the final answer is the text after the last tool call
+            self._emit(ev.ToolCallStarted(call_id=item.part.tool_call_id, name=item.part.tool_name, args=item.part.args_as_dict()))
+        elif isinstance(item, FunctionToolResultEvent):
+            part = item.part
+            is_error = not isinstance(part, ToolReturnPart) or part.outcome != "success"
+            content = part.model_response_str() if hasattr(part, "model_response_str") else str(part.content)
+            self._emit(
+                ev.ToolCallFinished(
+                    call_id=part.tool_call_id,
+                    name=part.tool_name or "",
+                    summary=_summarize(content),
+                    is_error=is_error,
+                    diff="" if is_error else self._previews.pop(part.tool_call_id, ""),
+                )
+            )
+
+    def _cancel_pending(self) -> None:
+        for future in self._pending.values():
+            if not future.done():
+                future.cancel()
+        self._pending.clear()
+
+    # ------------------------------------------------------------------ front-end controls
+    def interrupt_command(self) -> bool:
+        processes = self.deps.processes
+        if processes is None or not processes.is_running():
+            return False
+        asyncio.get_running_loop().create_task(processes.interrupt_all())
+        return True
+
+    def cancel_turn(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    async def compact_now(self) -> list[ev.AgentEvent]:
+        """Force compaction of the stored history (``/compact``, ``ketch -p --compact``)."""
+        if self.compactor is None:
+            return []
+        return await self.compactor.compact_now(self)
+
+    async def aclose(self) -> None:
+        for close in reversed(self.closers):
+            result = close()
+            if asyncio.iscoroutine(result):
+                await result
+        self.closers.clear()
+
+    @property
+    def model_ref(self) -> str:
+        return self.connection.ref if self.connection else getattr(self.model, "model_name", str(self.model))
+
+    def status(self) -> SessionStatus:
+        notebook = self.deps.extras.get("notebook")
+        window = self.compactor.window if self.compactor is not None else 0
+        return SessionStatus(
+            session_id=self.session_id,
+            model=self.model_ref,
+            thinking=self.config.think,
+            agent=self.variant.name,
+            context_tokens=self.last_request_tokens,
+            context_window=window,
+            context_used_pct=(100.0 * self.last_request_tokens / window) if window else 0.0,
+            cost_usd=self.cost_usd,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cwd=str(Path(self.workspace.root)),
+            tools=self.active_tools(),
+            todos=notebook.as_dicts() if notebook is not None else [],
+        )
+
+
+def _summarize(content: str, limit: int = 400) -> str:
+    text = content.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"

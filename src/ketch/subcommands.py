@@ -1,0 +1,195 @@
+"""``ketch models | auth | sessions | export | mcp | registry``."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .exceptions import ConfigError
+
+EXIT_OK, EXIT_PROVIDER, EXIT_USAGE = 0, 1, 2
+
+
+def run_subcommand(args: Any) -> int:
+    handler = {
+        "models": _models,
+        "auth": _auth,
+        "sessions": _sessions,
+        "export": _export,
+        "mcp": _mcp,
+        "registry": _registry,
+    }[args.command]
+    return handler(args)
+
+
+def _cwd() -> Path:
+    return Path(os.getcwd()).resolve()
+
+
+def _config() -> Any:
+    from .config import load_config
+
+    return load_config(_cwd())
+
+
+def _models(args: Any) -> int:
+    from .config import PRESETS, known_connections, resolve_connection
+    from .providers import ModelListError, fetch_models
+
+    if args.capabilities:
+        from .websearch import capability_table
+
+        rows = capability_table()
+        for row in rows:
+            print("  ".join(f"{k}={v}" for k, v in row.items()))
+        return EXIT_OK
+    config = _config()
+    if not args.connection and not args.base_url:
+        print("Connections (list one's models with 'ketch models NAME'):")
+        for name in known_connections(config):
+            preset = PRESETS.get(name)
+            conn_cfg = config.connections.get(name)
+            wire = (conn_cfg.wire if conn_cfg and conn_cfg.wire else None) or (preset.wire if preset else "openai-chat")
+            print(f"  {name:<18} {wire}")
+        return EXIT_OK
+    conn = resolve_connection(
+        config,
+        f"{args.connection}:*" if args.connection else "adhoc",
+        base_url=args.base_url,
+        wire=args.wire,
+        api_key_env=args.api_key_env,
+    )
+    try:
+        models = fetch_models(conn.base_url, conn.wire, conn.api_key)
+    except ModelListError as exc:
+        print(f"ketch: {exc}", file=sys.stderr)
+        return EXIT_PROVIDER
+    for model in models:
+        print(f"{conn.name}:{model}")
+    return EXIT_OK
+
+
+def _auth(args: Any) -> int:
+    from .config import keys_file, store_key, stored_keys
+
+    if args.action == "logout":
+        keys = stored_keys()
+        if keys.pop(args.name, None) is None:
+            print(f"ketch: no stored key for '{args.name}'", file=sys.stderr)
+            return EXIT_USAGE
+        path = keys_file()
+        path.write_text(json.dumps(keys), encoding="utf-8")
+        print(f"Removed the key for {args.name}.")
+        return EXIT_OK
+    if sys.stdin.isatty():
+        key = getpass.getpass(f"API key for {args.name}: ")
+    else:
+        key = sys.stdin.readline()
+    key = key.strip()
+    if not key:
+        raise ConfigError("no key given: paste it at the prompt or pipe it on stdin")
+    path = store_key(args.name, key)
+    print(f"Stored the key for {args.name} in {path} (readable by you only).")
+    return EXIT_OK
+
+
+def _open_store() -> Any:
+    from .store import Store, StoreError
+
+    try:
+        return Store.open()
+    except StoreError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _sessions(args: Any) -> int:
+    store = _open_store()
+    rows = store.list_sessions(str(_cwd()))
+    if not rows:
+        print("No sessions in this directory yet.")
+    for row in rows:
+        print(f"{row.id}  {row.updated}  {row.model}  {row.title or '(untitled)'}")
+    return EXIT_OK
+
+
+def _export(args: Any) -> int:
+    store = _open_store()
+    row = store.get_session(args.id)
+    if row is None:
+        raise ConfigError(f"no session '{args.id}'; list them with 'ketch sessions'")
+    sys.stdout.write(store.export(row.id, args.format))
+    return EXIT_OK
+
+
+def _mcp(args: Any) -> int:
+    from .mcp import start_mcp_servers
+
+    config = _config()
+    servers = config.mcp.get("servers", {})
+    if not servers:
+        print("No MCP servers configured ([mcp.servers.NAME] in .ketch/config.toml).")
+        return EXIT_OK
+
+    async def probe() -> list[Any]:
+        hub = await start_mcp_servers(config.mcp)
+        try:
+            return hub.status()
+        finally:
+            await hub.aclose()
+
+    for status in asyncio.run(probe()):
+        tools = ", ".join(status.tools) if status.tools else "-"
+        line = f"{status.name:<16} {status.state:<7} {tools}"
+        if status.error:
+            line += f"  ({status.error})"
+        print(line)
+    return EXIT_OK
+
+
+def _registry(args: Any) -> int:
+    from .registry import Registry, RegistryError
+
+    config = _config()
+    from .config import find_project_root, user_config_dir
+
+    registry = Registry(config.registry_url, user_config_dir(), find_project_root(_cwd()))
+    try:
+        if args.action == "list":
+            for entry in asyncio.run(registry.fetch_index()):
+                print(f"{entry.kind:<7} {entry.name:<24} {entry.description}")
+            return EXIT_OK
+        if args.action == "remove":
+            registry.remove(_need_name(args))
+            print(f"Removed {args.name}.")
+            return EXIT_OK
+        name = _need_name(args)
+        entries = {e.name: e for e in asyncio.run(registry.fetch_index())}
+        if name not in entries:
+            raise ConfigError(f"the registry has no entry '{name}'; see 'ketch registry list'")
+        staged = registry.stage(entries[name])
+        print(staged.text)
+        if args.action == "show":
+            return EXIT_OK
+        confirmed = args.yes
+        if not confirmed and sys.stdin.isatty():
+            confirmed = input(f"Install {name}? It becomes part of every future prompt. [y/N] ").strip().lower() == "y"
+        if not confirmed:
+            print("Not installed.")
+            return EXIT_OK
+        registry.install(staged, confirmed=True)
+        print(f"Installed {name}.")
+        return EXIT_OK
+    except RegistryError as exc:
+        print(f"ketch: {exc}", file=sys.stderr)
+        return EXIT_PROVIDER
+
+
+def _need_name(args: Any) -> str:
+    if not args.name:
+        raise ConfigError(f"'ketch registry {args.action}' needs a NAME")
+    return str(args.name)

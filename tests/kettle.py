@@ -1,0 +1,50 @@
+"""Running the real ``ketch`` binary as a subprocess against the fake provider."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def ketch_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["PYDANTIC_AI_NO_BANNER"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def run_ketch(args: list[str], cwd: Path, *, env: dict[str, str] | None = None, input: str | None = None, timeout: float = 60) -> Run:
+    """Run ``python -m ketch ARGS`` in ``cwd`` and capture everything."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "ketch", *args],
+        cwd=cwd,
+        env=ketch_env(env),
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def adhoc(fake: Any, wire: str, model: str = "fake-model") -> list[str]:
+    """Arguments pointing ketch at the fake provider without a config file."""
+    return ["--base-url", fake.base_url if wire != "anthropic-messages" else fake.base_url.removesuffix("/v1"), "--wire", wire, "--model", model]
+
+
+def write_project_config(root: Path, text: str) -> Path:
+    path = root / ".ketch" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
