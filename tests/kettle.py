@@ -24,8 +24,21 @@ def ketch_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_ketch(args: list[str], cwd: Path, *, env: dict[str, str] | None = None, input: str | None = None, timeout: float = 60) -> Run:
-    """Run ``python -m ketch ARGS`` in ``cwd`` and capture everything."""
+def run_ketch(
+    args: list[str],
+    cwd: Path,
+    *,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = 60,
+    subprocess_: bool = False,
+) -> Run:
+    """Run ketch with ARGS in ``cwd`` and capture everything.
+
+    By default in this process through ``ketch.cli.main`` (the same code path, without
+    paying the SDK import per test); ``subprocess_=True`` runs the real binary."""
+    if not subprocess_:
+        return _run_in_process(args, cwd, env=env, input=input)
     proc = subprocess.run(
         [sys.executable, "-m", "ketch", *args],
         cwd=cwd,
@@ -48,3 +61,29 @@ def write_project_config(root: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _run_in_process(args: list[str], cwd: Path, *, env: dict[str, str] | None, input: str | None) -> Run:
+    import contextlib
+    import io
+
+    from ketch.cli import main
+
+    saved_env = dict(os.environ)
+    saved_cwd = os.getcwd()
+    saved_stdin = sys.stdin
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        for key in [k for k in os.environ if k.endswith("_API_KEY")]:
+            del os.environ[key]
+        os.environ.update(env or {})
+        os.chdir(cwd)
+        sys.stdin = io.StringIO(input or "")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        os.chdir(saved_cwd)
+        sys.stdin = saved_stdin
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return Run(code, out.getvalue(), err.getvalue())

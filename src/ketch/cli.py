@@ -6,19 +6,24 @@ the model SDK nor the UI. Everything heavy is imported inside the command that n
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # typing itself costs ~10 ms at start-up
 
 from . import __version__
+
+if TYPE_CHECKING:
+    import argparse
+    from pathlib import Path
+    from typing import Any
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 SUBCOMMANDS = ("models", "auth", "sessions", "export", "mcp", "registry")
 
 
 def _main_parser() -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(
         prog="ketch",
         description="ketch: a terminal AI coding agent. Without -p it opens the interactive UI in this repository.",
@@ -47,6 +52,8 @@ def _main_parser() -> argparse.ArgumentParser:
 
 
 def _sub_parser() -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(prog="ketch")
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("models", help="list a connection's models")
@@ -110,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cwd_of(args: Any) -> Path:
+    from pathlib import Path
+
     return Path(getattr(args, "cwd", None) or os.getcwd()).resolve()
 
 

@@ -287,6 +287,9 @@ def resolve_connection(
 ) -> Connection:
     """Turn ``connection:model`` (or an ad-hoc ``--base-url``/``--wire`` endpoint) into a Connection."""
     environ = dict(os.environ if environ is None else environ)
+    retries_override = environ.get("KETCH_MAX_RETRIES")
+    if retries_override is not None and not retries_override.isdigit():
+        raise ConfigError(f"KETCH_MAX_RETRIES must be a whole number, not {retries_override!r}")
     if not model_ref:
         raise ConfigError("no model chosen: pass --model CONNECTION:MODEL (list them with 'ketch models') or set model in config")
     if base_url:  # ad-hoc endpoint: no config file needed
@@ -299,7 +302,8 @@ def resolve_connection(
             if not key:
                 raise ConfigError(f"--api-key-env {api_key_env} is set but the variable is empty or missing")
         preset = PRESETS["openai-compatible"]
-        return Connection(name, preset, wire, base_url, model_name, key, api_key_env or "", 2, config.models.get(model_ref))
+        retries = int(retries_override) if retries_override is not None else 2
+        return Connection(name, preset, wire, base_url, model_name, key, api_key_env or "", retries, config.models.get(model_ref))
     if wire is not None and wire not in WIRES:
         raise ConfigError(f"unknown wire '{wire}'; use one of: {', '.join(WIRES)}")
     name, sep, model_name = model_ref.partition(":")
@@ -324,4 +328,5 @@ def resolve_connection(
     key = key or stored_keys().get(name)
     if not key and key_env:
         raise ConfigError(f"missing API key for connection '{name}': set {key_env} or run 'ketch auth login {name}'")
-    return Connection(name, preset, resolved_wire, url, model_name, key, key_env, conn_cfg.max_retries, config.models.get(model_ref))
+    retries = int(retries_override) if retries_override is not None else conn_cfg.max_retries
+    return Connection(name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref))

@@ -1,0 +1,121 @@
+"""Streaming cost of the real UI on a pseudo-terminal.
+
+A child runs ``python -m ketch.ui.demo`` (a fake session streaming a ~4,000-token
+Markdown answer with code fences); the parent submits a prompt through the pty, reads the
+master side, samples the child's CPU time, and at the end replays every byte into a pyte
+screen to check the transcript. Prints: CPU share of one core, bytes per token, and (at
+2,000 tok/s) that the whole answer is in the scrollback and how fast a key is echoed.
+Usage: PYTHONPATH=src .venv/bin/python bench/render.py [--rate 200] [--fast-rate 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import sys
+import time
+
+import psutil
+import pyte
+
+sys.path.insert(0, os.path.dirname(__file__))
+from startup import STATUS, PtyChild, demo_command  # noqa: E402
+
+from ketch.ui.demo import END_OF_ANSWER, sample_answer, split_tokens  # noqa: E402
+
+COLUMNS, ROWS = 120, 40
+
+
+def expected_words(answer: str) -> list[str]:
+    """The words a reader sees (fence lines and Markdown markers carry none)."""
+    kept = [line for line in answer.splitlines() if not line.startswith("```")]
+    return re.findall(r"[A-Za-z0-9_]+", "\n".join(kept))
+
+
+def screen_words(data: bytes) -> list[str]:
+    """Words of scrollback + screen after replaying ``data``, from the prompt echo on."""
+    screen = pyte.HistoryScreen(COLUMNS, ROWS, history=100000)
+    stream = pyte.ByteStream(screen)
+    stream.feed(data)
+    rows = ["".join(line[x].data for x in range(COLUMNS)) for line in screen.history.top]
+    rows += list(screen.display)
+    start = max(i for i, row in enumerate(rows) if row.startswith("› go"))
+    return re.findall(r"[A-Za-z0-9_]+", "\n".join(rows[start + 1:]))
+
+
+def stream_once(rate: float, size: int, flush: float, probe_keys: bool) -> dict[str, float]:
+    answer = sample_answer(size)
+    tokens = len(split_tokens(answer))
+    child = PtyChild(demo_command("--rate", str(rate), "--tokens", str(size), "--flush", str(flush)),
+                     COLUMNS, ROWS)
+    try:
+        child.read_until(STATUS, timeout=20)
+        time.sleep(0.5)  # let the background Rich import finish: measure streaming only
+        proc = psutil.Process(child.pid)
+        cpu0 = sum(proc.cpu_times()[:2])
+        start_offset = len(child.output)
+        t0 = time.perf_counter()
+        child.send(b"go\r")
+        latencies: list[float] = []
+        next_probe = t0 + 0.3
+        end = END_OF_ANSWER.encode()
+        deadline = t0 + tokens / rate * 3 + 20
+        while True:
+            now = time.perf_counter()
+            if now > deadline:
+                raise TimeoutError("the answer did not finish: " + repr(bytes(child.output[-1500:])))
+            if probe_keys and now >= next_probe and end not in child.output[start_offset:]:
+                mark = len(child.output)
+                sent = time.perf_counter()
+                child.send(b"Q")
+                while b"Q" not in child.output[mark:]:
+                    child.read(0.005)
+                latencies.append(time.perf_counter() - sent)
+                next_probe = time.perf_counter() + 0.2
+            child.read(0.02)
+            if end in child.output[start_offset:] and b"working" not in child.output[-4000:].split(end)[-1]:
+                break
+        wall = time.perf_counter() - t0
+        cpu = sum(proc.cpu_times()[:2]) - cpu0
+        data = bytes(child.output)
+        streamed = len(child.output) - start_offset
+    finally:
+        child.close()
+    result = {"wall": wall, "cpu_share": cpu / wall, "bytes_per_token": streamed / tokens}
+    if latencies:
+        result["echo_median_ms"] = statistics.median(latencies) * 1000
+        result["echo_max_ms"] = max(latencies) * 1000
+    words = expected_words(answer)
+    seen = screen_words(data)
+    result["transcript_complete"] = float(seen[: len(words)] == words)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rate", type=float, default=200)
+    parser.add_argument("--fast-rate", type=float, default=2000)
+    parser.add_argument("--tokens", type=int, default=4000)
+    parser.add_argument("--flush", type=float, default=0.06)
+    args = parser.parse_args()
+    tokens = len(split_tokens(sample_answer(args.tokens)))
+    slow = stream_once(args.rate, args.tokens, args.flush, probe_keys=False)
+    print(f"{tokens} tokens at {args.rate:.0f} tok/s, flush {args.flush * 1000:.0f} ms: "
+          f"CPU {slow['cpu_share'] * 100:.1f}% of one core over {slow['wall']:.1f} s (target < 10%), "
+          f"{slow['bytes_per_token']:.1f} bytes/token, transcript complete: {bool(slow['transcript_complete'])}")
+    floor = stream_once(args.rate, args.tokens, 1000.0, probe_keys=False)
+    print(f"same stream with no frames until the end (the fake session and event loop alone): "
+          f"CPU {floor['cpu_share'] * 100:.1f}% -> the UI's own share is about "
+          f"{(slow['cpu_share'] - floor['cpu_share']) * 100:.1f}% of one core")
+    fast = stream_once(args.fast_rate, args.tokens, args.flush, probe_keys=True)
+    print(f"{tokens} tokens at {args.fast_rate:.0f} tok/s: CPU {fast['cpu_share'] * 100:.1f}%, "
+          f"{fast['bytes_per_token']:.1f} bytes/token, transcript complete: {bool(fast['transcript_complete'])}, "
+          f"key echo median {fast.get('echo_median_ms', float('nan')):.1f} ms, "
+          f"max {fast.get('echo_max_ms', float('nan')):.1f} ms (target < 50 ms)")
+    print(f"load average: {os.getloadavg()[0]:.2f} (2 cores; timings are noisy when others run)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""How long resuming a long session takes, and how long one step takes to save.
+
+Builds a 10,000-message session in a temporary store (tool calls with realistic arguments,
+file-sized tool results, text with provider ids, thinking with signatures), then prints:
+
+- resume, cold: ``Store.open`` + ``load_messages`` in a fresh process that has already
+  imported pydantic-ai (as the app has by then) but not yet built the message schema;
+- resume, warm: the same in this process, median of several runs;
+- append: the median time of ``append_step`` for one more step.
+
+Targets: resume < 300 ms, append < 5 ms. Run: ``.venv/bin/python bench/resume.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+sys.path.insert(0, str(SRC))
+os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")
+
+from pydantic_ai.messages import (  # noqa: E402
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.usage import RequestUsage  # noqa: E402
+
+from ketch.events import ToolCallFinished, ToolCallStarted, Usage  # noqa: E402
+from ketch.store import Store  # noqa: E402
+
+MESSAGES = 10_000
+RESUME_TARGET_MS = 300
+APPEND_TARGET_MS = 5
+
+_WORDS = "the a function returns value file path test error config module import class self data".split()
+
+
+def _prose(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(words))
+
+
+def _code(rng: random.Random, lines: int) -> str:
+    return "\n".join(f"{i:>5}\t    {_prose(rng, rng.randint(3, 12))}" for i in range(1, lines + 1))
+
+
+def make_step(rng: random.Random, n: int) -> tuple[list[ModelMessage], list]:
+    """One model response with a tool call, and the request carrying its result (2 messages)."""
+    call_id = f"call_{n:06d}"
+    tool, args = rng.choice(
+        [
+            ("read_file", {"path": f"src/pkg/module_{n % 97}.py"}),
+            ("grep", {"pattern": "def .*value", "path": "src"}),
+            ("shell", {"command": "pytest -q tests/test_value.py"}),
+            ("edit_file", {"path": "src/pkg/a.py", "old": _prose(rng, 20), "new": _prose(rng, 25)}),
+        ]
+    )
+    response = ModelResponse(
+        parts=[
+            ThinkingPart(_prose(rng, 60), id=f"rs_{n}", signature="E" * 400, provider_name="openai"),
+            TextPart(_prose(rng, 40), id=f"msg_{n}", provider_name="openai", provider_details={"phase": "commentary"}),
+            ToolCallPart(tool, args, call_id, id=f"fc_{n}", provider_name="openai"),
+        ],
+        usage=RequestUsage(input_tokens=20_000 + n, output_tokens=300, cache_read_tokens=18_000),
+        model_name="gpt-5",
+        provider_name="openai",
+        provider_response_id=f"resp_{n}",
+    )
+    result = _code(rng, rng.randint(10, 60)) if tool != "edit_file" else "Edited src/pkg/a.py (+3 -2)"
+    request = ModelRequest(parts=[ToolReturnPart(tool, result, call_id)])
+    if n % 25 == 0:
+        request = ModelRequest(parts=[UserPromptPart(_prose(rng, 30))])
+        response.parts = [TextPart(_prose(rng, 200))]
+    events = [
+        ToolCallStarted(call_id=call_id, name=tool, args=args),
+        ToolCallFinished(call_id=call_id, name=tool, summary="ok"),
+        Usage(input_tokens=20_000, output_tokens=300),
+    ]
+    return [response, request], events
+
+
+def build(db: Path) -> str:
+    rng = random.Random(7)
+    with Store.open(db) as store:
+        sid = store.create_session("/bench/project", "openai:gpt-5", "build")
+        batch: list[ModelMessage] = []
+        batch_events: list = []
+        for n in range(MESSAGES // 2):
+            messages, events = make_step(rng, n)
+            batch += messages
+            batch_events += events
+            if len(batch) >= 500:
+                store.append_step(sid, batch, batch_events)
+                batch, batch_events = [], []
+        if batch:
+            store.append_step(sid, batch, batch_events)
+    return sid
+
+
+_COLD_CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import pydantic_ai.messages
+from ketch.store import Store
+start, cpu = time.perf_counter(), time.process_time()
+store = Store.open(sys.argv[2])
+messages = store.load_messages(sys.argv[3])
+print((time.perf_counter() - start) * 1000, (time.process_time() - cpu) * 1000, len(messages))
+"""
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "ketch.db"
+        start = time.perf_counter()
+        sid = build(db)
+        size_mb = sum(p.stat().st_size for p in Path(tmp).iterdir()) / 1e6
+        print(f"built {MESSAGES} messages in {time.perf_counter() - start:.1f} s ({size_mb:.1f} MB on disk)")
+
+        out = subprocess.run(
+            [sys.executable, "-c", _COLD_CHILD, str(SRC), str(db), sid], capture_output=True, text=True, check=True
+        ).stdout.split()
+        cold_ms, cold_cpu_ms, count = float(out[0]), float(out[1]), int(out[2])
+        assert count == MESSAGES, count
+
+        warm, warm_cpu = [], []
+        for _ in range(5):
+            start, cpu = time.perf_counter(), time.process_time()
+            with Store.open(db) as store:
+                loaded = store.load_messages(sid)
+            warm.append((time.perf_counter() - start) * 1000)
+            warm_cpu.append((time.process_time() - cpu) * 1000)
+        assert len(loaded) == MESSAGES
+
+        rng = random.Random(11)
+        appends, appends_cpu = [], []
+        with Store.open(db) as store:
+            for n in range(MESSAGES, MESSAGES + 60):
+                messages, events = make_step(rng, n)
+                start, cpu = time.perf_counter(), time.process_time()
+                store.append_step(sid, messages, events)
+                appends.append((time.perf_counter() - start) * 1000)
+                appends_cpu.append((time.process_time() - cpu) * 1000)
+        append_ms, append_cpu_ms = statistics.median(appends), statistics.median(appends_cpu)
+
+        def verdict(value: float, target: float) -> str:
+            return "ok" if value < target else "OVER TARGET"
+
+        warm_ms, warm_cpu_ms = statistics.median(warm), statistics.median(warm_cpu)
+        print("                                       wall       cpu   (cpu time is what a busy machine can't inflate)")
+        rows = [
+            ("resume cold (open + load_messages)", cold_ms, cold_cpu_ms, RESUME_TARGET_MS),
+            ("resume warm (median of 5)", warm_ms, warm_cpu_ms, RESUME_TARGET_MS),
+            ("append one step (median of 60)", append_ms, append_cpu_ms, APPEND_TARGET_MS),
+        ]
+        for label, wall, cpu_ms, target in rows:
+            print(f"{label:<36} {wall:8.2f} ms {cpu_ms:8.2f} ms  target < {target} ms  {verdict(wall, target)}")
+
+
+if __name__ == "__main__":
+    main()

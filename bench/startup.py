@@ -1,0 +1,110 @@
+"""Time from launch to the first rendered prompt, on a pseudo-terminal.
+
+Runs ``python -m ketch.ui.demo`` (a fake session; swap ``--cmd`` for the real entry) in
+a child on a pty and reads the master side until the prompt marker appears.
+Target: under 0.4 s.   Usage: PYTHONPATH=src .venv/bin/python bench/startup.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import pty
+import select
+import statistics
+import struct
+import sys
+import termios
+import time
+
+PROMPT = "›".encode()
+STATUS = b"demo-model"
+
+
+class PtyChild:
+    """A command running on a fresh pty of a fixed size; the master side is readable."""
+
+    def __init__(self, argv: list[str], columns: int = 120, rows: int = 40) -> None:
+        self.started = time.perf_counter()
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.environ.setdefault("TERM", "xterm-256color")
+            os.execvp(argv[0], argv)
+        self.pid, self.fd = pid, fd
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+        self.output = bytearray()
+
+    def read(self, timeout: float) -> bytes:
+        """Whatever arrives within ``timeout`` seconds (b'' if nothing)."""
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return b""
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:
+            return b""
+        self.output += data
+        return data
+
+    def read_until(self, marker: bytes, timeout: float, start: int = 0) -> float:
+        """Read until ``marker`` shows up after offset ``start``; returns the time it did."""
+        deadline = time.perf_counter() + timeout
+        while marker not in self.output[start:]:
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"{marker!r} did not appear within {timeout}s")
+            self.read(0.05)
+        return time.perf_counter()
+
+    def send(self, data: bytes) -> None:
+        os.write(self.fd, data)
+
+    def close(self) -> None:
+        """End the child (ctrl-c twice, then a signal if needed) and reap it."""
+        try:
+            self.send(b"\x15\x03")
+            time.sleep(0.1)
+            self.send(b"\x03")
+        except OSError:
+            pass
+        deadline = time.perf_counter() + 3
+        while time.perf_counter() < deadline:
+            self.read(0.05)
+            done, _ = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                break
+        else:
+            os.kill(self.pid, 9)
+            os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
+def demo_command(*extra: str) -> list[str]:
+    return [sys.executable, "-m", "ketch.ui.demo", *extra]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    marks: list[float] = []
+    frames: list[float] = []
+    echoes: list[float] = []
+    for _ in range(args.runs):
+        child = PtyChild(demo_command())
+        marks.append(child.read_until(PROMPT, timeout=10) - child.started)
+        mark_at = len(child.output)
+        child.send(b"Q")  # typed before the app runs: must not be lost or echoed raw
+        frames.append(child.read_until(STATUS, timeout=10) - child.started)
+        echoes.append(child.read_until(b"Q", timeout=10, start=mark_at) - child.started)
+        child.close()
+    for label, values in (("prompt marker drawn", marks), ("first full frame (status line)", frames),
+                          ("key typed at the marker echoed in the input", echoes)):
+        print(f"{label}: median {statistics.median(values):.3f} s, min {min(values):.3f} s, "
+              f"max {max(values):.3f} s over {args.runs} runs")
+    print("target: input takes keys within 0.4 s of launch")
+    print(f"load average at the time: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

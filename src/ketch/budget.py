@@ -1,0 +1,279 @@
+"""Token budget: a cheap estimate of what one model request would send, and window sizes.
+
+The estimate is deliberately crude and fast: it counts the characters of everything that
+goes on the wire and divides by :data:`CHARS_PER_TOKEN` (4, the usual rule of thumb for
+English and code on BPE tokenizers). "Everything" includes the payloads a user never sees
+but the provider is sent again on replay: reasoning signatures, encrypted content kept in
+``provider_details``, and provider-executed tool results (``NativeToolReturnPart``). Those are
+base64-like and tokenize worse than prose, so the estimate errs low on them; the threshold
+(:data:`DEFAULT_THRESHOLD`) leaves the headroom.
+
+Images and other binary attachments are counted as a flat :data:`BINARY_ITEM_TOKENS`, since
+providers bill them by size class rather than by their byte length.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+CHARS_PER_TOKEN = 4
+"""Characters counted as one token."""
+
+DEFAULT_THRESHOLD = 0.8
+"""Fraction of the context window a request may fill before the pruning ladder runs."""
+
+DEFAULT_CONTEXT_WINDOW = 128_000
+"""Window assumed for a model this module does not know and no metadata describes."""
+
+BINARY_ITEM_TOKENS = 1_500
+"""Flat cost of one image, audio clip or document attachment."""
+
+_PART_OVERHEAD_CHARS = 12
+MESSAGE_OVERHEAD_CHARS = 16
+"""Framing counted for each message on top of its parts."""
+
+# Checked in order; the first family whose marker occurs in the model name wins, so the more
+# specific markers come first.
+_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("gpt-5", 400_000),
+    ("gpt-4.1", 1_000_000),
+    ("gpt-4o", 128_000),
+    ("gpt-oss", 128_000),
+    ("claude", 200_000),
+    ("gemini", 1_000_000),
+    ("deepseek", 128_000),
+    ("grok", 256_000),
+    ("mistral", 128_000),
+    ("codestral", 256_000),
+    ("qwen", 32_768),
+    ("llama", 32_768),
+)
+
+
+def context_window(model_name: str, metadata_override: int | None = None) -> int:
+    """Tokens the model can take in one request.
+
+    Args:
+        model_name: The model id, with or without a ``provider:`` or ``vendor/`` prefix.
+        metadata_override: A window reported by the provider's model listing or set in
+            config; a positive value wins over the built-in table.
+
+    Returns:
+        The window in tokens; :data:`DEFAULT_CONTEXT_WINDOW` for an unknown model.
+    """
+    if metadata_override is not None and metadata_override > 0:
+        return int(metadata_override)
+    name = model_name.lower()
+    if any(seg.startswith(("o1", "o3", "o4")) for seg in re.split(r"[:/]", name)):
+        return 200_000
+    for marker, window in _WINDOWS:
+        if marker in name:
+            return window
+    return DEFAULT_CONTEXT_WINDOW
+
+
+def token_limit(window: int, threshold: float = DEFAULT_THRESHOLD) -> int:
+    """The number of tokens a request may hold before pruning: ``window × threshold``."""
+    return int(window * threshold)
+
+
+def _mapping_chars(value: Mapping[Any, Any]) -> int:
+    total = 2
+    for k, v in value.items():
+        total += len(k) if k.__class__ is str else len(str(k))
+        total += 4 + (len(v) if v.__class__ is str else _chars(v))
+    return total
+
+
+def _chars(value: Any) -> int:
+    """Characters ``value`` would take on the wire, roughly its JSON length."""
+    cls = value.__class__
+    if cls is str:
+        return len(value)
+    if cls is dict:
+        return _mapping_chars(value)
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, BinaryContent):
+        return BINARY_ITEM_TOKENS * CHARS_PER_TOKEN
+    if isinstance(value, (bytes, bytearray)):
+        return (len(value) * 4) // 3
+    if isinstance(value, (bool, int, float)):
+        return 5
+    if isinstance(value, Mapping):
+        return _mapping_chars(value)
+    if isinstance(value, (list, tuple)):
+        return 2 + sum(_chars(v) + 1 for v in value)
+    url = getattr(value, "url", None)
+    if isinstance(url, str):
+        return len(url) + BINARY_ITEM_TOKENS * CHARS_PER_TOKEN
+    text = getattr(value, "content", None)
+    if isinstance(text, str):
+        return len(text)
+    try:
+        return len(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return len(str(value))
+
+
+def content_chars(value: Any) -> int:
+    """Characters a part's payload (content, args) counts for: roughly its JSON length."""
+    return _chars(value)
+
+
+# Fields that reach the provider (directly, or as replayed opaque state). ``metadata`` and
+# timestamps stay local and are not counted.
+_PART_FIELDS = (
+    "content",
+    "args",
+    "tool_name",
+    "tool_call_id",
+    "id",
+    "signature",
+    "provider_details",
+)
+
+
+def _generic_part_chars(part: Any) -> int:
+    fields = part.__dict__
+    total = _PART_OVERHEAD_CHARS
+    for name in _PART_FIELDS:
+        value = fields.get(name)
+        if value is None:
+            continue
+        total += len(value) if value.__class__ is str else _chars(value)
+    return total
+
+
+# The fast paths below count the same fields as ``_generic_part_chars``, inlined because
+# they run for every part of a long history several times per step.
+
+
+def _text_chars(part: TextPart) -> int:
+    pid, details = part.id, part.provider_details
+    return (
+        _PART_OVERHEAD_CHARS
+        + len(part.content)
+        + (len(pid) if pid else 0)
+        + (_chars(details) if details else 0)
+    )
+
+
+def _thinking_chars(part: ThinkingPart) -> int:
+    pid, signature, details = part.id, part.signature, part.provider_details
+    return (
+        _PART_OVERHEAD_CHARS
+        + len(part.content)
+        + (len(pid) if pid else 0)
+        + (len(signature) if signature else 0)
+        + (_chars(details) if details else 0)
+    )
+
+
+def _call_chars(part: ToolCallPart) -> int:
+    args, pid, details = part.args, part.id, part.provider_details
+    return (
+        _PART_OVERHEAD_CHARS
+        + len(part.tool_name)
+        + len(part.tool_call_id)
+        + (len(args) if args.__class__ is str else _chars(args))
+        + (len(pid) if pid else 0)
+        + (_chars(details) if details else 0)
+    )
+
+
+def _return_chars(part: ToolReturnPart) -> int:
+    content = part.content
+    return (
+        _PART_OVERHEAD_CHARS
+        + len(part.tool_name)
+        + len(part.tool_call_id)
+        + (len(content) if content.__class__ is str else _chars(content))
+    )
+
+
+def _prompt_chars(part: UserPromptPart) -> int:
+    content = part.content
+    return _PART_OVERHEAD_CHARS + (len(content) if content.__class__ is str else _chars(content))
+
+
+# Exact types only: subclasses (tool search, native parts) carry more and take the generic path.
+_FAST_PATHS: dict[type, Callable[[Any], int]] = {
+    TextPart: _text_chars,
+    ThinkingPart: _thinking_chars,
+    ToolCallPart: _call_chars,
+    ToolReturnPart: _return_chars,
+    UserPromptPart: _prompt_chars,
+}
+
+
+def part_chars(part: Any) -> int:
+    """Characters one message part contributes to a request."""
+    fast = _FAST_PATHS.get(part.__class__)
+    return fast(part) if fast is not None else _generic_part_chars(part)
+
+
+def message_chars(message: ModelMessage) -> int:
+    """Characters one message contributes to a request (its parts plus framing)."""
+    return MESSAGE_OVERHEAD_CHARS + sum(part_chars(p) for p in message.parts)
+
+
+def chars_to_tokens(chars: int) -> int:
+    """Tokens for ``chars`` characters (rounded up)."""
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+def message_tokens(message: ModelMessage, part_chars: Callable[[Any], int] = part_chars) -> int:
+    """Estimated tokens of one message; ``part_chars`` may be a memoizing counter."""
+    return chars_to_tokens(MESSAGE_OVERHEAD_CHARS + sum(map(part_chars, message.parts)))
+
+
+def estimate_messages(messages: Iterable[ModelMessage]) -> int:
+    """Estimated tokens of a message history, opaque provider payloads included."""
+    return sum(message_tokens(m) for m in messages if isinstance(m, (ModelRequest, ModelResponse)))
+
+
+def estimate_text(text: str) -> int:
+    """Estimated tokens of a plain string (instructions, a summary)."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def _tool_def_chars(tool: Any) -> int:
+    if isinstance(tool, Mapping):
+        return _chars(tool)
+    schema = getattr(tool, "parameters_json_schema", None)
+    return (
+        len(getattr(tool, "name", "") or "")
+        + len(getattr(tool, "description", "") or "")
+        + _chars(schema)
+        + _PART_OVERHEAD_CHARS
+    )
+
+
+def estimate_tools(tool_defs: Sequence[Any]) -> int:
+    """Estimated tokens of tool schemas: ``ToolDefinition`` objects or plain dicts."""
+    return -(-sum(_tool_def_chars(t) for t in tool_defs) // CHARS_PER_TOKEN)
+
+
+def estimate_request(
+    instructions: str, messages: Iterable[ModelMessage], tool_defs: Sequence[Any] = ()
+) -> int:
+    """Estimated tokens of a whole request: instructions, history and tool schemas."""
+    return estimate_text(instructions) + estimate_messages(messages) + estimate_tools(tool_defs)

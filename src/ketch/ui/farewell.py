@@ -1,0 +1,16 @@
+"""What stays in the terminal after the app closes: id, cost, how to resume."""
+
+from __future__ import annotations
+
+from ..frontend import SessionStatus
+from .statusline import format_cost
+
+
+def farewell_lines(status: SessionStatus | None, program: str = "ketch") -> list[str]:
+    """Session id, cost and the exact command that resumes the session."""
+    if status is None or not status.session_id:
+        return []
+    return [
+        f"Session {status.session_id} · {format_cost(status.cost_usd)}",
+        f"Resume with: {program} --resume {status.session_id}",
+    ]

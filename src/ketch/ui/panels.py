@@ -1,0 +1,60 @@
+"""Panels the UI prints into scrollback for /tools, /cost, /context, /todos, /help."""
+
+from __future__ import annotations
+
+from ..frontend import SessionStatus
+from .statusline import format_cost
+
+_TODO_MARKS = {"done": "✓", "completed": "✓", "in_progress": "▸", "pending": "○"}
+
+
+def tools_panel(status: SessionStatus) -> list[str]:
+    """Names of the tools on the next step."""
+    if not status.tools:
+        return ["No tools are offered on the next step."]
+    return [f"Tools ({len(status.tools)}):"] + [f"  {name}" for name in status.tools]
+
+
+def cost_panel(status: SessionStatus) -> list[str]:
+    """Session cost and token totals."""
+    return [
+        f"Session cost: {format_cost(status.cost_usd)}",
+        f"  input tokens:  {status.input_tokens:,}",
+        f"  output tokens: {status.output_tokens:,}",
+    ]
+
+
+def context_panel(status: SessionStatus) -> list[str]:
+    """Context use, by part."""
+    rows = [f"Context: {status.context_tokens:,} / {status.context_window:,} tokens "
+            f"({status.context_used_pct:.0f}%)"]
+    total = sum(status.context_parts.values()) or 1
+    for part, tokens in sorted(status.context_parts.items(), key=lambda kv: -kv[1]):
+        bar = "█" * max(1, round(20 * tokens / total)) if tokens else ""
+        rows.append(f"  {part:<14} {tokens:>8,}  {bar}")
+    return rows
+
+
+def todos_panel(status: SessionStatus) -> list[str]:
+    """The task list."""
+    if not status.todos:
+        return ["No todos."]
+    rows = ["Todos:"]
+    for item in status.todos:
+        mark = _TODO_MARKS.get(item.get("status", ""), "○")
+        rows.append(f"  {mark} {item.get('content') or item.get('text') or item.get('title', '')}")
+    return rows
+
+
+def help_panel(commands: dict[str, str]) -> list[str]:
+    """Commands and keys."""
+    rows = ["Commands:"]
+    width = max((len(n) for n in commands), default=4) + 2
+    rows += [f"  /{name:<{width}}{desc}" for name, desc in sorted(commands.items())]
+    rows += [
+        "Keys:",
+        "  enter submit · alt-enter / ctrl-j newline · ↑/↓ history · @ file · / command",
+        "  esc cancel the turn and clear the queue · ctrl-c stop the running command",
+        "  ctrl-r show/hide thinking · ctrl-c twice on an empty prompt quits",
+    ]
+    return rows

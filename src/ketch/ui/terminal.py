@@ -1,0 +1,119 @@
+"""The seam between prompt_toolkit's renderer and the terminal's scrollback.
+
+prompt_toolkit (3.0.x) draws an inline application as a region below the cursor. Finished
+output must go *above* that region, into the terminal's own scrollback, exactly once, and
+in the same write as the frame that follows it (separate erase/print/redraw writes make
+the input blink and let tmux copy the live region into history).
+
+How: every frame, ``before_render`` holds the output buffer; if lines are waiting to be
+committed, the cursor goes back to the top of the live region, the lines overwrite it,
+and the renderer is told it starts afresh at the row below (``_cursor_pos`` and
+``_last_screen`` are private renderer attributes: prompt_toolkit is pinned to <3.1 and
+tests/test_ui_seam.py pins this). ``after_render`` releases the buffer as one write,
+wrapped in synchronized-output sequences so terminals that know them paint it at once.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from prompt_toolkit.data_structures import Point, Size
+from prompt_toolkit.output.flush_stdout import flush_stdout
+from prompt_toolkit.output.vt100 import Vt100_Output
+
+SYNC_BEGIN = "\x1b[?2026h"
+SYNC_END = "\x1b[?2026l"
+
+
+class FrameOutput(Vt100_Output):
+    """A vt100 output that can hold its buffer and writes each frame as one unit."""
+
+    def __init__(self, stdout: TextIO, get_size: Callable[[], Size], *, term: str | None = None,
+                 synchronized: bool = True) -> None:
+        super().__init__(stdout, get_size, term=term, enable_cpr=False, enable_bell=False)
+        self.holding = False
+        """While True, ``flush`` keeps the buffer (one frame is being assembled)."""
+        self.synchronized = synchronized
+        self.frames_written = 0
+
+    @classmethod
+    def for_terminal(cls, stdout: TextIO | None = None) -> FrameOutput:
+        """An output on the real terminal (size read from the tty)."""
+        stream = stdout or sys.stdout
+
+        def get_size() -> Size:
+            try:
+                cols, rows = os.get_terminal_size(stream.fileno())
+            except OSError:
+                return Size(rows=24, columns=80)
+            return Size(rows=rows or 24, columns=cols or 80)
+
+        return cls(stream, get_size, term=os.environ.get("TERM"))
+
+    def flush(self) -> None:
+        """Write the buffered frame in one write (unless holding)."""
+        if self.holding or not self._buffer:
+            return
+        data = "".join(self._buffer)
+        self._buffer = []
+        if self.synchronized:
+            data = f"{SYNC_BEGIN}{data}{SYNC_END}"
+        self.frames_written += 1
+        flush_stdout(self.stdout, data)
+
+
+class ScrollbackCommitter:
+    """Queues finished ANSI lines and writes them above the live region, once."""
+
+    def __init__(self, app: Any, output: FrameOutput) -> None:
+        self._app = app
+        self._output = output
+        self._pending: list[str] = []
+        self._rewind_requested = False
+        app.before_render += self._before_render
+        app.after_render += self._after_render
+
+    def commit(self, lines: list[str]) -> None:
+        """Queue rendered lines for the scrollback; they go out with the next frame."""
+        self._pending.extend(lines)
+        self._app.invalidate()
+
+    def request_rewind(self, *, redraw: bool = True) -> None:
+        """Repaint the live region from its top next frame (lets it shrink). From a
+        ``before_render`` handler registered before this one, pass ``redraw=False``:
+        the frame being drawn takes it."""
+        self._rewind_requested = True
+        if redraw:
+            self._app.invalidate()
+
+    @property
+    def has_pending(self) -> bool:
+        """True when lines are waiting for the next frame."""
+        return bool(self._pending)
+
+    def _before_render(self, app: Any) -> None:
+        out = self._output
+        out.holding = True
+        if not self._pending and not self._rewind_requested:
+            return
+        renderer = app.renderer
+        pos: Point = renderer._cursor_pos
+        out.write_raw("\r")
+        if pos.y:
+            out.cursor_up(pos.y)
+        out.reset_attributes()
+        for line in self._pending:
+            out.write_raw(f"\x1b[2K{line}\x1b[0m\r\n")
+        out.erase_down()
+        self._pending = []
+        self._rewind_requested = False
+        renderer._cursor_pos = Point(x=0, y=0)
+        renderer._last_screen = None
+        renderer._last_style = None
+
+    def _after_render(self, app: Any) -> None:
+        self._output.holding = False
+        self._output.flush()

@@ -1,0 +1,209 @@
+"""Translates session events into scrollback commits and live-region state.
+
+One method maps each event type (``apply``, a ``match`` ending in ``assert_never``). The
+answer text is buffered and only turned into output on ``flush`` (the ~60 ms tick): closed
+Markdown blocks are committed, the open block is re-rendered for the live region.
+Requests (approval, ask) are not handled here; the app owns the overlays for them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, assert_never
+
+from ..events import (
+    AgentEvent, ApprovalRequested, ApprovalResolved, AskRequested, Compacted, Error, Notice,
+    ReasoningDelta, SubagentFinished, SubagentProgress, SubagentStarted, TextDelta, TodoUpdated,
+    ToolCallFinished, ToolCallStarted, ToolOutputChunk, TurnFinished, TurnStarted, Usage,
+    WebSearchResult,
+)
+from .blocks import BlockSplitter
+from .rich_render import AnsiRenderer
+from .toolfmt import clip, paint, result_lines
+
+TOOL_TAIL_LINES = 5
+
+
+@dataclass
+class ToolProgress:
+    """A running tool call as the live region shows it."""
+
+    name: str
+    args: dict[str, Any]
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TOOL_TAIL_LINES))
+    partial: str = ""
+
+    def add_output(self, text: str) -> None:
+        """Keep the last few complete lines (and the line being written)."""
+        data = self.partial + text.replace("\r\n", "\n")
+        *complete, self.partial = data.split("\n")
+        for line in complete:
+            self.tail.append(line.rsplit("\r", 1)[-1])
+
+    def lines(self) -> list[str]:
+        """The tail, including an unfinished last line."""
+        rows = list(self.tail)
+        if self.partial:
+            rows.append(self.partial.rsplit("\r", 1)[-1])
+        return rows[-TOOL_TAIL_LINES:]
+
+
+class TurnView:
+    """The visible state of the running turn, plus what it has committed."""
+
+    def __init__(self, renderer: AnsiRenderer, width: Callable[[], int],
+                 commit: Callable[[list[str]], None]) -> None:
+        self._renderer = renderer
+        self._width = width
+        self._commit = commit
+        self._splitter = BlockSplitter()
+        self._pending_text = ""
+        self._rendered_open = ""
+        self._blocks_in_answer = 0
+        self.answer_lines: list[str] = []
+        """ANSI lines of the open Markdown block."""
+        self.reasoning = ""
+        self.tools: dict[str, ToolProgress] = {}
+        self.subagents: dict[str, str] = {}
+        self.todos: list[dict[str, str]] = []
+        self.status_dirty = False
+        """Set when an event changed what ``session.status()`` would report."""
+
+    def apply(self, event: AgentEvent) -> None:
+        """Take one event (cheap: heavy rendering waits for ``flush``)."""
+        match event:
+            case TextDelta():
+                if not event.agent:
+                    self._pending_text += event.text
+            case ReasoningDelta():
+                if not event.agent:
+                    self.reasoning += event.text
+            case ToolCallStarted():
+                if event.agent:
+                    return
+                self.end_answer()
+                self.tools[event.call_id] = ToolProgress(event.name, dict(event.args))
+            case ToolOutputChunk():
+                tool = self.tools.get(event.call_id)
+                if tool is not None:
+                    tool.add_output(event.text)
+            case ToolCallFinished():
+                if event.agent:
+                    return
+                self.end_answer()
+                tool = self.tools.pop(event.call_id, None)
+                args = tool.args if tool else {}
+                self._commit(result_lines(event.name, args, event.summary, is_error=event.is_error,
+                                          diff=event.diff, width=self._width()) + [""])
+            case ApprovalResolved():
+                self._note_resolution(event)
+            case ApprovalRequested() | AskRequested() | TurnStarted():
+                pass
+            case Compacted():
+                self.commit_text(f"context compacted: {event.tokens_before:,} → {event.tokens_after:,} tokens", "2")
+            case Usage():
+                self.status_dirty = True
+            case TodoUpdated():
+                self.todos = list(event.items)
+                self.status_dirty = True
+            case WebSearchResult():
+                self.end_answer()
+                rows = [paint("●", "32") + paint(f" web_search  {event.query}", "1")]
+                rows += [f"    {clip(s.get('title') or s.get('url', ''), self._width() - 4)}" for s in event.sources[:5]]
+                self._commit(rows + [""])
+            case SubagentStarted():
+                self.subagents[event.subagent_id] = f"{event.kind}: {event.description}"
+            case SubagentProgress():
+                base = self.subagents.get(event.subagent_id, "").split("  ·  ")[0]
+                self.subagents[event.subagent_id] = f"{base}  ·  {event.tool} {event.detail}".rstrip()
+            case SubagentFinished():
+                label = self.subagents.pop(event.subagent_id, event.subagent_id).split("  ·  ")[0]
+                mark = paint("●", "32" if event.ok else "31")
+                self._commit([f"{mark} task  {clip(label, self._width() - 10)}", ""])
+            case Notice():
+                self.end_answer()
+                self.commit_text(event.text, "33" if event.level == "warning" else "2")
+            case Error():
+                self.end_answer()
+                self.commit_text(f"Error: {event.message}", "31")
+            case TurnFinished():
+                self.end_turn()
+            case _:
+                assert_never(event)
+
+    def _note_resolution(self, event: ApprovalResolved) -> None:
+        if event.by == "user" and event.decision != "deny":
+            return
+        who = event.rule or event.by
+        if event.decision == "deny":
+            why = f": {event.reason}" if event.reason else ""
+            self.commit_text(f"✗ {event.name} denied ({who}){why}", "31")
+        elif event.by not in ("user",):
+            self.commit_text(f"✓ {event.name} allowed ({who})", "2")
+
+    def commit_text(self, text: str, sgr: str = "") -> None:
+        """Commit a plain message (wrapped to the width), followed by a blank line."""
+        width = self._width()
+        lines = self._renderer.styled(text, "", width) if len(text) > width or "\n" in text else [text]
+        self._commit([paint(line, sgr) for line in lines] + [""])
+
+    def flush(self) -> bool:
+        """Move buffered text into blocks; True when the live region changed."""
+        if not self._pending_text:
+            return False
+        text, self._pending_text = self._pending_text, ""
+        for block in self._splitter.feed(text):
+            self._commit_block(block)
+        return self._render_open()
+
+    def end_answer(self) -> None:
+        """The answer segment ended (a tool call or the turn): commit what is open."""
+        self.flush()
+        for block in self._splitter.finish():
+            self._commit_block(block)
+        self._render_open()
+        if self._blocks_in_answer:
+            self._commit([""])
+        self._blocks_in_answer = 0
+
+    def end_turn(self) -> None:
+        """Commit the rest of the answer; reasoning and progress are dropped, not kept."""
+        self.end_answer()
+        self.reasoning = ""
+        self.tools.clear()
+        self.subagents.clear()
+        self.status_dirty = True
+
+    def rerender(self) -> None:
+        """Re-wrap the open block (after a terminal resize)."""
+        self._rendered_open = "\0"
+        self._render_open()
+
+    def _commit_block(self, block: str) -> None:
+        lines = self._renderer.markdown(block, self._width())
+        if self._blocks_in_answer:
+            lines = [""] + lines
+        self._blocks_in_answer += 1
+        self._commit(lines)
+
+    def _render_open(self) -> bool:
+        text = self._splitter.open_text
+        if text == self._rendered_open:
+            return False
+        self._rendered_open = text
+        if not text.strip():
+            self.answer_lines = []
+        elif self._splitter.in_fence:
+            self.answer_lines = _open_fence_lines(text, self._width())
+        else:
+            self.answer_lines = self._renderer.markdown(text, self._width())
+        return True
+
+
+def _open_fence_lines(text: str, width: int) -> list[str]:
+    """A code block still arriving: plain lines (highlighted once, when it closes)."""
+    body = text.split("\n")[1:]
+    return [paint(clip(line, width), "38;5;250") for line in body]
+

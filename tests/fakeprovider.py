@@ -1,0 +1,790 @@
+"""A scripted fake model provider on 127.0.0.1 for wire-level tests.
+
+One `FakeProvider` speaks three wires the way the official APIs do, streaming (SSE) or not:
+OpenAI Chat Completions (`/v1/chat/completions`), OpenAI Responses (`/v1/responses`) and
+Anthropic Messages (`/v1/messages`), plus `GET /v1/models`. Each model request plays the next
+`Turn` of a script; every request is recorded. A missing or doubled `/v1` prefix is tolerated,
+so any base URL form a user may configure works; the path actually received is recorded.
+
+The Responses endpoint enforces the provider's item rules by default (orphan tool outputs,
+unknown item ids, ids sent without their reasoning item); see `FakeProvider.rejections`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+__all__ = [
+    'FakeProvider',
+    'NativeSearch',
+    'RecordedRequest',
+    'ToolCall',
+    'Turn',
+    'fake_provider',
+    'instructions',
+    'tool_names',
+    'tool_results',
+    'user_texts',
+    'wire_of',
+]
+
+CHAT, RESPONSES, ANTHROPIC, MODELS = 'chat', 'responses', 'anthropic', 'models'
+_ROUTES = {'/chat/completions': CHAT, '/responses': RESPONSES, '/messages': ANTHROPIC, '/models': MODELS}
+
+
+@dataclass
+class ToolCall:
+    """A function tool call the model makes; `id` is generated per wire when None."""
+
+    name: str
+    args: dict[str, Any]
+    id: str | None = None
+
+
+@dataclass
+class NativeSearch:
+    """A provider-executed web search: `sources` are dicts with `title`, `url`, `snippet`."""
+
+    query: str
+    sources: list[dict[str, str]]
+
+
+@dataclass
+class Turn:
+    """One scripted model response, rendered into whichever wire the request came on."""
+
+    text: str = ''
+    reasoning: str = ''
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    status: int = 200
+    error_body: dict[str, Any] | None = None
+    delay: float = 0.0
+    chunk_delay: float = 0.0
+    truncate: bool = False
+    malformed: bool = False
+    usage: tuple[int, int] = (10, 5)
+    native_search: NativeSearch | None = None
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One HTTP request as the server received it (`headers` keys are lower-case)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+    query: str = ''
+
+    @property
+    def wire(self) -> str | None:
+        """`'chat'`, `'responses'`, `'anthropic'`, `'models'`, or None for an unknown path."""
+        return _ROUTES.get(_normalize(self.path))
+
+    @property
+    def stream(self) -> bool:
+        """Whether the client asked for an SSE stream."""
+        return bool(self.body and self.body.get('stream'))
+
+
+ScriptEntry = Turn | Callable[[RecordedRequest], Turn]
+
+
+def _normalize(path: str) -> str:
+    """Strip every leading `/v1` so `/v1/v1/messages`, `/v1/messages`, `/messages` route alike."""
+    path = path.split('?', 1)[0].rstrip('/') or '/'
+    while path == '/v1' or path.startswith('/v1/'):
+        path = path[3:] or '/'
+    return path
+
+
+def _pieces(text: str, count: int = 3) -> list[str]:
+    """Split `text` into about `count` consecutive pieces (empty text gives no pieces)."""
+    size = max(1, -(-len(text) // count))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+_OPENAI_ERRORS = {
+    400: ('invalid_request_error', None), 401: ('invalid_request_error', 'invalid_api_key'),
+    403: ('permission_denied', None), 404: ('invalid_request_error', 'model_not_found'),
+    429: ('requests', 'rate_limit_exceeded'), 500: ('server_error', None), 503: ('server_error', None),
+}
+_ANTHROPIC_ERRORS = {
+    400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error',
+    404: 'not_found_error', 413: 'request_too_large', 429: 'rate_limit_error', 500: 'api_error',
+    529: 'overloaded_error',
+}
+
+
+def default_error_body(wire: str | None, status: int, message: str | None = None) -> dict[str, Any]:
+    """The provider's own error JSON for `status` on `wire`."""
+    message = message or f'fake provider error {status}'
+    if wire == ANTHROPIC:
+        kind = _ANTHROPIC_ERRORS.get(status, 'api_error')
+        return {'type': 'error', 'error': {'type': kind, 'message': message}, 'request_id': 'req_fake'}
+    kind, code = _OPENAI_ERRORS.get(status, ('server_error', None))
+    return {'error': {'message': message, 'type': kind, 'param': None, 'code': code}}
+
+
+class _Ids:
+    """Sequential, thread-safe ids such as `call_0001`."""
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, prefix: str) -> str:
+        with self._lock:
+            self._n += 1
+            return f'{prefix}_{self._n:04d}'
+
+
+Event = tuple[str | None, dict[str, Any]]
+
+
+# ---------------------------------------------------------------- Chat Completions
+def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Event], dict[str, Any]]:
+    """Chunks of a Chat Completions stream and the equivalent non-streamed completion."""
+    cid, model = new_id('chatcmpl'), body.get('model', 'fake-model')
+    calls = [(tc.id or new_id('call'), tc) for tc in turn.tool_calls]
+    finish = 'tool_calls' if calls else 'stop'
+    usage = {'prompt_tokens': turn.usage[0], 'completion_tokens': turn.usage[1],
+             'total_tokens': sum(turn.usage)}
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> Event:
+        choice = {'index': 0, 'delta': delta, 'logprobs': None, 'finish_reason': finish_reason}
+        return None, {'id': cid, 'object': 'chat.completion.chunk', 'created': 1700000000, 'model': model,
+                      'choices': [choice]}
+
+    events = [chunk({'role': 'assistant', 'content': ''})]
+    events += [chunk({'reasoning_content': p}) for p in _pieces(turn.reasoning)]
+    events += [chunk({'content': p}) for p in _pieces(turn.text)]
+    for index, (call_id, tc) in enumerate(calls):
+        head = {'index': index, 'id': call_id, 'type': 'function', 'function': {'name': tc.name, 'arguments': ''}}
+        events.append(chunk({'tool_calls': [head]}))
+        for p in _pieces(json.dumps(tc.args), 2):
+            events.append(chunk({'tool_calls': [{'index': index, 'function': {'arguments': p}}]}))
+    events.append(chunk({}, finish))
+    events.append((None, {'id': cid, 'object': 'chat.completion.chunk', 'created': 1700000000, 'model': model,
+                          'choices': [], 'usage': usage}))
+    message: dict[str, Any] = {'role': 'assistant', 'content': turn.text or None, 'refusal': None}
+    if turn.reasoning:
+        message['reasoning_content'] = turn.reasoning
+    if calls:
+        message['tool_calls'] = [{'id': i, 'type': 'function',
+                                  'function': {'name': tc.name, 'arguments': json.dumps(tc.args)}}
+                                 for i, tc in calls]
+    final = {'id': cid, 'object': 'chat.completion', 'created': 1700000000, 'model': model,
+             'choices': [{'index': 0, 'message': message, 'logprobs': None, 'finish_reason': finish}],
+             'usage': usage}
+    return events, final
+
+
+# ---------------------------------------------------------------- Responses
+def responses_render(
+    turn: Turn, body: dict[str, Any], new_id: _Ids
+) -> tuple[list[Event], dict[str, Any]]:
+    """Events of a Responses stream and the equivalent non-streamed response."""
+    resp_id, model = new_id('resp'), body.get('model', 'fake-model')
+    want_encrypted = 'reasoning.encrypted_content' in (body.get('include') or [])
+    events: list[Event] = []
+    output: list[dict[str, Any]] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append((kind, {'type': kind, **fields}))
+
+    def add_item(added: dict[str, Any], done: dict[str, Any], inner: Callable[[int], None]) -> None:
+        index = len(output)
+        emit('response.output_item.added', output_index=index, item=added)
+        inner(index)
+        emit('response.output_item.done', output_index=index, item=done)
+        output.append(done)
+
+    if turn.reasoning:
+        rs = new_id('rs')
+        done = {'type': 'reasoning', 'id': rs, 'summary': [{'type': 'summary_text', 'text': turn.reasoning}]}
+        if want_encrypted:
+            done['encrypted_content'] = f'enc-{rs}'
+
+        def reasoning_events(i: int) -> None:
+            common = {'item_id': rs, 'output_index': i, 'summary_index': 0}
+            emit('response.reasoning_summary_part.added', **common, part={'type': 'summary_text', 'text': ''})
+            for p in _pieces(turn.reasoning):
+                emit('response.reasoning_summary_text.delta', **common, delta=p)
+            emit('response.reasoning_summary_text.done', **common, text=turn.reasoning)
+            emit('response.reasoning_summary_part.done', **common,
+                 part={'type': 'summary_text', 'text': turn.reasoning})
+
+        add_item({'type': 'reasoning', 'id': rs, 'summary': []}, done, reasoning_events)
+
+    search = turn.native_search
+    if search:
+        ws = new_id('ws')
+        action = {'type': 'search', 'query': search.query,
+                  'sources': [{'type': 'url', 'url': s['url']} for s in search.sources]}
+
+        def search_events(i: int) -> None:
+            for stage in ('in_progress', 'searching', 'completed'):
+                emit(f'response.web_search_call.{stage}', output_index=i, item_id=ws)
+
+        add_item({'type': 'web_search_call', 'id': ws, 'status': 'in_progress', 'action': {'type': 'search'}},
+                 {'type': 'web_search_call', 'id': ws, 'status': 'completed', 'action': action}, search_events)
+
+    if turn.text:
+        msg = new_id('msg')
+        annotations = [{'type': 'url_citation', 'start_index': 0, 'end_index': len(turn.text),
+                        'url': s['url'], 'title': s.get('title', '')} for s in (search.sources if search else [])]
+        part = {'type': 'output_text', 'text': turn.text, 'annotations': annotations, 'logprobs': []}
+
+        def text_events(i: int) -> None:
+            common = {'item_id': msg, 'output_index': i, 'content_index': 0}
+            emit('response.content_part.added', **common,
+                 part={'type': 'output_text', 'text': '', 'annotations': [], 'logprobs': []})
+            for p in _pieces(turn.text):
+                emit('response.output_text.delta', **common, delta=p, logprobs=[])
+            for n, annotation in enumerate(annotations):
+                emit('response.output_text.annotation.added', **common, annotation_index=n, annotation=annotation)
+            emit('response.output_text.done', **common, text=turn.text, logprobs=[])
+            emit('response.content_part.done', **common, part=part)
+
+        add_item({'type': 'message', 'id': msg, 'status': 'in_progress', 'role': 'assistant', 'content': []},
+                 {'type': 'message', 'id': msg, 'status': 'completed', 'role': 'assistant', 'content': [part]},
+                 text_events)
+
+    for tc in turn.tool_calls:
+        fc, arguments = new_id('fc'), json.dumps(tc.args)
+        call = {'type': 'function_call', 'id': fc, 'call_id': tc.id or new_id('call'), 'name': tc.name}
+
+        def call_events(i: int, fc: str = fc, arguments: str = arguments) -> None:
+            for p in _pieces(arguments, 2):
+                emit('response.function_call_arguments.delta', item_id=fc, output_index=i, delta=p)
+            emit('response.function_call_arguments.done', item_id=fc, output_index=i, arguments=arguments)
+
+        add_item({**call, 'arguments': '', 'status': 'in_progress'},
+                 {**call, 'arguments': arguments, 'status': 'completed'}, call_events)
+
+    shell = {'id': resp_id, 'object': 'response', 'created_at': 1700000000, 'model': model,
+             'status': 'in_progress', 'output': [], 'usage': None, 'error': None, 'incomplete_details': None,
+             'instructions': body.get('instructions'), 'tools': body.get('tools', []), 'tool_choice': 'auto',
+             'parallel_tool_calls': True, 'metadata': {}, 'text': {'format': {'type': 'text'}},
+             'previous_response_id': body.get('previous_response_id'), 'store': body.get('store', True)}
+    usage = {'input_tokens': turn.usage[0], 'input_tokens_details': {'cached_tokens': 0},
+             'output_tokens': turn.usage[1], 'output_tokens_details': {'reasoning_tokens': 0},
+             'total_tokens': sum(turn.usage)}
+    final = {**shell, 'status': 'completed', 'output': output, 'usage': usage}
+    head: list[Event] = [('response.created', {'type': 'response.created', 'response': shell}),
+                         ('response.in_progress', {'type': 'response.in_progress', 'response': shell})]
+    events = head + events + [('response.completed', {'type': 'response.completed', 'response': final})]
+    for n, (_, data) in enumerate(events):
+        data['sequence_number'] = n
+    return events, final
+
+
+# ---------------------------------------------------------------- Anthropic Messages
+def anthropic_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Event], dict[str, Any]]:
+    """Events of an Anthropic Messages stream and the equivalent non-streamed message."""
+    msg_id, model = new_id('msg'), body.get('model', 'claude-fake')
+    events: list[Event] = []
+    blocks: list[dict[str, Any]] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append((kind, {'type': kind, **fields}))
+
+    def block(start: dict[str, Any], deltas: list[dict[str, Any]], final: dict[str, Any]) -> None:
+        index = len(blocks)
+        emit('content_block_start', index=index, content_block=start)
+        for delta in deltas:
+            emit('content_block_delta', index=index, delta=delta)
+        emit('content_block_stop', index=index)
+        blocks.append(final)
+
+    if turn.reasoning:
+        signature = f'sig-{new_id("th")}'
+        deltas = [{'type': 'thinking_delta', 'thinking': p} for p in _pieces(turn.reasoning)]
+        block({'type': 'thinking', 'thinking': '', 'signature': ''},
+              [*deltas, {'type': 'signature_delta', 'signature': signature}],
+              {'type': 'thinking', 'thinking': turn.reasoning, 'signature': signature})
+    citations: list[dict[str, Any]] = []
+    if search := turn.native_search:
+        tool_id, query_json = new_id('srvtoolu'), json.dumps({'query': search.query})
+        block({'type': 'server_tool_use', 'id': tool_id, 'name': 'web_search', 'input': {}},
+              [{'type': 'input_json_delta', 'partial_json': p} for p in _pieces(query_json, 2)],
+              {'type': 'server_tool_use', 'id': tool_id, 'name': 'web_search', 'input': {'query': search.query}})
+        results = [{'type': 'web_search_result', 'url': s['url'], 'title': s.get('title', ''),
+                    'encrypted_content': f'enc-{n}-{s["url"]}', 'page_age': 'April 1, 2026'}
+                   for n, s in enumerate(search.sources)]
+        result_block = {'type': 'web_search_tool_result', 'tool_use_id': tool_id, 'content': results}
+        block(result_block, [], result_block)
+        citations = [{'type': 'web_search_result_location', 'url': s['url'], 'title': s.get('title', ''),
+                      'encrypted_index': f'idx-{n}', 'cited_text': s.get('snippet', '')}
+                     for n, s in enumerate(search.sources)]
+    if turn.text:
+        deltas = [{'type': 'citations_delta', 'citation': c} for c in citations]
+        deltas += [{'type': 'text_delta', 'text': p} for p in _pieces(turn.text)]
+        final_text: dict[str, Any] = {'type': 'text', 'text': turn.text}
+        if citations:
+            final_text['citations'] = citations
+        block({'type': 'text', 'text': ''}, deltas, final_text)
+    for tc in turn.tool_calls:
+        tool_id = tc.id or new_id('toolu')
+        block({'type': 'tool_use', 'id': tool_id, 'name': tc.name, 'input': {}},
+              [{'type': 'input_json_delta', 'partial_json': p} for p in _pieces(json.dumps(tc.args), 2)],
+              {'type': 'tool_use', 'id': tool_id, 'name': tc.name, 'input': tc.args})
+
+    stop = 'tool_use' if turn.tool_calls else 'end_turn'
+    start_usage = {'input_tokens': turn.usage[0], 'output_tokens': 1, 'cache_creation_input_tokens': 0,
+                   'cache_read_input_tokens': 0}
+    shell = {'id': msg_id, 'type': 'message', 'role': 'assistant', 'model': model, 'content': [],
+             'stop_reason': None, 'stop_sequence': None, 'usage': start_usage}
+    head: list[Event] = [('message_start', {'type': 'message_start', 'message': shell}), ('ping', {'type': 'ping'})]
+    tail: list[Event] = [
+        ('message_delta', {'type': 'message_delta', 'delta': {'stop_reason': stop, 'stop_sequence': None},
+                           'usage': {'output_tokens': turn.usage[1]}}),
+        ('message_stop', {'type': 'message_stop'}),
+    ]
+    final = {**shell, 'content': blocks, 'stop_reason': stop,
+             'usage': {**start_usage, 'output_tokens': turn.usage[1]}}
+    return head + events + tail, final
+
+
+_RENDERERS = {CHAT: chat_render, RESPONSES: responses_render, ANTHROPIC: anthropic_render}
+_GARBAGE = {CHAT: 'data: {"choices": [oops\n\n',
+            RESPONSES: 'event: response.output_text.delta\ndata: {oops not json\n\n',
+            ANTHROPIC: 'event: content_block_delta\ndata: {oops not json\n\n'}
+
+
+# ---------------------------------------------------------------- Responses item rules
+@dataclass
+class _Rejection(Exception):
+    status: int
+    kind: str
+    message: str
+
+
+class ResponsesLedger:
+    """What the fake Responses server 'stored', and the provider's rules on each request's input."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, tuple[dict[str, Any], str | None]] = {}  # id -> (item, its reasoning item id)
+        self.responses: dict[str, set[str]] = {}  # response id -> call_ids in its context
+
+    def forget(self) -> None:
+        """Drop every stored item and response, as a provider that expired them would."""
+        self.items.clear()
+        self.responses.clear()
+
+    def record(self, final: dict[str, Any], context_call_ids: set[str]) -> None:
+        """Store the output items of one finished response."""
+        reasoning = next((i['id'] for i in final['output'] if i['type'] == 'reasoning'), None)
+        for item in final['output']:
+            self.items[item['id']] = (item, None if item['type'] == 'reasoning' else reasoning)
+        calls = {i['call_id'] for i in final['output'] if i['type'] == 'function_call'}
+        self.responses[final['id']] = context_call_ids | calls
+
+    def check(self, body: dict[str, Any]) -> set[str]:
+        """Raise `_Rejection` if the real provider would refuse `body`; return its call_ids in context."""
+        items = body.get('input')
+        items = [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+        call_ids: set[str] = set()
+        if previous := body.get('previous_response_id'):
+            if previous not in self.responses:
+                raise _Rejection(404, 'previous_response_not_found',
+                                 f"Previous response with id '{previous}' not found.")
+            call_ids |= self.responses[previous]
+        present: set[str] = set()
+        for item in items:
+            if item_id := item.get('id'):
+                if item_id not in self.items:
+                    raise _Rejection(404, 'item_not_found', f"Item with id '{item_id}' not found.")
+                present.add(item_id)
+                stored = self.items[item_id][0]
+                if stored['type'] == 'function_call':
+                    call_ids.add(stored['call_id'])
+            if item.get('type') == 'function_call' and item.get('call_id'):
+                call_ids.add(item['call_id'])
+        for item_id in present:
+            stored, reasoning = self.items[item_id]
+            if reasoning is not None and reasoning not in present:
+                raise _Rejection(400, 'missing_reasoning',
+                                 f"Item '{item_id}' of type '{stored['type']}' was provided without its "
+                                 f"required 'reasoning' item: '{reasoning}'.")
+        for item in items:
+            if item.get('type') == 'function_call_output' and item.get('call_id') not in call_ids:
+                raise _Rejection(400, 'orphan_function_call_output',
+                                 f"No tool call found for function call output with call_id {item.get('call_id')}.")
+        return call_ids
+
+
+# ---------------------------------------------------------------- server
+class FakeProvider:
+    """The scripted server. Use as a context manager or via the `fake_provider` fixture.
+
+    Args:
+        script: turns played one per model request, in arrival order; a callable entry receives the
+            `RecordedRequest` and returns the turn. When it runs out, "(script exhausted)" is answered
+            and `exhausted` becomes True.
+        models: ids listed by `GET /v1/models`.
+        strict_responses: enforce the Responses item rules on `/v1/responses` inputs.
+    """
+
+    def __init__(self, script: Sequence[ScriptEntry] = (), models: Sequence[str] = ('fake-model',),
+                 *, strict_responses: bool = True) -> None:
+        self.script: list[ScriptEntry] = list(script)
+        self.models = list(models)
+        self.strict_responses = strict_responses
+        self.requests: list[RecordedRequest] = []
+        self.exhausted = False
+        self.rejections: Counter[str] = Counter()
+        self.errors: list[BaseException] = []
+        self.ledger = ResponsesLedger()
+        self._failures: dict[str, list[Any]] = {}  # normalized path -> [status, body, times left or None]
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._ids = _Ids()
+        self._server: ThreadingHTTPServer | None = None
+
+    # lifecycle -------------------------------------------------------------
+    def start(self) -> FakeProvider:
+        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
+        server = ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
+        server.daemon_threads = True
+        server.fake = self  # type: ignore[attr-defined]
+        self._server = server
+        threading.Thread(target=server.serve_forever, kwargs={'poll_interval': 0.05},
+                         name='fake-provider', daemon=True).start()
+        return self
+
+    def stop(self, *, check: bool = True) -> None:
+        """Stop serving (requests still sleeping in a delay are abandoned).
+
+        With `check`, re-raise the first exception raised while serving, such as a failed assert
+        inside a callable script entry, so it fails the test instead of hiding behind a 500."""
+        self._stopping.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if check and self.errors:
+            raise self.errors[0]
+
+    def __enter__(self) -> FakeProvider:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.stop(check=exc_type is None)
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        assert self._server is not None, 'FakeProvider is not started'
+        return self._server.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """`http://127.0.0.1:PORT/v1`."""
+        return f'http://127.0.0.1:{self.port}/v1'
+
+    # test controls ---------------------------------------------------------
+    def add(self, *entries: ScriptEntry) -> None:
+        """Append turns to the script."""
+        with self._lock:
+            self.script.extend(entries)
+
+    def fail_path(self, path: str, status: int = 400, body: dict[str, Any] | None = None,
+                  times: int | None = None) -> None:
+        """Answer requests to `path` (any `/v1` form) with `status`/`body`, `times` times (None = always).
+
+        Failures do not consume the script."""
+        with self._lock:
+            self._failures[_normalize(path)] = [status, body, times]
+
+    def forget_items(self) -> None:
+        """Forget every Responses item emitted so far (later references to them get 404)."""
+        with self._lock:
+            self.ledger.forget()
+
+    def requests_to(self, wire: str) -> list[RecordedRequest]:
+        """Recorded requests on one wire: 'chat', 'responses', 'anthropic' or 'models'."""
+        with self._lock:
+            return [r for r in self.requests if r.wire == wire]
+
+    @property
+    def model_requests(self) -> list[RecordedRequest]:
+        """Recorded POSTs to the three model endpoints, in arrival order."""
+        with self._lock:
+            return [r for r in self.requests if r.wire in _RENDERERS]
+
+    # internals used by the handler ------------------------------------------
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _take_failure(self, path: str) -> tuple[int, dict[str, Any] | None] | None:
+        with self._lock:
+            entry = self._failures.get(_normalize(path))
+            if entry is None:
+                return None
+            if entry[2] is not None:
+                entry[2] -= 1
+                if entry[2] <= 0:
+                    del self._failures[_normalize(path)]
+            return entry[0], entry[1]
+
+    def _next_turn(self, request: RecordedRequest) -> Turn:
+        with self._lock:
+            if not self.script:
+                self.exhausted = True
+                return Turn(text='(script exhausted)')
+            entry = self.script.pop(0)
+        return entry(request) if callable(entry) else entry
+
+    def _wait(self, seconds: float) -> None:
+        if seconds > 0:
+            self._stopping.wait(seconds)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+    server_version = 'FakeProvider/1.0'
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        """Keep test output quiet."""
+
+    @property
+    def fake(self) -> FakeProvider:
+        return self.server.fake  # type: ignore[attr-defined]
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def _serve(self) -> None:
+        self._responded = False  # one handler serves every request of a kept-alive connection
+        path, _, query = self.path.partition('?')
+        length = int(self.headers.get('content-length') or 0)
+        raw = self.rfile.read(length) if length else b''
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        request = RecordedRequest(self.command, path, headers, body if isinstance(body, dict) else None, query)
+        self.fake._record(request)
+        wire = request.wire
+        try:
+            if (failure := self.fake._take_failure(path)) is not None:
+                status, error = failure
+                self._json(status, error or default_error_body(wire, status))
+            elif wire == MODELS and self.command == 'GET':
+                self._json(200, self._model_list(headers))
+            elif wire in _RENDERERS and self.command == 'POST':
+                self._answer(wire, request)
+            else:
+                self._json(404, default_error_body(wire, 404, f'Unknown fake endpoint {self.command} {path}'))
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as error:  # a bug or a failed assert in a script callable
+            self.fake.errors.append(error)
+            if self._responded:
+                self.close_connection = True
+            else:
+                self._json(500, default_error_body(wire, 500, f'fake provider crashed: {error!r}'))
+
+    _responded = False
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        """Note that a status line went out, so a later crash cannot send a second one."""
+        self._responded = True
+        super().send_response(code, message)
+
+    def _model_list(self, headers: dict[str, str]) -> dict[str, Any]:
+        if 'anthropic-version' in headers:
+            data = [{'type': 'model', 'id': m, 'display_name': m, 'created_at': '2026-01-01T00:00:00Z'}
+                    for m in self.fake.models]
+            return {'data': data, 'has_more': False, 'first_id': data[0]['id'] if data else None,
+                    'last_id': data[-1]['id'] if data else None}
+        return {'object': 'list', 'data': [{'id': m, 'object': 'model', 'created': 1700000000,
+                                            'owned_by': 'fake'} for m in self.fake.models]}
+
+    def _answer(self, wire: str, request: RecordedRequest) -> None:
+        fake, body = self.fake, request.body or {}
+        context: set[str] = set()
+        if wire == RESPONSES and fake.strict_responses:
+            try:
+                with fake._lock:
+                    context = fake.ledger.check(body)
+            except _Rejection as rejection:
+                with fake._lock:
+                    fake.rejections[rejection.kind] += 1
+                error = {'message': rejection.message, 'type': 'invalid_request_error', 'param': 'input',
+                         'code': None}
+                self._json(rejection.status, {'error': error})
+                return
+        turn = fake._next_turn(request)
+        fake._wait(turn.delay)
+        if turn.status != 200:
+            self._json(turn.status, turn.error_body or default_error_body(wire, turn.status))
+            return
+        events, final = _RENDERERS[wire](turn, body, fake._ids)
+        if wire == RESPONSES and not turn.truncate and not turn.malformed:
+            with fake._lock:
+                fake.ledger.record(final, context)
+        if request.stream:
+            self._stream(wire, events, turn)
+        else:
+            self._whole(final, turn)
+
+    def _json(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header('Content-Type', 'application/json')
+        if status in (408, 409, 429) or status >= 500:
+            self.send_header('retry-after-ms', '10')  # SDK retries, if enabled, stay fast
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _whole(self, final: dict[str, Any], turn: Turn) -> None:
+        data = b'this is not json {' if turn.malformed else json.dumps(final).encode()
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        if turn.truncate:
+            self.wfile.write(data[: len(data) // 2])
+            self.close_connection = True
+            return
+        self.wfile.write(data)
+
+    def _stream(self, wire: str, events: list[Event], turn: Turn) -> None:
+        self.send_response(200)
+        self.send_header('Content-Type', 'text/event-stream; charset=utf-8')
+        self.send_header('Cache-Control', 'no-cache')
+        self.send_header('Transfer-Encoding', 'chunked')
+        self.end_headers()
+        frames = [(f'event: {name}\n' if name else '') + f'data: {json.dumps(data)}\n\n' for name, data in events]
+        if wire == CHAT:
+            frames.append('data: [DONE]\n\n')
+        if turn.malformed:
+            frames.insert(1, _GARBAGE[wire])
+        cut = max(1, len(frames) // 2) if turn.truncate else None
+        for n, frame in enumerate(frames):
+            if n == cut:
+                self.close_connection = True  # no terminal event and no final chunk
+                return
+            if n and turn.chunk_delay:
+                self.fake._wait(turn.chunk_delay)
+            data = frame.encode()
+            self.wfile.write(b'%x\r\n%s\r\n' % (len(data), data))
+            self.wfile.flush()
+        self.wfile.write(b'0\r\n\r\n')
+
+
+# ---------------------------------------------------------------- request readers
+def wire_of(req: RecordedRequest) -> str:
+    """The wire of a recorded model request; raises for anything else."""
+    wire = req.wire
+    if wire not in _RENDERERS or req.body is None:
+        raise ValueError(f'not a model request: {req.method} {req.path}')
+    return wire
+
+
+def _text_of(content: Any) -> str:
+    """Flatten a string or a list of text-like parts into one string."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return ''.join(p.get('text', '') if isinstance(p, dict) else str(p) for p in content)
+    return '' if content is None else json.dumps(content)
+
+
+def _messages(req: RecordedRequest) -> Iterator[dict[str, Any]]:
+    assert req.body is not None
+    key = 'input' if wire_of(req) == RESPONSES else 'messages'
+    items = req.body.get(key) or []
+    if isinstance(items, str):
+        items = [{'role': 'user', 'content': items}]
+    yield from (i for i in items if isinstance(i, dict))
+
+
+def tool_results(req: RecordedRequest) -> list[tuple[str, str]]:
+    """`(call_id, content)` of every tool result the request sends back to the model."""
+    wire = wire_of(req)
+    out: list[tuple[str, str]] = []
+    for msg in _messages(req):
+        if wire == CHAT and msg.get('role') == 'tool':
+            out.append((msg.get('tool_call_id', ''), _text_of(msg.get('content'))))
+        elif wire == RESPONSES and msg.get('type') == 'function_call_output':
+            out.append((msg.get('call_id', ''), _text_of(msg.get('output'))))
+        elif wire == ANTHROPIC and isinstance(msg.get('content'), list):
+            out += [(b.get('tool_use_id', ''), _text_of(b.get('content')))
+                    for b in msg['content'] if isinstance(b, dict) and b.get('type') == 'tool_result']
+    return out
+
+
+def tool_names(req: RecordedRequest) -> list[str]:
+    """Names of the tools offered; provider-native tools appear by their `name` or else their `type`."""
+    wire = wire_of(req)
+    names: list[str] = []
+    for tool in (req.body or {}).get('tools') or []:
+        if wire == CHAT and 'function' in tool:
+            names.append(tool['function']['name'])
+        else:
+            names.append(tool.get('name') or tool.get('type', ''))
+    return names
+
+
+def instructions(req: RecordedRequest) -> str:
+    """The system/developer text of the request (all sources joined with blank lines)."""
+    wire, body = wire_of(req), req.body or {}
+    parts: list[str] = []
+    if wire == RESPONSES and body.get('instructions'):
+        parts.append(body['instructions'])
+    if wire == ANTHROPIC and isinstance(body.get('system'), list):
+        parts += [_text_of([block]) for block in body['system']]
+    elif wire == ANTHROPIC and body.get('system'):
+        parts.append(_text_of(body['system']))
+    parts += [_text_of(m.get('content')) for m in _messages(req) if m.get('role') in ('system', 'developer')]
+    return '\n\n'.join(p for p in parts if p)
+
+
+def user_texts(req: RecordedRequest) -> list[str]:
+    """The text of each user message, in order (tool results excluded)."""
+    texts: list[str] = []
+    for msg in _messages(req):
+        if msg.get('role') != 'user':
+            continue
+        content = msg.get('content')
+        if isinstance(content, list):
+            content = [p for p in content if isinstance(p, dict) and p.get('type') in ('text', 'input_text')]
+            if not content:
+                continue
+        texts.append(_text_of(content))
+    return texts
+
+
+# ---------------------------------------------------------------- pytest fixture
+@pytest.fixture
+def fake_provider() -> Iterator[Callable[..., FakeProvider]]:
+    """Factory fixture: `fake_provider(script, models=..., strict_responses=...)` returns a started
+    `FakeProvider`; all are stopped at teardown."""
+    started: list[FakeProvider] = []
+
+    def make(script: Sequence[ScriptEntry] = (), **kwargs: Any) -> FakeProvider:
+        fake = FakeProvider(script, **kwargs).start()
+        started.append(fake)
+        return fake
+
+    yield make
+    for fake in started:
+        fake.stop()  # raises the first server-side error, if any

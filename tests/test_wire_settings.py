@@ -1,0 +1,115 @@
+"""What reaches the wire: thinking fields per level, and the sticky Responses fallback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakeprovider import FakeProvider, ToolCall, Turn
+from kettle import run_ketch, write_project_config
+
+
+def _config(root: Path, fake: FakeProvider, *, name: str, preset: str) -> None:
+    base = fake.base_url if preset != "anthropic" else fake.base_url.removesuffix("/v1")
+    write_project_config(root, f'[connections.{name}]\npreset = "{preset}"\nbase_url = "{base}"\nmax_retries = 0\n')
+
+
+OPENAI_EFFORT = {"low": "low", "medium": "medium", "high": "high"}
+
+
+@pytest.mark.parametrize("level", ["off", "low", "medium", "high", "max"])
+def test_openai_chat_reasoning_effort_per_level(level: str, tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="ok")]) as fake:
+        _config(tmp_path, fake, name="openai", preset="openai")
+        run = run_ketch(["-p", "hi", "-m", "openai:gpt-5", "--think", level], tmp_path, env={"OPENAI_API_KEY": "sk-test-1234567890"})
+    assert run.code == 0, run.stderr
+    body = fake.model_requests[0].body
+    assert fake.model_requests[0].path.endswith("/chat/completions")
+    if level == "off":
+        assert "reasoning_effort" not in body and "reasoning" not in body
+    else:
+        assert body["reasoning_effort"] == OPENAI_EFFORT.get(level, body["reasoning_effort"])
+        if level == "max":
+            assert body["reasoning_effort"] in ("high", "xhigh")
+
+
+@pytest.mark.parametrize("level", ["off", "low", "high"])
+def test_openai_responses_reasoning_effort_per_level(level: str, tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="ok")]) as fake:
+        _config(tmp_path, fake, name="openai", preset="openai")
+        run = run_ketch(
+            ["-p", "hi", "-m", "openai:gpt-5", "--wire", "openai-responses", "--think", level],
+            tmp_path,
+            env={"OPENAI_API_KEY": "sk-test-1234567890"},
+        )
+    assert run.code == 0, run.stderr
+    body = fake.model_requests[0].body
+    assert fake.model_requests[0].path.endswith("/responses")
+    if level == "off":
+        assert "effort" not in (body.get("reasoning") or {})
+    else:
+        assert body["reasoning"]["effort"] == level
+
+
+@pytest.mark.parametrize("level", ["off", "low", "medium", "high", "max"])
+def test_anthropic_thinking_budget_per_level(level: str, tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="ok")]) as fake:
+        _config(tmp_path, fake, name="anthropic", preset="anthropic")
+        run = run_ketch(
+            ["-p", "hi", "-m", "anthropic:claude-sonnet-4-5", "--think", level],
+            tmp_path,
+            env={"ANTHROPIC_API_KEY": "sk-ant-test-1234567890"},
+        )
+    assert run.code == 0, run.stderr
+    body = fake.model_requests[0].body
+    if level == "off":
+        assert "thinking" not in body
+    else:
+        assert body["thinking"]["type"] in ("enabled", "adaptive")
+        if body["thinking"]["type"] == "enabled":
+            assert body["thinking"]["budget_tokens"] >= 1024
+    return None
+
+
+def test_anthropic_budget_grows_with_level(tmp_path: Path) -> None:
+    budgets = []
+    for level in ("low", "medium", "high"):
+        with FakeProvider([Turn(text="ok")]) as fake:
+            _config(tmp_path, fake, name="anthropic", preset="anthropic")
+            run = run_ketch(["-p", "hi", "-m", "anthropic:claude-sonnet-4-5", "--think", level], tmp_path, env={"ANTHROPIC_API_KEY": "sk-ant-x"})
+        assert run.code == 0, run.stderr
+        budgets.append(fake.model_requests[0].body["thinking"].get("budget_tokens", 0))
+    assert budgets == sorted(budgets) and budgets[0] < budgets[-1]
+
+
+def test_openai_preset_switches_to_responses_and_stays(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha")
+    script = [Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"})]), Turn(text="read it")]
+    with FakeProvider(script) as fake:
+        fake.fail_path("/v1/chat/completions", status=400)
+        _config(tmp_path, fake, name="openai", preset="openai")
+        run = run_ketch(["-p", "read a.txt", "-m", "openai:gpt-5"], tmp_path, env={"OPENAI_API_KEY": "sk-test-1234567890"})
+    assert run.code == 0, run.stderr
+    assert run.stdout.strip() == "read it"
+    paths = [r.path for r in fake.model_requests]
+    assert paths[0].endswith("/chat/completions")
+    assert all(p.endswith("/responses") for p in paths[1:]) and len(paths) == 3, paths
+
+
+def test_third_party_connection_reports_the_400_instead(tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="never")]) as fake:
+        fake.fail_path("/v1/chat/completions", status=400)
+        _config(tmp_path, fake, name="proxy", preset="openai-compatible")
+        run = run_ketch(["-p", "hi", "-m", "proxy:gpt-5"], tmp_path)
+    assert run.code == 1
+    assert "HTTP 400" in run.stderr and "Traceback" not in run.stderr
+    assert [r.path for r in fake.model_requests] == ["/v1/chat/completions"]
+
+
+def test_retryable_failure_does_not_switch(tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="never")]) as fake:
+        fake.fail_path("/v1/chat/completions", status=503)
+        _config(tmp_path, fake, name="openai", preset="openai")
+        run = run_ketch(["-p", "hi", "-m", "openai:gpt-5"], tmp_path, env={"OPENAI_API_KEY": "sk-test-1234567890"})
+    assert run.code == 1
+    assert not fake.requests_to("responses")
