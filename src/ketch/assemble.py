@@ -152,6 +152,20 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         state = dataclasses.replace(base_state, tools=[(name, descriptions.get(name, "")) for name in active])
         return build_instructions(state)
 
+    hub = None
+    extra_kinds: dict[str, str] = {}
+    if config.mcp.get("servers"):
+        from .mcp import start_mcp_servers
+
+        hub = await start_mcp_servers(config.mcp)
+        for status in hub.status():
+            if status.state == "failed":
+                warnings.append(f"MCP server '{status.name}' failed to start: {status.error}")
+            for tool in status.tools:
+                extra_kinds[tool] = "mcp"
+                descriptions[tool] = f"MCP tool from server {status.name}"
+        gate.kinds = {**gate.kinds, **extra_kinds}
+
     model = model_override if model_override is not None else build_model(conn)
     think = variant.think or config.think
     session = Session(
@@ -168,9 +182,16 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         store=store,
         session_id=session_id,
         history=history,
+        extra_toolsets=hub.toolsets if hub is not None else (),
+        extra_kinds=extra_kinds,
         capabilities=_fallback_capability(conn, model) if model_override is None else [],
         model_settings=model_settings(think),
     )
+    session.hooks = hooks
+    session.mcp_hub = hub
+    if hub is not None:
+        session.closers.append(hub.aclose)
+    session.closers.append(store.close)
     for warning in [*warnings, *catalog.warnings]:
         session.startup_notices.append(warning)
     return session

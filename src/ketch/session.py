@@ -104,9 +104,15 @@ class Session:
         self.compactor = compactor
         self._persisted = len(self.messages)
         self.startup_notices: list[str] = []
+        self.hooks: Any = None
+        """User hooks (``hooks.HookRunner``): told when a prompt is submitted, a tool
+        finished and a turn stopped. Refusals before a tool run through the gate."""
+        self.mcp_hub: Any = None
         self.closers: list[Callable[[], Any]] = []
         self._pending: dict[str, asyncio.Future[Any]] = {}
         self._previews: dict[str, str] = {}
+        self._call_args: dict[str, dict[str, Any]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._ids = itertools.count(1)
         self._queue: asyncio.Queue[Any] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -334,6 +340,11 @@ class Session:
         assert self._queue is not None and self._turn is not None
         turn = self._turn
         self._emit(ev.TurnStarted(prompt=prompt, model=self.model_ref))
+        for notice in self.startup_notices:
+            self._emit(ev.Notice(level="warning", text=notice))
+        self.startup_notices.clear()
+        if self.hooks is not None:
+            await self.hooks.prompt_submitted(prompt)
         reason = "done"
         try:
             await self._stream(prompt, turn)
@@ -348,6 +359,9 @@ class Session:
             kind, message, retryable = describe_run_error(exc, self.connection)
             self._emit(ev.Error(kind=kind, message=message, retryable=retryable))
         finally:
+            if self.hooks is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.hooks.turn_stopped(reason))
             self._emit(ev.TurnFinished(reason=reason, text="".join(turn.text)))  # type: ignore[arg-type]
             self._queue.put_nowait(_END)
 
@@ -379,11 +393,16 @@ class Session:
                 self._emit(ev.ReasoningDelta(text=delta.content_delta))
         elif isinstance(item, FunctionToolCallEvent):
             turn.text.clear()  # the final answer is the text after the last tool call
-            self._emit(ev.ToolCallStarted(call_id=item.part.tool_call_id, name=item.part.tool_name, args=item.part.args_as_dict()))
+            args = item.part.args_as_dict()
+            self._call_args[item.part.tool_call_id] = args
+            self._emit(ev.ToolCallStarted(call_id=item.part.tool_call_id, name=item.part.tool_name, args=args))
         elif isinstance(item, FunctionToolResultEvent):
             part = item.part
             is_error = not isinstance(part, ToolReturnPart) or part.outcome != "success"
             content = part.model_response_str() if hasattr(part, "model_response_str") else str(part.content)
+            if self.hooks is not None:
+                args = self._call_args.pop(part.tool_call_id, {})
+                self._background(self.hooks.after_tool(part.tool_name or "", args, _summarize(content), is_error))
             self._emit(
                 ev.ToolCallFinished(
                     call_id=part.tool_call_id,
@@ -393,6 +412,12 @@ class Session:
                     diff="" if is_error else self._previews.pop(part.tool_call_id, ""),
                 )
             )
+
+    def _background(self, coro: Any) -> None:
+        """Run a fire-and-forget coroutine (after-tool hooks) without losing its task."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _cancel_pending(self) -> None:
         for future in self._pending.values():
@@ -419,6 +444,8 @@ class Session:
         return await self.compactor.compact_now(self)
 
     async def aclose(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
         for close in reversed(self.closers):
             result = close()
             if asyncio.iscoroutine(result):
