@@ -1,8 +1,10 @@
 """Time from launch to the first rendered prompt, on a pseudo-terminal.
 
-Runs ``python -m ketch.ui.demo`` (a fake session; swap ``--cmd`` for the real entry) in
-a child on a pty and reads the master side until the prompt marker appears.
-Target: under 0.4 s.   Usage: PYTHONPATH=src .venv/bin/python bench/startup.py
+Runs ``python -m ketch.ui.demo`` (a fake session), or with ``--real`` the real entry
+``python -m ketch --base-url … --model fake-model`` against the fake provider of
+tests/fakeprovider.py (isolated config and data dirs), in a child on a pty, and reads the
+master side until the prompt marker appears.
+Target: under 0.4 s.   Usage: PYTHONPATH=src .venv/bin/python bench/startup.py [--real]
 """
 
 from __future__ import annotations
@@ -83,22 +85,49 @@ def demo_command(*extra: str) -> list[str]:
     return [sys.executable, "-m", "ketch.ui.demo", *extra]
 
 
+def real_command(base_url: str) -> list[str]:
+    return [sys.executable, "-m", "ketch", "--base-url", base_url, "--wire", "openai-chat", "--model", "fake-model"]
+
+
+def isolate() -> None:
+    """Run the children in a fresh project with their own config and data dirs."""
+    import tempfile
+
+    home = tempfile.mkdtemp(prefix="ketch-bench-")
+    os.environ.update(KETCH_CONFIG_DIR=f"{home}/config", KETCH_DATA_DIR=f"{home}/data", PYDANTIC_AI_NO_BANNER="1")
+    os.makedirs(f"{home}/project/.git")
+    os.chdir(f"{home}/project")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--real", action="store_true", help="the real ketch entry against the fake provider")
     args = parser.parse_args()
     marks: list[float] = []
     frames: list[float] = []
     echoes: list[float] = []
+    fake = None
+    if args.real:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+        from fakeprovider import FakeProvider
+
+        fake = FakeProvider().start()
+        isolate()
+    argv = real_command(fake.base_url) if fake is not None else demo_command()
+    status = b"fake-model" if fake is not None else STATUS
     for _ in range(args.runs):
-        child = PtyChild(demo_command())
-        marks.append(child.read_until(PROMPT, timeout=10) - child.started)
+        child = PtyChild(argv)
+        marks.append(child.read_until(PROMPT, timeout=30) - child.started)
         mark_at = len(child.output)
         child.send(b"Q")  # typed before the app runs: must not be lost or echoed raw
-        frames.append(child.read_until(STATUS, timeout=10) - child.started)
-        echoes.append(child.read_until(b"Q", timeout=10, start=mark_at) - child.started)
+        echoes.append(child.read_until(b"Q", timeout=30, start=mark_at) - child.started)
+        frames.append(child.read_until(status, timeout=30) - child.started)
         child.close()
-    for label, values in (("prompt marker drawn", marks), ("first full frame (status line)", frames),
+    if fake is not None:
+        fake.stop(check=False)
+    ready = "session ready (model in the status line)" if fake is not None else "first full frame (status line)"
+    for label, values in (("prompt marker drawn", marks), (ready, frames),
                           ("key typed at the marker echoed in the input", echoes)):
         print(f"{label}: median {statistics.median(values):.3f} s, min {min(values):.3f} s, "
               f"max {max(values):.3f} s over {args.runs} runs")

@@ -148,6 +148,11 @@ async def _run(args: Any, prompt: str) -> int:
         if getattr(args, "compact", False):
             for event in await session.compact_now():
                 printer.handle(event)
+        if session.has_pending():  # calls left awaiting approval when the session was closed
+            async for event in session.resume_pending():
+                printer.handle(event)
+            if printer.reason not in ("done", ""):
+                return printer.finish()
         async for event in session.run_turn(prompt):
             printer.handle(event)
     finally:

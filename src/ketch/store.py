@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -371,7 +371,14 @@ class Store:
             rows = self._conn.execute(
                 "SELECT data FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
             ).fetchall()
-        return deserialize_messages(r[0] for r in rows)
+        try:
+            return deserialize_messages(r[0] for r in rows)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise StoreError(
+                f"session {session_id} in {self.path} has a message this ketch cannot read ({first}); "
+                "start a new session or upgrade ketch"
+            ) from exc
 
     def load_events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events in order, as the dicts ``event.to_dict()`` produced."""
@@ -425,21 +432,9 @@ class Store:
 
     def export(self, session_id: str, fmt: Literal["md", "json"] = "md") -> str:
         """The session as a Markdown transcript (``md``) or the full record (``json``)."""
-        session = self.get_session(session_id)
-        if session is None:
-            raise StoreError(f"no session {session_id!r} to export; list sessions to find its id")
-        messages = self.load_messages(session.id)
-        events = self.load_events(session.id)
-        if fmt == "json":
-            record = {
-                "session": asdict(session),
-                "messages": json.loads(_message_adapter().dump_json(messages)),
-                "events": events,
-            }
-            return json.dumps(record, indent=2, ensure_ascii=False)
-        if fmt == "md":
-            return _render_markdown(session, messages, events)
-        raise StoreError(f"unknown export format {fmt!r}; use 'md' or 'json'")
+        from .export import export_session
+
+        return export_session(self, session_id, fmt)
 
 
 _SESSION_SELECT = (
@@ -552,82 +547,3 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
         conn.execute("ROLLBACK")
         raise
 
-
-# ---------------------------------------------------------------- Markdown export
-
-_ARGS_CAP = 400
-_RESULT_CAP = 600
-
-
-def _clip(text: str, cap: int) -> str:
-    text = text.strip()
-    return text if len(text) <= cap else text[:cap].rstrip() + " …"
-
-
-def _as_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, (list, tuple)):
-        return "\n".join(_as_text(c) for c in content if isinstance(c, str) or not hasattr(c, "url"))
-    try:
-        return json.dumps(content, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(content)
-
-
-def _args_text(args: Any) -> str:
-    if args is None:
-        return "{}"
-    if isinstance(args, str):
-        return args
-    return json.dumps(args, ensure_ascii=False, default=str)
-
-
-def _quote(text: str) -> str:
-    return "\n".join("> " + line if line else ">" for line in text.splitlines())
-
-
-def _render_markdown(session: SessionRow, messages: Sequence[ModelMessage], events: Sequence[dict[str, Any]]) -> str:
-    """A readable transcript: prompts, answers, tool calls with arguments and result summaries."""
-    summaries = {
-        e["call_id"]: (e.get("summary", ""), bool(e.get("is_error")))
-        for e in events
-        if e.get("type") == "tool_call_finished" and e.get("call_id")
-    }
-    created = time.strftime("%Y-%m-%d %H:%M", time.localtime(session.created))
-    out = [
-        f"# {session.title or 'Session ' + session.id}",
-        "",
-        f"- session: `{session.id}`" + (f" (forked from `{session.parent_id}`)" if session.parent_id else ""),
-        f"- directory: `{session.cwd}`",
-        f"- model: `{session.model}`, agent: `{session.agent}`",
-        f"- started: {created}",
-        "",
-    ]
-    speaker = ""
-
-    def heading(who: str) -> None:
-        nonlocal speaker
-        if who != speaker:
-            out.extend([f"## {who}", ""])
-            speaker = who
-
-    from pydantic_ai import messages as m
-
-    for message in messages:
-        for part in message.parts:
-            if isinstance(part, m.UserPromptPart):
-                heading("User")
-                out.extend([_as_text(part.content).strip(), ""])
-            elif isinstance(part, m.TextPart) and part.content.strip():
-                heading("Assistant")
-                out.extend([part.content.strip(), ""])
-            elif isinstance(part, m.BaseToolCallPart):
-                heading("Assistant")
-                label = "hosted tool" if isinstance(part, m.NativeToolCallPart) else "tool"
-                out.extend([f"**{label}** `{part.tool_name}` `{_clip(_args_text(part.args), _ARGS_CAP)}`", ""])
-            elif isinstance(part, m.BaseToolReturnPart):
-                summary, is_error = summaries.get(part.tool_call_id, ("", part.outcome != "success"))
-                text = summary or _clip(_as_text(part.content), _RESULT_CAP)
-                out.extend([_quote(f"{'error: ' if is_error else ''}{part.tool_name} → {text}"), ""])
-    return "\n".join(out).rstrip() + "\n"

@@ -45,8 +45,12 @@ def _models(args: Any) -> int:
         from .websearch import capability_table
 
         rows = capability_table()
+        columns = list(rows[0])
+        widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
+        print("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
+        print("  ".join("-" * widths[c] for c in columns))
         for row in rows:
-            print("  ".join(f"{k}={v}" for k, v in row.items()))
+            print("  ".join(row[c].ljust(widths[c]) for c in columns).rstrip())
         return EXIT_OK
     config = _config()
     if not args.connection and not args.base_url:
@@ -112,17 +116,29 @@ def _sessions(args: Any) -> int:
     rows = store.list_sessions(str(_cwd()))
     if not rows:
         print("No sessions in this directory yet.")
+    import time
+
     for row in rows:
-        print(f"{row.id}  {row.updated}  {row.model}  {row.title or '(untitled)'}")
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.updated))
+        print(f"{row.id}  {when}  {row.message_count:>5} msgs  {row.model}  {row.title or '(untitled)'}")
+    if rows:
+        print("Resume one with 'ketch --resume ID' (a unique prefix of the ID will do).")
     return EXIT_OK
 
 
 def _export(args: Any) -> int:
+    from .store import StoreError
+
     store = _open_store()
-    row = store.get_session(args.id)
-    if row is None:
-        raise ConfigError(f"no session '{args.id}'; list them with 'ketch sessions'")
-    sys.stdout.write(store.export(row.id, args.format))
+    try:
+        row = store.get_session(args.id)
+        if row is None:
+            raise ConfigError(f"no session '{args.id}'; list them with 'ketch sessions'")
+        sys.stdout.write(store.export(row.id, args.format))
+    except StoreError as exc:  # an ambiguous prefix, an unreadable message
+        raise ConfigError(str(exc)) from None
+    finally:
+        store.close()
     return EXIT_OK
 
 

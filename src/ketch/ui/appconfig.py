@@ -37,6 +37,12 @@ class AppConfig:
     """Runs a command the core owns (/model x, /compact, ...); returns text to print."""
     command_choices: Callable[[str], Awaitable[list[str]]] | None = None
     """Options for a picker command (/model, /resume, ...) opened without arguments."""
+    on_ready: Callable[[], Awaitable[str | None]] | None = None
+    """Called once the session is ready; returns text to print first (e.g. the
+    conversation of a resumed session)."""
+    startup_error: Callable[[Exception], int | None] | None = None
+    """Called when ``session_factory`` raises: an exit code ends the app at once (the
+    caller reports the error), None keeps it open with the error shown."""
     program: str = "ketch"
     """How the farewell spells the resume command."""
     approval_grace: float = 0.3

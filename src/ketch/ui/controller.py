@@ -98,7 +98,9 @@ class KetchApp:
         self._spawn(self._warm_renderer())
         self._spawn(self._load_files())
         try:
-            return await self.app.run_async() or 0
+            # no 'Press ENTER to continue' takeover for a stray background error: the
+            # caller's loop exception handler (or asyncio's default) deals with it
+            return await self.app.run_async(set_exception_handler=False) or 0
         finally:
             for task in list(self._tasks):
                 task.cancel()
@@ -143,9 +145,20 @@ class KetchApp:
             self.session = await self.config.session_factory()
         except Exception as exc:  # noqa: BLE001 - shown to the user as one line
             self.session_error = str(exc) or type(exc).__name__
-            self.committer.commit([f"\x1b[31mCould not start the session: {self.session_error}\x1b[0m", ""])
             self.queue.clear()
+            code = self._safe(self.config.startup_error, exc) if self.config.startup_error else None
+            if code is not None:
+                self.exit(code)
+                return
+            self.committer.commit([f"\x1b[31mCould not start the session: {self.session_error}\x1b[0m", ""])
             return
+        if self.config.on_ready is not None:
+            try:
+                intro = await self.config.on_ready()
+            except Exception as exc:  # noqa: BLE001 - an intro must not keep the session from starting
+                intro = f"\x1b[31m{exc}\x1b[0m"
+            if intro:
+                self.committer.commit(intro.splitlines() + [""])
         self.refresh_status()
         self.invalidate()
         self.drain()

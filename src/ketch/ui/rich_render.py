@@ -48,12 +48,14 @@ class AnsiRenderer:
             from ._markdown import plain_code_markdown
 
             name = _color_system()
-            self._console = Console(
+            console = Console(
                 file=io.StringIO(), force_terminal=True, color_system=name, width=80,  # type: ignore[arg-type]
                 highlight=False, emoji=False,
             )
             self._system = ColorSystem.TRUECOLOR if name == "truecolor" else ColorSystem.EIGHT_BIT
             self._markdown_cls = plain_code_markdown()
+            # published last: the warm-up thread may be here while the loop renders
+            self._console = console
         return self._console
 
     def lines(self, renderable: RenderableType, width: int) -> list[str]:

@@ -1,0 +1,220 @@
+"""Sessions you can close and come back to, end to end: the rows in the SQLite file, the
+requests the fake provider recorded, and what the CLI prints."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from fakeprovider import FakeProvider, ToolCall, Turn, tool_results, user_texts
+from kettle import adhoc, run_ketch, write_project_config
+
+from ketch import events as ev
+from ketch.assemble import build_session
+
+WIRE = "openai-chat"
+
+
+def _db() -> Path:
+    return Path(os.environ["KETCH_DATA_DIR"]) / "ketch.db"
+
+
+def _rows(sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Read the store file directly, as another process would."""
+    with sqlite3.connect(_db()) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def _read_then_answer(answer: str) -> list[Turn]:
+    return [Turn(tool_calls=[ToolCall("read_file", {"path": "notes.txt"})]), Turn(text=answer)]
+
+
+def test_continue_resume_sessions_and_export(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("the secret word is plover\n")
+    with FakeProvider(_read_then_answer("It says plover.")) as fake:
+        first = run_ketch(["-p", "what do my notes say?", *adhoc(fake, WIRE)], tmp_path)
+    assert first.code == 0, first.stderr
+    [(sid, title)] = _rows("SELECT id, title FROM sessions")
+    assert title == ""  # headless sessions are not named by a model call
+    # steps are committed with their events; streaming fragments are not stored
+    assert [r[0] for r in _rows("SELECT step FROM messages WHERE session_id=? ORDER BY seq", sid)] == [0, 1, 1, 2]
+    types = [json.loads(r[0])["type"] for r in _rows("SELECT data FROM events WHERE session_id=? ORDER BY seq", sid)]
+    assert types.count("usage") == 2 and "tool_call_finished" in types and types[-1] == "turn_finished"
+    assert "text_delta" not in types
+
+    with FakeProvider([Turn(text="You asked about notes.")]) as fake:
+        again = run_ketch(["--continue", "-p", "what did I ask?", *adhoc(fake, WIRE)], tmp_path)
+    assert again.code == 0, again.stderr
+    [request] = fake.model_requests
+    assert user_texts(request) == ["what do my notes say?", "what did I ask?"]
+    assert "plover" in tool_results(request)[0][1]
+    assert _rows("SELECT COUNT(*) FROM sessions") == [(1,)]
+
+    with FakeProvider([Turn(text="Third.")]) as fake:
+        third = run_ketch(["--resume", sid[:9], "-p", "and now?", *adhoc(fake, WIRE)], tmp_path)
+    assert third.code == 0, third.stderr
+    assert user_texts(fake.model_requests[0]) == ["what do my notes say?", "what did I ask?", "and now?"]
+
+    listing = run_ketch(["sessions"], tmp_path)
+    assert listing.code == 0 and sid in listing.stdout and "8 msgs" in listing.stdout
+
+    md = run_ketch(["export", sid, "--format", "md"], tmp_path)
+    assert md.code == 0, md.stderr
+    assert "## User" in md.stdout and "what did I ask?" in md.stdout and "It says plover." in md.stdout
+    assert "`read_file`" in md.stdout and "notes.txt" in md.stdout
+    record = json.loads(run_ketch(["export", sid[:9], "--format", "json"], tmp_path).stdout)
+    assert record["session"]["id"] == sid and len(record["messages"]) == 8
+    assert any(e["type"] == "tool_call_finished" for e in record["events"])
+
+
+def test_fork_copies_history_and_leaves_the_parent_alone(tmp_path: Path) -> None:
+    from ketch.store import Store
+
+    with FakeProvider([Turn(text="one")]) as fake:
+        assert run_ketch(["-p", "first", *adhoc(fake, WIRE)], tmp_path).code == 0
+    [(parent,)] = _rows("SELECT id FROM sessions")
+    with Store.open() as store:
+        child = store.fork(parent)
+    with FakeProvider([Turn(text="two")]) as fake:
+        run = run_ketch(["--resume", child, "-p", "second", *adhoc(fake, WIRE)], tmp_path)
+    assert run.code == 0, run.stderr
+    assert user_texts(fake.model_requests[0]) == ["first", "second"]
+    counts = dict(_rows("SELECT session_id, COUNT(*) FROM messages GROUP BY session_id"))
+    assert counts == {parent: 2, child: 4}
+    assert _rows("SELECT parent_id FROM sessions WHERE id=?", child) == [(parent,)]
+
+
+def test_resume_errors_are_one_line(tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="a"), Turn(text="b")]) as fake:
+        for _ in range(2):
+            assert run_ketch(["-p", "hi", *adhoc(fake, WIRE)], tmp_path).code == 0
+        ids = [r[0] for r in _rows("SELECT id FROM sessions")]
+        common = os.path.commonprefix(ids)
+        assert common  # same millisecond range: ids share their leading hex digits
+        cases = [
+            (["--resume", "-p", "x"], "ketch sessions"),
+            (["--resume", common, "-p", "x"], "matches several sessions"),
+            (["--resume", "zzzz", "-p", "x"], "no session 'zzzz'"),
+        ]
+        for args, needle in cases:
+            run = run_ketch([*args, *adhoc(fake, WIRE)], tmp_path)
+            assert run.code == 2 and needle in run.stderr, (args, run.stderr)
+            assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+        assert len(fake.model_requests) == 2  # no failed command reached the model
+    run = run_ketch(["export", common], tmp_path)
+    assert run.code == 2 and "matches several sessions" in run.stderr and len(run.stderr.splitlines()) == 1
+
+
+def test_unusable_store_is_reported_with_its_path_and_left_untouched(tmp_path: Path) -> None:
+    from ketch.store import Store
+
+    db = _db()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    db.write_bytes(b"this is not a database\n" * 10)
+    with FakeProvider([Turn(text="never")]) as fake:
+        run = run_ketch(["-p", "hi", *adhoc(fake, WIRE)], tmp_path)
+        assert run.code == 2 and str(db) in run.stderr and len(run.stderr.strip().splitlines()) == 1
+        assert db.read_bytes() == b"this is not a database\n" * 10
+        db.unlink()
+        Store.open(db).close()
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE meta SET schema_version = 99")
+        before = db.read_bytes()
+        run = run_ketch(["--continue", "-p", "hi", *adhoc(fake, WIRE)], tmp_path)
+        assert run.code == 2 and str(db) in run.stderr and "newer" in run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1
+        assert db.read_bytes() == before
+        listing = run_ketch(["sessions"], tmp_path)
+        assert listing.code == 2 and str(db) in listing.stderr
+        assert fake.model_requests == []
+
+
+# ---------------------------------------------------------------- a pending approval survives closing
+
+
+async def _interactive(fake: FakeProvider, cwd: Path, **flags: Any) -> Any:
+    base = {"yolo": False, "continue_": False, "resume": None}
+    args = argparse.Namespace(cwd=str(cwd), base_url=fake.base_url, wire=WIRE, model="fake-model", **(base | flags))
+    return await build_session(args, interactive=True)
+
+
+async def test_a_pending_approval_is_asked_again_after_resume(tmp_path: Path) -> None:
+    script = [
+        Turn(text="I'll write it.", tool_calls=[ToolCall("write_file", {"path": "out.txt", "content": "hi\n"}, id="call_w")]),
+        Turn(text="Written."),
+    ]
+    with FakeProvider(script) as fake:
+        session = await _interactive(fake, tmp_path)
+        sid = session.session_id
+        async for event in session.run_turn("write out.txt"):
+            if isinstance(event, ev.ApprovalRequested):
+                break  # the user quits with the approval prompt open
+        await session.aclose()
+        # on disk: the response whose call awaits a decision, and the pending record
+        last = json.loads(_rows("SELECT data FROM messages WHERE session_id=? ORDER BY seq DESC LIMIT 1", sid)[0][0])
+        assert last["kind"] == "response" and last["parts"][-1]["tool_call_id"] == "call_w"
+        [(pending,)] = _rows("SELECT data FROM pending WHERE session_id=?", sid)
+        assert json.loads(pending)[0]["name"] == "write_file"
+        assert not (tmp_path / "out.txt").exists()
+
+        resumed = await _interactive(fake, tmp_path, continue_=True)
+        assert resumed.session_id == sid and resumed.has_pending()
+        seen: list[Any] = []
+        async for event in resumed.resume_pending():
+            seen.append(event)
+            if isinstance(event, ev.ApprovalRequested):
+                requests_when_asked = len(fake.model_requests)
+                resumed.decide(event.request_id, "allow")
+        await resumed.aclose()
+
+    kinds = [type(e).__name__ for e in seen]
+    assert kinds[:3] == ["TurnStarted", "ToolCallStarted", "ApprovalRequested"], kinds
+    assert requests_when_asked == 1  # asked before anything went to the model
+    asked = seen[2]
+    assert asked.call_id == "call_w" and asked.args == {"path": "out.txt", "content": "hi\n"}
+    assert (tmp_path / "out.txt").read_text() == "hi\n"
+    assert len(fake.model_requests) == 2
+    second = fake.model_requests[1]
+    assert [cid for cid, _ in tool_results(second)] == ["call_w"]
+    assert user_texts(second) == ["write out.txt"]  # no prompt was invented for the resume
+    assert _rows("SELECT COUNT(*) FROM pending") == [(0,)]
+    assert seen[-1].reason == "done" and seen[-1].text == "Written."
+
+
+async def test_a_new_prompt_on_open_calls_closes_them_instead_of_sending_them_dangling(tmp_path: Path) -> None:
+    script = [Turn(tool_calls=[ToolCall("write_file", {"path": "o.txt", "content": "x"}, id="call_o")]), Turn(text="ok")]
+    with FakeProvider(script) as fake:
+        session = await _interactive(fake, tmp_path)
+        async for event in session.run_turn("write o.txt"):
+            if isinstance(event, ev.ApprovalRequested):
+                session.cancel_turn()  # Esc with the approval open
+        events = [e async for e in session.run_turn("never mind, say ok")]
+        await session.aclose()
+    assert events[-1].reason == "done", events
+    [(call_id, content)] = tool_results(fake.model_requests[1])
+    assert call_id == "call_o" and content
+    assert user_texts(fake.model_requests[1])[-1] == "never mind, say ok"
+    assert not (tmp_path / "o.txt").exists()
+
+
+# ---------------------------------------------------------------- cost
+
+
+def test_cost_is_priced_for_a_known_model_and_null_for_an_unknown_one(tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="a", usage=(1000, 500)), Turn(text="b")]) as fake:
+        write_project_config(
+            tmp_path,
+            f'[connections.work]\npreset = "openai"\nbase_url = "{fake.base_url}"\napi_key_env = "WORK_KEY"\n'
+            'wire = "openai-chat"\n',
+        )
+        known = run_ketch(["-p", "hi", "-m", "work:gpt-5", "--output-format", "json"], tmp_path, env={"WORK_KEY": "k"})
+        unknown = run_ketch(["-p", "hi", "--output-format", "json", *adhoc(fake, WIRE)], tmp_path)
+    assert known.code == 0, known.stderr
+    cost = json.loads(known.stdout)["cost_usd"]
+    # gpt-5: $1.25 per million input tokens, $10 per million output tokens
+    assert cost is not None and abs(cost - (1000 * 1.25 + 500 * 10) / 1e6) < 1e-9
+    assert unknown.code == 0 and json.loads(unknown.stdout)["cost_usd"] is None

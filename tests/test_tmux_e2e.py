@@ -1,0 +1,116 @@
+"""The real ``ketch`` binary in a real terminal (tmux, 120x40) against the fake provider:
+ask, approve an edit, quit, read the scrollback, resume with the printed command.
+
+Skipped when tmux is not installed. The tmux server runs on its own socket and is killed
+at the end; the pane's shell gets the test's isolated config and data dirs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fakeprovider import FakeProvider, ToolCall, Turn, user_texts
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+BIN = Path(sys.executable).parent
+
+
+class Tmux:
+    """One detached tmux session on a private socket."""
+
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
+
+    def run(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10)
+        return done.stdout
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", "-t", "k", *keys)
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", "k")
+
+    def everything(self) -> str:
+        """Scrollback and screen, as a user scrolling back would read them."""
+        return self.run("capture-pane", "-p", "-t", "k", "-S", "-")
+
+    def wait(self, pattern: str, timeout: float = 20.0, *, whole: bool = False) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.everything() if whole else self.screen()
+            if re.search(pattern, text, re.MULTILINE):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{pattern!r} did not appear; the pane shows:\n{self.everything()}")
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    term = Tmux(f"ketch-e2e-{os.getpid()}-{tmp_path.name}")
+    env = {
+        "HOME": os.environ["HOME"], "KETCH_CONFIG_DIR": os.environ["KETCH_CONFIG_DIR"],
+        "KETCH_DATA_DIR": os.environ["KETCH_DATA_DIR"], "PYDANTIC_AI_NO_BANNER": "1",
+        "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}", "TERM": "xterm-256color", "PS1": "$ ",
+    }
+    shell = "env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " bash --norc --noprofile"
+    term.run("new-session", "-d", "-s", "k", "-x", "120", "-y", "40", "-c", str(tmp_path), shell)
+    try:
+        term.wait(r"^\$", timeout=10)
+        yield term
+    finally:
+        term.run("kill-server")
+
+
+def test_ask_approve_quit_scroll_back_and_resume(tmp_path: Path, tmux: Tmux) -> None:
+    (tmp_path / ".git").mkdir()
+    script = [
+        Turn(text="I'll create it.", tool_calls=[ToolCall("write_file", {"path": "hello.py", "content": "print('hi')\n"})]),
+        Turn(text="Created hello.py for you."),
+        Turn(text="Yes: hello.py prints hi."),
+    ]
+    with FakeProvider(script) as fake:
+        flags = f"--base-url {fake.base_url} --wire openai-chat --model fake-model"
+        tmux.keys(f"ketch {flags}", "Enter")
+        tmux.wait("adhoc:fake-model · think off")
+        tmux.keys("create hello.py", "Enter")
+        tmux.wait("Allow write_file")
+        assert "+print('hi')" in tmux.screen()
+        time.sleep(0.5)  # keys within the approval grace period (0.3 s) are ignored on purpose
+        tmux.keys("y")
+        tmux.wait("Created hello.py for you.")
+        assert (tmp_path / "hello.py").read_text() == "print('hi')\n"
+        tmux.keys("/quit", "Enter")
+        text = tmux.wait(r"Resume with: (.+ --resume \w+)\n", whole=True)
+        resume = re.search(r"Resume with: (.+ --resume \w+)\n", text)
+        assert resume is not None
+
+        # the scrollback holds the conversation once, in order, and no live-region debris
+        lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+        start = next(i for i, line in enumerate(lines) if line.startswith("› create hello.py"))
+        convo = lines[start:]
+        assert convo[0] == "› create hello.py"
+        assert convo.index("I'll create it.") < convo.index("Created hello.py for you.")
+        assert sum("Created hello.py for you." in line for line in convo) == 1
+        assert not any("Allow write_file" in line or "loading model" in line for line in convo)
+
+        tmux.keys(resume.group(1), "Enter")
+        tmux.wait("Resumed session")
+        tmux.wait("adhoc:fake-model · think off")
+        tmux.keys("does it still exist?", "Enter")
+        tmux.wait("Yes: hello.py prints hi.")
+        tmux.keys("C-c")
+        tmux.keys("C-c")
+        tmux.wait(r"Resume with: .+\n(.|\n)*Resume with: ", whole=True)
+    assert user_texts(fake.model_requests[-1]) == ["create hello.py", "does it still exist?"]
