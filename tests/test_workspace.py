@@ -292,3 +292,10 @@ def test_walker_prunes_ignored_directories_in_a_wide_tree(tmp_path: Path) -> Non
 )
 def test_glob_patterns(pattern: str, path: str, expected: bool) -> None:
     assert glob_matches(compile_glob(pattern), pattern, path) is expected
+
+
+def test_a_lone_surrogate_is_refused_as_an_invalid_path(tmp_path: Path) -> None:
+    from ketch.workspace import InvalidPath, Workspace
+
+    with pytest.raises(InvalidPath, match="no file name can hold"):
+        Workspace(tmp_path).resolve("src/\ud800.py")

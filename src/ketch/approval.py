@@ -1,7 +1,8 @@
 """The approval gate: one function decides every tool call.
 
 Order: guard rules (plugins and config refusals; nothing bypasses them) → user hooks
-that refuse (exit 2) → ``--yolo`` → permission rules → defaults (reading tools allowed;
+that refuse (exit 2) → ``--yolo`` → permission rules (deny and ask first, then the user's
+"allow for this session" answers, then allow) → defaults (reading tools allowed;
 writing, shell, network and MCP tools ask). The session turns a decision into the SDK's
 deferred approval, so a denied call never reaches the tool's function.
 """
@@ -64,6 +65,18 @@ class ApprovalGate:
         self.rules = rules
         self.hooks = hooks
         self.yolo = yolo
+        self.session_allowed: set[tuple[str, str | None]] = set()
+        """"Allow for this session" answers: (tool, exact shell command or None for the whole tool)."""
+
+    def allow_for_session(self, tool_name: str, args: dict[str, Any]) -> None:
+        """Remember an "allow for this session" answer for calls like this one."""
+        self.session_allowed.add(session_key(tool_name, args, self.key_args.get(tool_name, "")))
+
+    def _session_allowance(self, tool_name: str, args: dict[str, Any]) -> str:
+        key = session_key(tool_name, args, self.key_args.get(tool_name, ""))
+        if key not in self.session_allowed:
+            return ""
+        return f"allowed for this session: {tool_name}({key[1]})" if key[1] is not None else f"allowed for this session: {tool_name}"
 
     async def evaluate(self, tool_name: str, args: dict[str, Any]) -> GateDecision:
         if self.guard is not None:
@@ -78,16 +91,17 @@ class ApprovalGate:
                 return GateDecision("deny", "hook", f"Refused by a before-tool hook: {hook_reason}", "hook")
         if self.yolo:
             return GateDecision("allow", "yolo", rule="--yolo")
-        if self.rules is not None:
-            matched = self.rules.decide(tool_name, args, self.key_args.get(tool_name, ""))
-            if matched is not None:
-                action, rule = matched
-                described = describe_rule(rule)
-                if action == "deny":
-                    return GateDecision("deny", "rule", f"Denied by permission rule {described}", described)
-                if action == "allow":
-                    return GateDecision("allow", "rule", rule=described)
-                return GateDecision("ask", "rule", rule=described)
+        matched = self.rules.decide(tool_name, args, self.key_args.get(tool_name, "")) if self.rules is not None else None
+        if matched is not None and matched[0] != "allow":
+            described = describe_rule(matched[1])
+            if matched[0] == "deny":
+                return GateDecision("deny", "rule", f"Denied by permission rule {described}", described)
+            return GateDecision("ask", "rule", rule=described)
+        allowance = self._session_allowance(tool_name, args)
+        if allowance:
+            return GateDecision("allow", "rule", rule=allowance)
+        if matched is not None:
+            return GateDecision("allow", "rule", rule=describe_rule(matched[1]))
         if self.kinds.get(tool_name, "mcp") in _DEFAULT_ALLOWED_KINDS:
             return GateDecision("allow", "default", rule="reading tools are allowed")
         return GateDecision("ask", "default")
@@ -101,10 +115,10 @@ def describe_rule(rule: Any) -> str:
     return f"{text} = {action}" if action else text
 
 
-def session_rule_pattern(tool_name: str, args: dict[str, Any], key_arg: str) -> str | None:
-    """The pattern an "allow for this session" answer adds: the exact command for the
-    shell (so ``rm`` is not allowed because ``ls`` was), the whole tool otherwise."""
+def session_key(tool_name: str, args: dict[str, Any], key_arg: str) -> tuple[str, str | None]:
+    """What an "allow for this session" answer covers: for the shell the exact command
+    string, matched literally (``ls *.py`` is no wildcard, ``rm`` is not allowed because
+    ``ls`` was, a compound command only as a whole); the whole tool otherwise."""
     if tool_name == "shell":
-        command = str(args.get(key_arg or "command", "")).strip()
-        return command or None
-    return None
+        return tool_name, str(args.get(key_arg or "command", "")).strip()
+    return tool_name, None

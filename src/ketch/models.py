@@ -49,23 +49,27 @@ def _openai_provider(conn: Connection) -> Any:
     return OpenAICompatibleProvider(conn.preset.name if conn.preset.name != "openai-compatible" else conn.name, openai_client=client)
 
 
-def build_model(conn: Connection, wire: str | None = None) -> Model:
-    """The pydantic-ai model for ``conn`` over ``wire`` (default: the connection's wire)."""
+def build_model(conn: Connection, wire: str | None = None, *, profile: dict[str, Any] | None = None) -> Model:
+    """The pydantic-ai model for ``conn`` over ``wire`` (default: the connection's wire).
+
+    ``profile`` overrides model-profile settings (``websearch.model_profile_overrides``: the
+    hosted search tool version follows model metadata, not the SDK's guess)."""
     wire = wire or conn.wire
+    extra: dict[str, Any] = {"profile": profile} if profile else {}
     if wire == "anthropic-messages":
         from anthropic import AsyncAnthropic
         from pydantic_ai.models.anthropic import AnthropicModel
         from pydantic_ai.providers.anthropic import AnthropicProvider
 
         client = AsyncAnthropic(base_url=conn.base_url, api_key=conn.api_key or _NO_KEY, max_retries=conn.max_retries)
-        return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client))
+        return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
     if wire == "openai-responses":
         from pydantic_ai.models.openai import OpenAIResponsesModel
 
-        return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn))
+        return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn), **extra)
     from pydantic_ai.models.openai import OpenAIChatModel
 
-    return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn))
+    return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn), **extra)
 
 
 def model_settings(think: str, *, wire: str | None = None) -> ModelSettings:

@@ -166,6 +166,10 @@ class Workspace:
             raise InvalidPath(f"Path {raw!r} contains a NUL byte; no file can have that name.")
         if not raw.strip():
             raise InvalidPath("The path is empty; give a file or directory path.")
+        try:
+            os.fsencode(raw)
+        except UnicodeEncodeError:
+            raise InvalidPath(f"Path {raw!r} has characters no file name can hold.") from None
         expanded = os.path.expanduser(raw) if raw.startswith("~") else raw
         absolute = expanded if os.path.isabs(expanded) else os.path.join(self.root, expanded)
         resolved = _resolve_like_kernel(absolute, raw)
