@@ -32,6 +32,18 @@ async def test_each_choice_reaches_the_session(keys: str, decision: str) -> None
         assert "Allow shell?" not in h.sink.text()
 
 
+async def test_a_subagents_request_names_the_subagent() -> None:
+    session = FakeSession([[Approval("r1", name="write_file", preview="+hello", agent="worker-1"), TextDelta(text="done\n")]])
+    async with Harness(session) as h:
+        await h.type("delegate\r")
+        await h.wait_text("Allow write_file for subagent worker-1?")
+        await h.type("n")
+        await h.wait_text("Reason")
+        await h.type("\r")
+        await h.idle()
+        assert session.decisions == [("r1", "deny", "")]
+
+
 async def test_deny_asks_for_a_reason_and_sends_it() -> None:
     session = FakeSession([approval_turn()])
     async with Harness(session) as h:

@@ -56,6 +56,8 @@ class Approval:
     name: str = "shell"
     args: dict[str, Any] = field(default_factory=lambda: {"command": "rm -rf build"})
     preview: str = "rm -rf build"
+    agent: str = ""
+    """The subagent asking, when not the main agent."""
 
 
 @dataclass
@@ -129,7 +131,8 @@ class FakeSession:
                 fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
                 self._futures[step.request_id] = fut
                 yield ApprovalRequested(request_id=step.request_id, call_id=step.request_id,
-                                        name=step.name, args=step.args, preview=step.preview)
+                                        name=step.name, args=step.args, preview=step.preview,
+                                        agent=step.agent)
                 decision, reason = await fut
                 yield ApprovalResolved(call_id=step.request_id, name=step.name, decision=decision,
                                        by="user", reason=reason)

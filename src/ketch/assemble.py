@@ -53,6 +53,15 @@ def _fallback_capability(conn: Connection, chat_model: Any) -> list[Any]:
     ]
 
 
+def _compactor(config: Config, conn: Connection) -> Any:
+    """The session's context manager: the window from config, model metadata or the table."""
+    from .budget import context_window
+    from .compaction import Compactor
+
+    override = config.compaction.context_window or (conn.meta.context_window if conn.meta else None)
+    return Compactor(window=context_window(conn.model_name, override), threshold=config.compaction.threshold)
+
+
 def _open_store() -> Any:
     from .store import Store, StoreError
 
@@ -62,13 +71,25 @@ def _open_store() -> Any:
         raise ConfigError(str(exc)) from None
 
 
-def _resume_target(args: Any, store: Any, cwd: Path) -> str | None:
+def _resume_target(args: Any, store: Any, cwd: Path, *, interactive: bool = True) -> str | None:
+    """The id of the session ``--continue``/``--resume`` names, or None for a new session."""
+    from .store import StoreError
+
+    try:
+        return _find_target(args, store, cwd, interactive)
+    except StoreError as exc:  # an ambiguous id prefix, an unreadable row
+        raise ConfigError(str(exc)) from None
+
+
+def _find_target(args: Any, store: Any, cwd: Path, interactive: bool) -> str | None:
     if getattr(args, "continue_", False):
         row = store.latest_session(str(cwd))
         if row is None:
             raise ConfigError(f"no earlier session in {cwd} to continue; start one with ketch -p or ketch")
         return row.id
     resume = getattr(args, "resume", None)
+    if resume == "" and not interactive:
+        raise ConfigError("--resume needs a session ID with -p; list them with 'ketch sessions', or use --continue")
     if resume:
         row = store.get_session(resume)
         if row is None:
@@ -77,8 +98,10 @@ def _resume_target(args: Any, store: Any, cwd: Path) -> str | None:
     return None
 
 
-async def build_session(args: Any, *, interactive: bool, model_override: Any = None) -> Any:
-    """Build the Session the arguments describe (resuming one when asked)."""
+async def build_session(args: Any, *, interactive: bool, model_override: Any = None, titles: bool = False) -> Any:
+    """Build the Session the arguments describe (resuming one when asked).
+
+    ``titles``: name a new session after its first turn (the interactive front end asks for it)."""
     from . import memory, notebook, skills
     from .hooks import HookRunner
     from .models import build_model, model_settings
@@ -99,15 +122,32 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     workspace = Workspace(root, [Path(d).expanduser() for d in [*config.added_dirs, *getattr(args, "add_dir", [])]])
 
     store = _open_store()
-    resumed = _resume_target(args, store, cwd)
+    resumed = _resume_target(args, store, cwd, interactive=interactive)
     if resumed:
+        from .store import StoreError
+
         session_id = resumed
-        history = store.load_messages(resumed)
+        try:
+            history = store.load_messages(resumed)
+        except StoreError as exc:
+            raise ConfigError(str(exc)) from None
     else:
         session_id = store.create_session(str(cwd), conn.ref, variant.name)
         history = []
 
+    from .search_wiring import session_search, tavily_settings
+
+    search = session_search(
+        config, conn, interactive=interactive, flag=bool(getattr(args, "web_search", False)), tool_ceiling=variant.tools
+    )
     specs = builtin_tool_specs()
+    if search.route.client_tool is not None:
+        specs.append(search.route.client_tool)
+    from .search_wiring import web_research_available
+    from .subagent import ChildWiring, SubagentRunner, subagent_kinds, task_tool_spec
+
+    task_kinds = subagent_kinds(config, {s.name: s.kind for s in specs}, web_research=web_research_available(search))
+    specs.append(task_tool_spec(task_kinds))
     warnings: list[str] = []
     manifests = load_installed(user_config_dir(), root, warnings.append)
     try:
@@ -132,7 +172,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         workspace=workspace,
         processes=ProcessRegistry(),
         settings=settings,
-        extras={"notebook": notes, "skills": catalog, "memory": book},
+        extras={"notebook": notes, "skills": catalog, "memory": book, "tavily": tavily_settings(config)},
     )
     descriptions = {s.name: (s.function.__doc__ or "").strip().splitlines()[0] if s.function.__doc__ else "" for s in specs}
 
@@ -149,8 +189,19 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
 
     def instructions(active: list[str]) -> str:
         git_cache.new_step()
-        state = dataclasses.replace(base_state, tools=[(name, descriptions.get(name, "")) for name in active])
+        listed = [(name, descriptions.get(name, "")) for name in active] + search.prompt_entries()
+        # the variant's prompt is read per request: /agent switches it on a live session
+        state = dataclasses.replace(base_state, tools=listed, agent_prompt=session.variant.prompt)
         return build_instructions(state)
+
+    def child_instructions(agent_prompt: str, task_list: Any, extra: list[tuple[str, str]]) -> Any:
+        child_state = dataclasses.replace(base_state, agent_prompt=agent_prompt, task_list=task_list)
+
+        def instructions_of_child(active: list[str]) -> str:
+            listed = [(name, descriptions.get(name, "")) for name in active] + extra
+            return build_instructions(dataclasses.replace(child_state, tools=listed))
+
+        return instructions_of_child
 
     hub = None
     extra_kinds: dict[str, str] = {}
@@ -166,7 +217,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
                 descriptions[tool] = f"MCP tool from server {status.name}"
         gate.kinds = {**gate.kinds, **extra_kinds}
 
-    model = model_override if model_override is not None else build_model(conn)
+    model = model_override if model_override is not None else build_model(conn, search.wire, profile=search.model_profile())
     think = variant.think or config.think
     session = Session(
         config=config,
@@ -184,14 +235,39 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         history=history,
         extra_toolsets=hub.toolsets if hub is not None else (),
         extra_kinds=extra_kinds,
-        capabilities=_fallback_capability(conn, model) if model_override is None else [],
+        capabilities=[
+            *(_fallback_capability(conn, model) if model_override is None and search.wire == conn.wire else []),
+            *search.route.capabilities(),
+        ],
         model_settings=model_settings(think),
+        compactor=_compactor(config, conn),
     )
     session.hooks = hooks
+    session.web_search = search
+    subagents = SubagentRunner(
+        ChildWiring(
+            workspace=workspace,
+            specs=specs,
+            gate=gate,
+            interactive=interactive,
+            processes=deps.processes,
+            settings=settings,
+            shared_extras={k: v for k, v in deps.extras.items() if k in ("skills", "tavily")},
+            make_instructions=child_instructions,
+            capabilities_for=lambda c, m: _fallback_capability(c, m) if (c is not conn or search.wire == conn.wire) else [],
+            search=search,
+            compactor_for=lambda c: _compactor(config, c),
+            own_model=model_override is None,
+        ),
+        task_kinds,
+    )
+    deps.extras["subagents"] = subagents
+    subagents.attach(session)
     session.mcp_hub = hub
     if hub is not None:
         session.closers.append(hub.aclose)
     session.closers.append(store.close)
+    session.auto_title = titles and not history
     for warning in [*warnings, *catalog.warnings]:
         session.startup_notices.append(warning)
     return session

@@ -52,7 +52,10 @@ class HeadlessPrinter:
                 self.output_tokens += event.output_tokens
                 self.cost_usd = event.session_cost_usd
             case ev.ToolCallStarted():
-                self.tool_calls.append({"id": event.call_id, "name": event.name, "args": event.args})
+                call = {"id": event.call_id, "name": event.name, "args": event.args}
+                if event.agent:
+                    call["subagent"] = event.agent
+                self.tool_calls.append(call)
             case ev.ToolCallFinished():
                 for call in self.tool_calls:
                     if call["id"] == event.call_id:

@@ -40,14 +40,17 @@ from pydantic_ai.usage import UsageLimits
 
 from . import events as ev
 from .agents import AgentVariant, active_tool_names
-from .approval import HEADLESS_DENIAL, ApprovalGate, GateDecision, session_rule_pattern
+from .approval import HEADLESS_DENIAL, ApprovalGate, GateDecision
 from .config import Config, Connection
 from .errors import describe_run_error
 from .frontend import SessionStatus
 from .pricing import response_cost
+from .search_wiring import NativeSearchTracker
 from .tools.base import ToolDeps, ToolSpec
 
 _END = object()
+_NOT_STORED = (ev.TextDelta, ev.ReasoningDelta, ev.ToolOutputChunk)
+"""Streaming fragments: the messages hold their content, so the store keeps only the rest."""
 
 
 @dataclass
@@ -85,6 +88,7 @@ class Session:
         model_settings: Any = None,
         compactor: Any = None,
         label: str = "",
+        pending: dict[str, asyncio.Future[Any]] | None = None,
     ) -> None:
         self.config = config
         self.connection = connection
@@ -103,13 +107,25 @@ class Session:
         self.label = label
         self.compactor = compactor
         self._persisted = len(self.messages)
+        self.history_rewritten = False
+        self._step_events: list[Any] = []
+        """Events of the step in progress, stored with its messages (for export)."""
+        self.auto_title = False
+        """Name the session after its first finished turn (one auxiliary model call); the
+        interactive front end turns it on for a new session (``build_session(titles=True)``)."""
+        self.title_task: asyncio.Task[str] | None = None
+        """Set when the history was rewritten in place (compaction, id repair): store it whole."""
         self.startup_notices: list[str] = []
         self.hooks: Any = None
         """User hooks (``hooks.HookRunner``): told when a prompt is submitted, a tool
         finished and a turn stopped. Refusals before a tool run through the gate."""
         self.mcp_hub: Any = None
+        self.web_search: Any = None
+        """The session's ``search_wiring.SessionSearch`` (children derive their route from it)."""
+        self._searches = NativeSearchTracker()
         self.closers: list[Callable[[], Any]] = []
-        self._pending: dict[str, asyncio.Future[Any]] = {}
+        self._pending: dict[str, asyncio.Future[Any]] = pending if pending is not None else {}
+        """Open requests by id; a subagent shares its parent's, so ``decide`` answers both."""
         self._previews: dict[str, str] = {}
         self._call_args: dict[str, dict[str, Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -123,6 +139,8 @@ class Session:
         self.last_request_tokens = 0
         self.deps.emit = self._emit
         self.deps.extras.setdefault("ask", self._ask)
+        if compactor is not None:
+            capabilities = [*capabilities, *compactor.capabilities(self)]
         self.agent = self._build_agent(extra_toolsets, capabilities, model_settings)
 
     # ------------------------------------------------------------------ wiring
@@ -175,6 +193,8 @@ class Session:
             event = dataclasses.replace(event, session_id=self.session_id, turn_id=self._turn.turn_id, agent=event.agent or self.label)
         if isinstance(event, (ev.TextDelta, ev.ToolCallStarted, ev.ReasoningDelta)) and self._turn is not None:
             self._turn.delivered = True
+        if self.store is not None and not isinstance(event, _NOT_STORED):
+            self._step_events.append(event)
         self._queue.put_nowait(event)
 
     def _next_id(self, prefix: str) -> str:
@@ -221,6 +241,7 @@ class Session:
 
     async def _handle_deferred(self, ctx: RunContext[ToolDeps], requests: DeferredToolRequests) -> DeferredToolResults:
         approvals: dict[str, Any] = {}
+        asked = False
         for call in requests.approvals:
             meta = requests.metadata.get(call.tool_call_id) or {}
             gd = GateDecision(meta.get("action", "ask"), meta.get("by", "default"), meta.get("reason", ""), meta.get("rule", ""))
@@ -231,7 +252,12 @@ class Session:
                 approvals[call.tool_call_id] = ToolDenied(HEADLESS_DENIAL)
                 self._resolved(call, "deny", gd, by="default", reason=HEADLESS_DENIAL)
             else:
+                if not asked:
+                    asked = True
+                    self._record_pending(ctx, requests.approvals)
                 approvals[call.tool_call_id] = await self._ask_user(call)
+        if asked and self.store is not None:
+            self.store.set_pending(self.session_id, None)
         return DeferredToolResults(approvals=approvals)
 
     async def _ask_user(self, call: Any) -> Any:
@@ -252,12 +278,8 @@ class Session:
         self._resolved(call, decision, None, by="user", reason=reason)
         if decision == "deny":
             return ToolDenied(f"The user denied this call{': ' + reason if reason else '.'}")
-        if decision == "allow_session" and self.gate.rules is not None:
-            key_arg = self.gate.key_args.get(call.tool_name, "")
-            from .rules import Rule
-
-            pattern = session_rule_pattern(call.tool_name, args, key_arg)
-            self.gate.rules.add(Rule(call.tool_name, pattern, "allow", "allowed for this session"))
+        if decision == "allow_session":
+            self.gate.allow_for_session(call.tool_name, args)
         return ToolApproved()
 
     def decide(self, request_id: str, decision: str, reason: str = "") -> None:
@@ -306,19 +328,70 @@ class Session:
         return response
 
     def _persist(self, messages: list[ModelMessage]) -> None:
-        """Commit every message not yet stored, as one step."""
+        """Commit every message not yet stored, with the step's events, as one transaction."""
         self.messages = messages
         if self.store is None:
             self._persisted = len(messages)
+            self.history_rewritten = False
             return
-        if len(messages) < self._persisted:
+        events, self._step_events = self._step_events, []
+        if self.history_rewritten or len(messages) < self._persisted:
             self.store.replace_history(self.session_id, messages)
-        elif len(messages) > self._persisted:
-            self.store.append_step(self.session_id, messages[self._persisted :])
+            if events:
+                self.store.append_step(self.session_id, [], events)
+        elif len(messages) > self._persisted or events:
+            self.store.append_step(self.session_id, messages[self._persisted :], events)
         self._persisted = len(messages)
+        self.history_rewritten = False
+
+    # ------------------------------------------------------------------ resume
+    def pending_calls(self) -> list[dict[str, Any]]:
+        """Tool calls of the last response that have no result yet (an approval the user never gave)."""
+        last = self.messages[-1] if self.messages else None
+        if not isinstance(last, ModelResponse):
+            return []
+        return [{"call_id": c.tool_call_id, "name": c.tool_name, "args": c.args_as_dict()} for c in last.tool_calls]
+
+    def has_pending(self) -> bool:
+        """Whether the history ends in unanswered tool calls: call ``resume_pending`` before a new turn."""
+        return bool(self.pending_calls())
+
+    def resume_pending(self) -> AsyncIterator[ev.AgentEvent]:
+        """Process the calls left open when the session was closed: they go through the gate again
+        (an ``ApprovalRequested`` when interactive), then the model continues. Events as ``run_turn``."""
+        return self.run_turn(None)
+
+    def _record_pending(self, ctx: RunContext[ToolDeps], calls: Sequence[Any]) -> None:
+        """Before asking the user, commit the response holding ``calls`` and note them as pending."""
+        if self.store is None:
+            return
+        self._persist(list(ctx.messages))
+        self.store.set_pending(
+            self.session_id, [{"call_id": c.tool_call_id, "name": c.tool_name, "args": c.args_as_dict()} for c in calls]
+        )
+
+    def _close_open_calls(self) -> None:
+        """A new prompt on a history ending in open calls: mark that response interrupted, so the
+        SDK answers its calls with its standard "interrupted" result instead of leaving them dangling."""
+        import dataclasses
+
+        if self.has_pending():
+            self.messages = [*self.messages[:-1], dataclasses.replace(self.messages[-1], state="interrupted")]
+
+    async def _make_title(self, prompt: str) -> str:
+        """Name the session from its first prompt; any failure leaves it untitled."""
+        from .titles import generate_title
+
+        try:
+            title = await asyncio.wait_for(generate_title(self.model, prompt), 60)
+            if title and self.store is not None:
+                self.store.set_title(self.session_id, title)
+            return title
+        except Exception:  # noqa: BLE001 - a title is a nicety, never an error
+            return ""
 
     # ------------------------------------------------------------------ the turn
-    async def run_turn(self, prompt: str) -> AsyncIterator[ev.AgentEvent]:
+    async def run_turn(self, prompt: str | None) -> AsyncIterator[ev.AgentEvent]:
         if self._task is not None and not self._task.done():
             raise RuntimeError("a turn is already running")
         self._queue = asyncio.Queue()
@@ -336,14 +409,14 @@ class Session:
                 with contextlib.suppress(BaseException):
                     await self._task
 
-    async def _drive(self, prompt: str) -> None:
+    async def _drive(self, prompt: str | None) -> None:
         assert self._queue is not None and self._turn is not None
         turn = self._turn
-        self._emit(ev.TurnStarted(prompt=prompt, model=self.model_ref))
+        self._emit(ev.TurnStarted(prompt=prompt or "", model=self.model_ref))
         for notice in self.startup_notices:
             self._emit(ev.Notice(level="warning", text=notice))
         self.startup_notices.clear()
-        if self.hooks is not None:
+        if self.hooks is not None and prompt is not None:
             await self.hooks.prompt_submitted(prompt)
         reason = "done"
         try:
@@ -363,14 +436,25 @@ class Session:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.hooks.turn_stopped(reason))
             self._emit(ev.TurnFinished(reason=reason, text="".join(turn.text)))  # type: ignore[arg-type]
+            with contextlib.suppress(Exception):
+                self._persist(self.messages)  # the events after the last step
+            if self.auto_title and reason == "done" and prompt:
+                self.auto_title = False
+                self.title_task = asyncio.get_running_loop().create_task(self._make_title(prompt))
+                self._tasks.add(self.title_task)
+                self.title_task.add_done_callback(self._tasks.discard)
             self._queue.put_nowait(_END)
 
-    async def _stream(self, prompt: str, turn: TurnState) -> None:
+    async def _stream(self, prompt: str | None, turn: TurnState) -> None:
         limits = UsageLimits(request_limit=self.config.max_steps)
+        if prompt is not None:
+            self._close_open_calls()
         async with self.agent.run_stream_events(prompt, message_history=self.messages, deps=self.deps, usage_limits=limits) as stream:
             async for item in stream:
                 if isinstance(item, AgentRunResultEvent):
                     self._persist(item.result.all_messages())
+                    if self.store is not None and prompt is None:
+                        self.store.set_pending(self.session_id, None)
                     final = item.result.output
                     if isinstance(final, str) and not turn.text:
                         turn.text.append(final)
@@ -378,6 +462,11 @@ class Session:
                 self._translate(item, turn)
 
     def _translate(self, item: Any, turn: TurnState) -> None:
+        if self._searches.starts_call(item):
+            turn.text.clear()  # text before a hosted search is not the answer
+        if (found := self._searches.observe(item)) is not None:
+            self._emit(found)
+            return
         if isinstance(item, PartStartEvent):
             if isinstance(item.part, TextPart) and item.part.content:
                 turn.text.append(item.part.content)
@@ -399,7 +488,12 @@ class Session:
         elif isinstance(item, FunctionToolResultEvent):
             part = item.part
             is_error = not isinstance(part, ToolReturnPart) or part.outcome != "success"
-            content = part.model_response_str() if hasattr(part, "model_response_str") else str(part.content)
+            if isinstance(part.content, str):
+                content = part.content
+            elif isinstance(part, ToolReturnPart):
+                content = part.model_response_str()
+            else:
+                content = part.model_response()
             if self.hooks is not None:
                 args = self._call_args.pop(part.tool_call_id, {})
                 self._background(self.hooks.after_tool(part.tool_name or "", args, _summarize(content), is_error))
@@ -442,6 +536,38 @@ class Session:
         if self.compactor is None:
             return []
         return await self.compactor.compact_now(self)
+
+    # ------------------------------------------------------------------ switching (slash commands, between turns)
+    def _require_idle(self) -> None:
+        if self._task is not None and not self._task.done():
+            raise RuntimeError("a turn is running; wait for it or press esc first")
+
+    def set_model(self, model: Any, connection: Connection | None) -> None:
+        """Send the next requests to ``model`` (``/model``); the history stays."""
+        self._require_idle()
+        self.model, self.connection = model, connection
+        self.agent.model = model
+
+    def set_thinking(self, level: str, settings: Any) -> None:
+        """Use thinking ``level`` from the next request on; ``settings`` are its model settings."""
+        self._require_idle()
+        self.config = self.config.model_copy(update={"think": level})
+        self.agent.model_settings = settings
+
+    def set_variant(self, variant: AgentVariant) -> None:
+        """Switch the agent variant (``/agent``): tools and instructions follow it."""
+        self._require_idle()
+        self.variant = variant
+
+    def switch_to(self, session_id: str, history: Sequence[ModelMessage]) -> None:
+        """Continue as another stored session (``/clear``, ``/resume``, ``/fork``)."""
+        self._require_idle()
+        self.session_id = session_id
+        self.messages = list(history)
+        self._persisted = len(self.messages)
+        self._step_events = []
+        self.cost_usd = 0.0
+        self.input_tokens = self.output_tokens = self.last_request_tokens = 0
 
     async def aclose(self) -> None:
         if self._tasks:

@@ -59,7 +59,8 @@ class ApprovalOverlay:
 
     def fragments(self, width: int) -> Fragments:
         req = self.request
-        out: Fragments = [("class:overlay.title", f"Allow {req.name}?\n")]
+        asker = f" for subagent {req.agent}" if req.agent else ""
+        out: Fragments = [("class:overlay.title", f"Allow {req.name}{asker}?\n")]
         out += _preview(req.preview or str(req.args), width)
         if self.typing_reason:
             out.append(("", " Reason (enter to deny, empty is fine): "))
