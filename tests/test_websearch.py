@@ -7,6 +7,8 @@ built from the provider's stream.
 
 from __future__ import annotations
 
+from tavilystub import tavily_stub  # noqa: F401  (fixture)
+
 import pytest
 from fakeprovider import NativeSearch, Turn
 from pydantic_ai import Agent
@@ -332,50 +334,6 @@ def test_normalize_keeps_only_rows_the_provider_supplied():
 TAVILY_KEY = "tvly-secret-key-0123456789"
 
 
-class _TavilyStub:
-    """A local stand-in for the Tavily API: records each request, answers with a set status/body."""
-
-    def __init__(self) -> None:
-        import json
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        self.requests: list[dict] = []
-        self.status, self.body = 200, {"results": []}
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server naming
-                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                stub.requests.append({
-                    "path": self.path,
-                    "authorization": self.headers.get("Authorization"),
-                    "json": json.loads(raw),
-                })
-                payload = json.dumps(stub.body).encode()
-                self.send_response(stub.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def tavily_stub():
-    stub = _TavilyStub()
-    yield stub
-    stub.close()
 
 
 def _tool_ctx(base_url: str, api_key: str | None = TAVILY_KEY):

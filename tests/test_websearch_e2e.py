@@ -6,9 +6,9 @@ Tavily stand-in) received, and the events ``ketch -p --output-format stream-json
 
 from __future__ import annotations
 
+from tavilystub import TavilyStub, tavily_stub  # noqa: F401  (fixture)
+
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -240,43 +240,10 @@ async def test_titles_commit_messages_and_children_get_no_search(tmp_path, fake_
 # ----------------------------------------------------------------------------- Tavily
 
 
-class _TavilyStub:
-    """A local stand-in for the Tavily API that records what it receives."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict] = []
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server naming
-                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                stub.requests.append({"path": self.path, "json": json.loads(raw)})
-                payload = json.dumps({"results": [
-                    {"title": "Ketch", "url": "https://ketch.example", "content": "A terminal agent."}
-                ]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def tavily():
-    stub = _TavilyStub()
-    yield stub
-    stub.close()
+def tavily(tavily_stub: TavilyStub) -> TavilyStub:
+    tavily_stub.body = {"results": [{"title": "Ketch", "url": "https://ketch.example", "content": "A terminal agent."}]}
+    return tavily_stub
 
 
 def test_tavily_source_sends_the_client_tool_and_no_native_one(tmp_path, fake_provider, tavily):
