@@ -135,3 +135,14 @@ def test_before_tool_hook_exiting_2_prevents_the_call(tmp_path: Path) -> None:
     assert "blocked by policy" in tool_results(fake.model_requests[1])[0][1]
     seen = json.loads((tmp_path / "hook-input.json").read_text())
     assert seen["tool"] == "write_file" and seen["args"]["path"] == "out.txt"
+
+
+def test_mcp_list_shows_each_servers_state_and_tools(tmp_path: Path, http_mcp_url: str) -> None:
+    write_project_config(tmp_path, _mcp_config(http_mcp_url))
+    run = run_ketch(["mcp", "list"], tmp_path)
+    assert run.code == 0, run.stderr
+    rows = {line.split()[0]: line for line in run.stdout.splitlines() if line.strip()}
+    assert "ready" in rows["alpha"] and "alpha__echo" in rows["alpha"]
+    assert "ready" in rows["beta"] and "beta__echo" in rows["beta"]
+    assert "ready" in rows["web"] and "web__echo" in rows["web"]
+    assert "failed" in rows["crashy"]

@@ -87,3 +87,26 @@ def test_step_limit_ends_the_turn_with_its_own_event(tmp_path: Path) -> None:
     finished = json.loads(run.stdout.splitlines()[-1])
     assert finished == finished | {"type": "turn_finished", "reason": "step_limit"}
     assert len(fake.model_requests) == 3
+
+
+def test_sigint_with_no_command_running_ends_the_turn_with_130(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from kettle import ketch_env
+
+    with FakeProvider([Turn(text="too late", delay=20)]) as fake:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ketch", "-p", "slow", *adhoc(fake, "openai-chat")],
+            cwd=tmp_path, env=ketch_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not fake.model_requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fake.model_requests, "ketch never reached the provider"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, (out, err)
+    assert "too late" not in out and "Traceback" not in err
