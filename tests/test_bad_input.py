@@ -118,3 +118,16 @@ def test_ad_hoc_endpoint_needs_a_wire(tmp_path: Path) -> None:
     run = run_ketch(["-p", "hi", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"], tmp_path)
     assert run.code == 2
     assert "--wire" in _one_line_error(run.stderr)
+
+
+def test_nothing_listening_names_the_url_and_exits_1(tmp_path: Path) -> None:
+    run = run_ketch(["-p", "hi", "--base-url", "http://127.0.0.1:9/v1", "--wire", "openai-chat", "--model", "m"], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 1
+    line = _one_line_error(run.stderr)
+    assert "could not reach" in line and "http://127.0.0.1:9/v1" in line
+
+
+def test_step_limit_below_one_is_a_usage_error(tmp_path: Path) -> None:
+    run = run_ketch(["-p", "hi", "--max-steps", "0", "--base-url", "http://127.0.0.1:9/v1", "--wire", "openai-chat", "--model", "m"], tmp_path)
+    assert run.code == 2
+    assert "max_steps" in _one_line_error(run.stderr)

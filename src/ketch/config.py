@@ -99,7 +99,7 @@ class Config(_Strict):
     """Thinking level: off, low, medium, high, max."""
     agent: str = "build"
     """The agent variant: build, plan, or a user agent."""
-    max_steps: int = 100
+    max_steps: int = Field(default=100, ge=1)
     """Model requests one turn may make before it ends with a step-limit event."""
     privacy: bool = False
     """Privacy mode: no web search of any kind."""

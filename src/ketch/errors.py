@@ -38,6 +38,7 @@ def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str,
     """(kind, one-line message, retryable) for an exception that ended a turn."""
     from pydantic_ai.exceptions import (
         ModelAPIError,
+        ModelConnectionError,
         ModelHTTPError,
         UnexpectedModelBehavior,
         UserError,
@@ -64,6 +65,10 @@ def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str,
         return "provider", msg, status == 429 or status >= 500
     if isinstance(exc, UnexpectedModelBehavior):
         return "provider", _one_line(redact(f"malformed response from {name}: {exc.message}", secrets)), True
+    if isinstance(exc, ModelConnectionError):
+        url = getattr(connection, "base_url", "") or "its base URL"
+        text = _one_line(redact(str(exc), secrets))
+        return "provider", f"could not reach {name} at {url} ({text}); is the server running and the URL right?", True
     if isinstance(exc, ModelAPIError):
         text = _one_line(redact(str(exc), secrets))
         return "provider", f"request to {name} failed: {text}", True
