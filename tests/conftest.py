@@ -24,6 +24,10 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("KETCH_CONFIG_DIR", str(home / "config"))
     monkeypatch.setenv("KETCH_DATA_DIR", str(home / "data"))
     monkeypatch.setenv("HOME", str(home))
+    # Titles are an extra model request after the first turn; scripted tests turn them
+    # off here, and the title tests turn them on in their own project config.
+    (home / "config").mkdir()
+    (home / "config" / "config.toml").write_text("titles = false\n")
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY", "KETCH_MODEL"):
         monkeypatch.delenv(var, raising=False)
     return home

@@ -174,3 +174,25 @@ def test_the_farewell_command_reaches_the_same_endpoint(tmp_path: Path) -> None:
     args = parse(tmp_path, "--base-url", "http://127.0.0.1:9/v1", "--wire", "openai-chat", "--model", "m1")
     assert resume_program(args) == "ketch --base-url http://127.0.0.1:9/v1 --wire openai-chat --model m1"
     assert resume_program(parse(tmp_path, "-m", "openai:gpt-5")) == "ketch -m openai:gpt-5"
+
+
+async def test_a_pending_approval_is_asked_again_on_resume(tmp_path: Path, fake_provider: Any) -> None:
+    fake = fake_provider([
+        Turn(tool_calls=[ToolCall("write_file", {"path": "later.txt", "content": "yes\n"})]),
+        Turn(text="Written after resuming."),
+    ])
+    async with running(tmp_path, *adhoc(fake, "openai-chat")) as (h, runtime):
+        await h.wait_text("adhoc:fake-model")
+        await h.type("write later.txt\r")
+        await h.wait_text("Allow write_file?")
+        session_id = runtime.session.session_id
+    # The app closed with the question open: nothing was written, nothing was answered.
+    assert not (tmp_path / "later.txt").exists()
+    async with running(tmp_path, "--resume", session_id, *adhoc(fake, "openai-chat")) as (h, _):
+        await h.wait_text("Allow write_file?")  # asked again before any new prompt
+        await h.type("y")
+        await h.wait_text("Written after resuming.")
+        await h.idle()
+    assert (tmp_path / "later.txt").read_text() == "yes\n"
+    assert len(fake.model_requests) == 2
+    assert "later.txt" in tool_results(fake.model_requests[1])[0][1]

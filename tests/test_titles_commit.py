@@ -28,6 +28,8 @@ def _model(fake: FakeProvider, cwd: Path) -> Any:
 
 async def _session(fake: FakeProvider, cwd: Path) -> Any:
     args = argparse.Namespace(cwd=str(cwd), base_url=fake.base_url, wire=WIRE, model="fake-model", yolo=False)
+    (cwd / ".ketch").mkdir(exist_ok=True)
+    (cwd / ".ketch" / "config.toml").write_text("titles = true\n")  # the suite's default is off
     return await build_session(args, interactive=True, titles=True)
 
 

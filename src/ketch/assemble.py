@@ -267,7 +267,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     if hub is not None:
         session.closers.append(hub.aclose)
     session.closers.append(store.close)
-    session.auto_title = titles and not history
+    session.auto_title = titles and config.titles and not history
     for warning in [*warnings, *catalog.warnings]:
         session.startup_notices.append(warning)
     return session

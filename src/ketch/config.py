@@ -101,6 +101,8 @@ class Config(_Strict):
     """The agent variant: build, plan, or a user agent."""
     max_steps: int = Field(default=100, ge=1)
     """Model requests one turn may make before it ends with a step-limit event."""
+    titles: bool = True
+    """Name each new interactive session with a short auxiliary model call (no tools)."""
     privacy: bool = False
     """Privacy mode: no web search of any kind."""
     connections: dict[str, ConnectionConfig] = Field(default_factory=dict)

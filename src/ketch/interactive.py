@@ -86,7 +86,7 @@ class Interactive:
         from .config import user_config_dir
         from .slash_actions import SlashActions
 
-        session = await build_session(self.args, interactive=True)
+        session = await build_session(self.args, interactive=True, titles=True)
         self.session = session
         self.actions = SlashActions(lambda: self.session, self.args, self.cwd)
         warn = session.startup_notices.append

@@ -161,6 +161,12 @@ class KetchApp:
                 self.committer.commit(intro.splitlines() + [""])
         self.refresh_status()
         self.invalidate()
+        has_pending = getattr(self.session, "has_pending", None)
+        if has_pending is not None and self._safe(has_pending):
+            # Calls left awaiting approval when the session was closed are asked again first.
+            self.busy = True
+            self._spawn(self.run_busy(self.stream_turn(None, echo=False)))
+            return
         self.drain()
 
     def refresh_status(self) -> None:
@@ -229,10 +235,11 @@ class KetchApp:
         rows = ["\x1b[1m› \x1b[0m" + lines[0]] + ["  " + line for line in lines[1:]]
         self.committer.commit(rows + [""])
 
-    async def stream_turn(self, prompt: str, *, echo: bool = True) -> None:
-        """Stream one turn into the transcript (the caller holds ``busy``)."""
+    async def stream_turn(self, prompt: str | None, *, echo: bool = True) -> None:
+        """Stream one turn into the transcript (the caller holds ``busy``); ``None``
+        continues the session's open tool calls instead of sending a prompt."""
         assert self.session is not None
-        if echo:
+        if echo and prompt is not None:
             self.echo_prompt(prompt)
         try:
             async for event in self.session.run_turn(prompt):
