@@ -108,13 +108,13 @@ class Session:
         self.compactor = compactor
         self._persisted = len(self.messages)
         self.history_rewritten = False
+        """Set when the history was rewritten in place (compaction, id repair): store it whole."""
         self._step_events: list[Any] = []
         """Events of the step in progress, stored with its messages (for export)."""
         self.auto_title = False
         """Name the session after its first finished turn (one auxiliary model call); the
         interactive front end turns it on for a new session (``build_session(titles=True)``)."""
         self.title_task: asyncio.Task[str] | None = None
-        """Set when the history was rewritten in place (compaction, id repair): store it whole."""
         self.startup_notices: list[str] = []
         self.hooks: Any = None
         """User hooks (``hooks.HookRunner``): told when a prompt is submitted, a tool
