@@ -305,3 +305,24 @@ def test_dual_wire_preset_moves_the_whole_session_never_the_search_alone(protoco
     assert conn.wire == "openai-chat"
     search = session_search(config, conn, interactive=True, environ={})
     assert (search.wire, search.route.has_search) == (wire, searches)
+
+
+@pytest.mark.parametrize(("kind", "searches"), [("explore", False), ("web_research", True)])
+def test_a_child_gets_search_on_the_wire_only_when_its_tool_list_has_it(tmp_path, fake_provider, kind, searches):
+    from fakeprovider import RecordedRequest, user_texts
+
+    def script(request: RecordedRequest) -> Turn:
+        if any("CHILD-TASK" in text for text in user_texts(request)):
+            return Turn(text="child finding")
+        if tool_results(request):
+            return Turn(text="parent done")
+        return Turn(tool_calls=[ToolCall("task", {"description": "look it up", "prompt": "CHILD-TASK find x", "kind": kind})])
+
+    fake = fake_provider([script] * 3)
+    write_project_config(tmp_path, _config(fake))
+    events = _ketch(tmp_path, ANTHROPIC, "research x", "--web-search", "--yolo")
+    assert events[-1]["type"] == "turn_finished" and events[-1]["text"] == "parent done"
+    parent_first = fake.model_requests[0].body
+    child = next(r.body for r in fake.model_requests if any("CHILD-TASK" in t for t in user_texts(r)))
+    assert len(_native(parent_first)) == 1  # the root session searches
+    assert bool(_native(child)) is searches
