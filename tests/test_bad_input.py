@@ -131,3 +131,9 @@ def test_step_limit_below_one_is_a_usage_error(tmp_path: Path) -> None:
     run = run_ketch(["-p", "hi", "--max-steps", "0", "--base-url", "http://127.0.0.1:9/v1", "--wire", "openai-chat", "--model", "m"], tmp_path)
     assert run.code == 2
     assert "max_steps" in _one_line_error(run.stderr)
+
+
+def test_an_added_directory_that_does_not_exist_is_a_usage_error(tmp_path: Path) -> None:
+    run = run_ketch(["-p", "hi", "--add-dir", str(tmp_path / "missing"), "--base-url", "http://127.0.0.1:9/v1", "--wire", "openai-chat", "--model", "m"], tmp_path)
+    assert run.code == 2
+    assert "missing" in _one_line_error(run.stderr)

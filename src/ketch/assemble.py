@@ -112,6 +112,8 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from .tools import builtin_tool_specs
     from .tools.base import ToolDeps, ToolSettings
     from .tools.shell import ProcessRegistry
+    from pydantic_ai.exceptions import ToolFailed
+
     from .workspace import Workspace
 
     cwd = Path(getattr(args, "cwd", None) or os.getcwd()).resolve()
@@ -119,7 +121,10 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     variant = resolve_agent(config.agent, config)
     conn = connection_from_args(args, config)
     root = find_project_root(cwd)
-    workspace = Workspace(root, [Path(d).expanduser() for d in [*config.added_dirs, *getattr(args, "add_dir", [])]])
+    try:
+        workspace = Workspace(root, [Path(d).expanduser() for d in [*config.added_dirs, *getattr(args, "add_dir", [])]])
+    except ToolFailed as exc:  # an added directory that does not exist
+        raise ConfigError(f"added directory: {exc}") from None
 
     store = _open_store()
     resumed = _resume_target(args, store, cwd, interactive=interactive)
