@@ -102,6 +102,8 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     """Build the Session the arguments describe (resuming one when asked).
 
     ``titles``: name a new session after its first turn (the interactive front end asks for it)."""
+    from pydantic_ai.exceptions import ToolFailed
+
     from . import memory, notebook, skills
     from .hooks import HookRunner
     from .models import build_model, model_settings
@@ -112,8 +114,6 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from .tools import builtin_tool_specs
     from .tools.base import ToolDeps, ToolSettings
     from .tools.shell import ProcessRegistry
-    from pydantic_ai.exceptions import ToolFailed
-
     from .workspace import Workspace
 
     cwd = Path(getattr(args, "cwd", None) or os.getcwd()).resolve()
