@@ -225,7 +225,8 @@ def _change_summary(verb: str, shown: str, old: str, new: str, existed: bool) ->
     count = new.count("\n") + (1 if new and not new.endswith("\n") else 0)
     lines = f"{count} line" + ("" if count == 1 else "s")
     if not existed:
-        return f"Created {shown} ({lines}, {len(new.encode('utf-8'))} bytes)."
+        size = len(new.encode("utf-8"))
+        return f"Created {shown} ({lines}, {size} byte{'' if size == 1 else 's'})."
     if old == new:
         return f"{shown} unchanged: the new content is identical."
     added, removed = diff_counts(unified_diff(old, new, shown))
