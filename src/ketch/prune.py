@@ -250,16 +250,39 @@ def _split_combined(call_id: str) -> str:
     return call_id.split("|", 1)[0] if "|" in call_id else call_id
 
 
+def _without_id(part: Any) -> Any:
+    """``part`` with ``id=None``: the hot case of :func:`_evolve`, without keyword packing."""
+    new = object.__new__(part.__class__)
+    fields = part.__dict__.copy()
+    fields["id"] = None
+    new.__dict__ = fields
+    return new
+
+
 def _stripped_response(
-    message: ModelResponse, inline_native_from: Collection[str], drop_thinking: bool
+    message: ModelResponse, inline_native_from: Collection[str], drop_thinking: bool, seen: set[str] | None = None
 ) -> ModelResponse | None:
     """The response with no provider item ids (and no reasoning if ``drop_thinking``);
-    None when nothing is left of it."""
+    None when nothing is left of it. The ids of the calls it keeps are added to ``seen``."""
     parts: list[Any] = []
     changed = False
     for part in message.parts:
+        cls = part.__class__
         new = part
-        if isinstance(part, ThinkingPart):
+        # Exact classes first: they are nearly every part of a long history.
+        if cls is TextPart:
+            if part.id is not None:
+                new = _without_id(part)
+        elif cls is ToolCallPart:
+            call_id = part.tool_call_id
+            if "|" in call_id:
+                call_id = _split_combined(call_id)
+                new = _evolve(part, id=None, tool_call_id=call_id)
+            elif part.id is not None:
+                new = _without_id(part)
+            if seen is not None:
+                seen.add(call_id)
+        elif isinstance(part, ThinkingPart):
             if drop_thinking:
                 changed = True
                 continue
@@ -272,9 +295,12 @@ def _stripped_response(
             call_id = _split_combined(part.tool_call_id)
             if part.id is not None or call_id != part.tool_call_id:
                 new = _evolve(part, id=None, tool_call_id=call_id)
+            if seen is not None:
+                seen.add(call_id)
         elif isinstance(part, TextPart) and part.id is not None:
             new = _evolve(part, id=None)
-        changed = changed or new is not part
+        if new is not part:
+            changed = True
         parts.append(new)
     if not parts:
         return None
@@ -328,11 +354,9 @@ def _rebuild(
     for i in range(start, len(messages)):
         m = messages[i]
         if isinstance(m, ModelResponse):
-            new_response = _stripped_response(m, inline_native_from, i < thin_before)
+            new_response = _stripped_response(m, inline_native_from, i < thin_before, seen)
             if new_response is None:
                 continue
-            if seen is not None:
-                seen.update(p.tool_call_id for p in new_response.parts if isinstance(p, ToolCallPart))
             out.append(new_response)
         else:
             new_request = _stripped_request(m, placeholders if i < placeholder_before else None, seen)
