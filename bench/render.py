@@ -1,11 +1,13 @@
 """Streaming cost of the real UI on a pseudo-terminal.
 
-A child runs ``python -m ketch.ui.demo`` (a fake session streaming a ~4,000-token
-Markdown answer with code fences); the parent submits a prompt through the pty, reads the
-master side, samples the child's CPU time, and at the end replays every byte into a pyte
-screen to check the transcript. Prints: CPU share of one core, bytes per token, and (at
-2,000 tok/s) that the whole answer is in the scrollback and how fast a key is echoed.
-Usage: PYTHONPATH=src .venv/bin/python bench/render.py [--rate 200] [--fast-rate 2000]
+By default a child runs the real ``ketch`` against the fake HTTP provider (tests/
+fakeprovider.py), which streams a ~4,000-token Markdown answer with code fences as one
+Chat Completions chunk per token; ``--demo`` runs ``python -m ketch.ui.demo`` instead (a
+fake session, no SDK). The parent submits a prompt through the pty, reads the master side,
+samples the child's CPU time, and at the end replays every byte into a pyte screen to
+check the transcript. Prints: CPU share of one core, bytes per token, and (at 2,000 tok/s)
+that the whole answer is in the scrollback and how fast a key is echoed.
+Usage: .venv/bin/python bench/render.py [--rate 200] [--fast-rate 2000] [--demo]
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ import psutil
 import pyte
 
 sys.path.insert(0, os.path.dirname(__file__))
-from startup import STATUS, PtyChild, demo_command  # noqa: E402
+from startup import STATUS, PtyChild, demo_command, isolate, real_command  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from ketch.ui.demo import END_OF_ANSWER, sample_answer, split_tokens  # noqa: E402
 
@@ -45,13 +50,22 @@ def screen_words(data: bytes) -> list[str]:
     return re.findall(r"[A-Za-z0-9_]+", "\n".join(rows[start + 1:]))
 
 
-def stream_once(rate: float, size: int, flush: float, probe_keys: bool) -> dict[str, float]:
+def stream_once(rate: float, size: int, flush: float, probe_keys: bool, provider: bool = True) -> dict[str, float]:
     answer = sample_answer(size)
     tokens = len(split_tokens(answer))
-    child = PtyChild(demo_command("--rate", str(rate), "--tokens", str(size), "--flush", str(flush)),
-                     COLUMNS, ROWS)
+    fake = None
+    if provider:
+        from fakeprovider import FakeProvider, Turn
+
+        fake = FakeProvider([Turn(text=answer, text_pieces=split_tokens(answer), chunk_delay=1 / rate)]).start()
+        child = PtyChild(real_command(fake.base_url), COLUMNS, ROWS)
+        ready = b"adhoc:fake-model"
+    else:
+        child = PtyChild(demo_command("--rate", str(rate), "--tokens", str(size), "--flush", str(flush)),
+                         COLUMNS, ROWS)
+        ready = STATUS
     try:
-        child.read_until(STATUS, timeout=20)
+        child.read_until(ready, timeout=60)
         time.sleep(0.5)  # let the background Rich import finish: measure streaming only
         proc = psutil.Process(child.pid)
         cpu0 = sum(proc.cpu_times()[:2])
@@ -83,6 +97,8 @@ def stream_once(rate: float, size: int, flush: float, probe_keys: bool) -> dict[
         streamed = len(child.output) - start_offset
     finally:
         child.close()
+        if fake is not None:
+            fake.stop()
     result = {"wall": wall, "cpu_share": cpu / wall, "bytes_per_token": streamed / tokens}
     if latencies:
         result["echo_median_ms"] = statistics.median(latencies) * 1000
@@ -99,17 +115,23 @@ def main() -> None:
     parser.add_argument("--fast-rate", type=float, default=2000)
     parser.add_argument("--tokens", type=int, default=4000)
     parser.add_argument("--flush", type=float, default=0.06)
+    parser.add_argument("--demo", action="store_true", help="a fake session instead of the fake HTTP provider")
     args = parser.parse_args()
+    provider = not args.demo
+    if provider:
+        isolate()
     tokens = len(split_tokens(sample_answer(args.tokens)))
-    slow = stream_once(args.rate, args.tokens, args.flush, probe_keys=False)
+    print("source:", "real ketch + the fake HTTP provider (openai-chat)" if provider else "ketch.ui.demo (fake session)")
+    slow = stream_once(args.rate, args.tokens, args.flush, probe_keys=False, provider=provider)
     print(f"{tokens} tokens at {args.rate:.0f} tok/s, flush {args.flush * 1000:.0f} ms: "
           f"CPU {slow['cpu_share'] * 100:.1f}% of one core over {slow['wall']:.1f} s (target < 10%), "
           f"{slow['bytes_per_token']:.1f} bytes/token, transcript complete: {bool(slow['transcript_complete'])}")
-    floor = stream_once(args.rate, args.tokens, 1000.0, probe_keys=False)
-    print(f"same stream with no frames until the end (the fake session and event loop alone): "
-          f"CPU {floor['cpu_share'] * 100:.1f}% -> the UI's own share is about "
-          f"{(slow['cpu_share'] - floor['cpu_share']) * 100:.1f}% of one core")
-    fast = stream_once(args.fast_rate, args.tokens, args.flush, probe_keys=True)
+    if not provider:
+        floor = stream_once(args.rate, args.tokens, 1000.0, probe_keys=False, provider=False)
+        print(f"same stream with no frames until the end (the fake session and event loop alone): "
+              f"CPU {floor['cpu_share'] * 100:.1f}% -> the UI's own share is about "
+              f"{(slow['cpu_share'] - floor['cpu_share']) * 100:.1f}% of one core")
+    fast = stream_once(args.fast_rate, args.tokens, args.flush, probe_keys=True, provider=provider)
     print(f"{tokens} tokens at {args.fast_rate:.0f} tok/s: CPU {fast['cpu_share'] * 100:.1f}%, "
           f"{fast['bytes_per_token']:.1f} bytes/token, transcript complete: {bool(fast['transcript_complete'])}, "
           f"key echo median {fast.get('echo_median_ms', float('nan')):.1f} ms, "

@@ -71,6 +71,8 @@ class Turn:
     truncate: bool = False
     malformed: bool = False
     usage: tuple[int, int] = (10, 5)
+    text_pieces: list[str] | None = None
+    """Stream the text in exactly these pieces (one SSE event each), e.g. one per token."""
     native_search: NativeSearch | None = None
 
 
@@ -110,6 +112,11 @@ def _pieces(text: str, count: int = 3) -> list[str]:
     """Split `text` into about `count` consecutive pieces (empty text gives no pieces)."""
     size = max(1, -(-len(text) // count))
     return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _text_pieces(turn: Turn) -> list[str]:
+    """The pieces a turn's text streams in: the explicit ones, or about three."""
+    return list(turn.text_pieces) if turn.text_pieces is not None else _pieces(turn.text)
 
 
 _OPENAI_ERRORS = {
@@ -166,7 +173,7 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
 
     events = [chunk({'role': 'assistant', 'content': ''})]
     events += [chunk({'reasoning_content': p}) for p in _pieces(turn.reasoning)]
-    events += [chunk({'content': p}) for p in _pieces(turn.text)]
+    events += [chunk({'content': p}) for p in _text_pieces(turn)]
     for index, (call_id, tc) in enumerate(calls):
         head = {'index': index, 'id': call_id, 'type': 'function', 'function': {'name': tc.name, 'arguments': ''}}
         events.append(chunk({'tool_calls': [head]}))
@@ -248,7 +255,7 @@ def responses_render(
             common = {'item_id': msg, 'output_index': i, 'content_index': 0}
             emit('response.content_part.added', **common,
                  part={'type': 'output_text', 'text': '', 'annotations': [], 'logprobs': []})
-            for p in _pieces(turn.text):
+            for p in _text_pieces(turn):
                 emit('response.output_text.delta', **common, delta=p, logprobs=[])
             for n, annotation in enumerate(annotations):
                 emit('response.output_text.annotation.added', **common, annotation_index=n, annotation=annotation)
@@ -328,7 +335,7 @@ def anthropic_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[li
                      for n, s in enumerate(search.sources)]
     if turn.text:
         deltas = [{'type': 'citations_delta', 'citation': c} for c in citations]
-        deltas += [{'type': 'text_delta', 'text': p} for p in _pieces(turn.text)]
+        deltas += [{'type': 'text_delta', 'text': p} for p in _text_pieces(turn)]
         final_text: dict[str, Any] = {'type': 'text', 'text': turn.text}
         if citations:
             final_text['citations'] = citations
