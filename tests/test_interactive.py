@@ -34,7 +34,7 @@ async def running(tmp_path: Path, *argv: str) -> AsyncIterator[tuple[Harness, In
     config = runtime.app_config()
     fields = {name: getattr(config, name) for name in (
         "session_factory", "load_history", "save_history", "candidates", "commands",
-        "on_command", "command_choices", "on_ready", "startup_error")}
+        "on_command", "command_choices", "on_ready", "startup_error", "first_input")}
     try:
         async with Harness(None, columns=100, rows=30, **fields) as h:
             yield h, runtime
@@ -196,3 +196,22 @@ async def test_a_pending_approval_is_asked_again_on_resume(tmp_path: Path, fake_
     assert (tmp_path / "later.txt").read_text() == "yes\n"
     assert len(fake.model_requests) == 2
     assert "later.txt" in tool_results(fake.model_requests[1])[0][1]
+
+
+async def test_resume_without_an_id_opens_the_picker(tmp_path: Path, fake_provider: Any) -> None:
+    fake = fake_provider([Turn(text="First answer."), Turn(text="Picked up again.")])
+    async with running(tmp_path, *adhoc(fake, "openai-chat")) as (h, runtime):
+        await h.wait_text("adhoc:fake-model")
+        await h.type("remember the blue door\r")
+        await h.wait_text("First answer.")
+        await h.idle()
+        session_id = runtime.session.session_id
+    async with running(tmp_path, "--resume", *adhoc(fake, "openai-chat")) as (h, runtime):
+        await h.wait_text(session_id)  # the picker lists the stored session
+        await h.type("\r")
+        await h.wait_text(f"Resumed session {session_id}")
+        await h.type("and now?\r")
+        await h.wait_text("Picked up again.")
+        await h.idle()
+        assert runtime.session.session_id == session_id
+    assert user_texts(fake.model_requests[-1]) == ["remember the blue door", "and now?"]

@@ -157,6 +157,7 @@ class Interactive:
             on_command=self.on_command,
             command_choices=self.command_choices,
             on_ready=self.intro,
+            first_input="/resume" if getattr(self.args, "resume", None) == "" else None,
             startup_error=self.startup_failed,
             program=resume_program(self.args),
         )

@@ -43,6 +43,9 @@ class AppConfig:
     startup_error: Callable[[Exception], int | None] | None = None
     """Called when ``session_factory`` raises: an exit code ends the app at once (the
     caller reports the error), None keeps it open with the error shown."""
+    first_input: str | None = None
+    """A prompt or slash command run as soon as the session is ready, as if typed then
+    (``ketch --resume`` without an ID opens the ``/resume`` picker this way)."""
     program: str = "ketch"
     """How the farewell spells the resume command."""
     approval_grace: float = 0.3

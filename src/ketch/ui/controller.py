@@ -161,6 +161,8 @@ class KetchApp:
                 self.committer.commit(intro.splitlines() + [""])
         self.refresh_status()
         self.invalidate()
+        if self.config.first_input:
+            self.queue.insert(0, self.config.first_input)
         has_pending = getattr(self.session, "has_pending", None)
         if has_pending is not None and self._safe(has_pending):
             # Calls left awaiting approval when the session was closed are asked again first.
