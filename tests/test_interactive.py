@@ -215,3 +215,18 @@ async def test_resume_without_an_id_opens_the_picker(tmp_path: Path, fake_provid
         await h.idle()
         assert runtime.session.session_id == session_id
     assert user_texts(fake.model_requests[-1]) == ["remember the blue door", "and now?"]
+
+
+async def test_context_panel_shows_tokens_by_part(tmp_path: Path, fake_provider: Any) -> None:
+    fake = fake_provider([Turn(text="An answer " * 200)])
+    async with running(tmp_path, *adhoc(fake, "openai-chat")) as (h, _):
+        await h.wait_text("adhoc:fake-model")
+        await h.type("go\r")
+        await h.wait_text("An answer")
+        await h.idle()
+        await h.type("/context\r")
+        await h.wait_text("tool schemas")
+        text = h.sink.text()
+    rows = {line.split()[0]: line for line in text.splitlines() if line.strip().startswith(("instructions", "messages"))}
+    assert int(rows["messages"].split()[1].replace(",", "")) >= 400  # ~2,000 chars of answer
+    assert int(rows["instructions"].split()[1].replace(",", "")) > 100

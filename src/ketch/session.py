@@ -137,6 +137,7 @@ class Session:
         self.input_tokens = 0
         self.output_tokens = 0
         self.last_request_tokens = 0
+        self._history_estimate: tuple[tuple[int, int], int] = ((0, -1), 0)
         self.deps.emit = self._emit
         self.deps.extras.setdefault("ask", self._ask)
         if compactor is not None:
@@ -145,9 +146,9 @@ class Session:
 
     # ------------------------------------------------------------------ wiring
     def _build_agent(self, extra_toolsets: Sequence[Any], capabilities: Sequence[Any], model_settings: Any) -> Agent[ToolDeps, str]:
-        toolset: FunctionToolset[ToolDeps] = FunctionToolset(
-            [Tool(spec.function, name=spec.name, max_retries=3) for spec in self.specs.values()]
-        )
+        tools = [Tool(spec.function, name=spec.name, max_retries=3) for spec in self.specs.values()]
+        self._tool_defs = {tool.name: tool.tool_def for tool in tools}
+        toolset: FunctionToolset[ToolDeps] = FunctionToolset(tools)
         hooks: Hooks[ToolDeps] = Hooks()
         hooks.on.before_tool_execute(self._gate_hook)
         hooks.on.before_model_request(self._before_request)
@@ -599,7 +600,23 @@ class Session:
             cwd=str(Path(self.workspace.root)),
             tools=self.active_tools(),
             todos=notebook.as_dicts() if notebook is not None else [],
+            context_parts=self._context_parts(),
         )
+
+    def _context_parts(self) -> dict[str, int]:
+        """Estimated tokens of the next request by part, for ``/context``. The history's
+        estimate is kept until the history changes: the status is read after every event."""
+        from .budget import estimate_messages, estimate_text, estimate_tools
+
+        key = (id(self.messages), len(self.messages))
+        if self._history_estimate[0] != key:
+            self._history_estimate = (key, estimate_messages(self.messages))
+        active = self.active_tools()
+        return {
+            "instructions": estimate_text(self.instructions_for(active)),
+            "messages": self._history_estimate[1],
+            "tool schemas": estimate_tools([self._tool_defs[n] for n in active if n in self._tool_defs]),
+        }
 
 
 def _summarize(content: str, limit: int = 400) -> str:
