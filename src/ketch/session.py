@@ -612,11 +612,15 @@ class Session:
         if self._history_estimate[0] != key:
             self._history_estimate = (key, estimate_messages(self.messages))
         active = self.active_tools()
-        return {
-            "instructions": estimate_text(self.instructions_for(active)),
+        parts = {
             "messages": self._history_estimate[1],
             "tool schemas": estimate_tools([self._tool_defs[n] for n in active if n in self._tool_defs]),
         }
+        try:
+            parts["instructions"] = estimate_text(self.instructions_for(active))
+        except Exception:  # noqa: BLE001 - a closed store (memory) must not break the status line
+            pass
+        return parts
 
 
 def _summarize(content: str, limit: int = 400) -> str:
