@@ -102,7 +102,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     """Build the Session the arguments describe (resuming one when asked).
 
     ``titles``: name a new session after its first turn (the interactive front end asks for it)."""
-    from pydantic_ai.exceptions import ToolFailed
+    from pydantic_ai.exceptions import ToolFailed, UserError
 
     from . import memory, notebook, skills
     from .hooks import HookRunner
@@ -222,7 +222,10 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
                 descriptions[tool] = f"MCP tool from server {status.name}"
         gate.kinds = {**gate.kinds, **extra_kinds}
 
-    model = model_override if model_override is not None else build_model(conn, search.wire, profile=search.model_profile())
+    try:
+        model = model_override if model_override is not None else build_model(conn, search.wire, profile=search.model_profile())
+    except UserError as exc:  # the SDK refuses the model name or settings before any request
+        raise ConfigError(f"model '{conn.ref}': {' '.join(str(exc).split())}") from None
     think = variant.think or config.think
     session = Session(
         config=config,
