@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -189,8 +190,6 @@ class Session:
         if self._queue is None:
             return
         if self._turn is not None and not event.turn_id:
-            import dataclasses
-
             event = dataclasses.replace(event, session_id=self.session_id, turn_id=self._turn.turn_id, agent=event.agent or self.label)
         if isinstance(event, (ev.TextDelta, ev.ToolCallStarted, ev.ReasoningDelta)) and self._turn is not None:
             self._turn.delivered = True
