@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .frontmatter import FrontMatterError, split_front_matter
+
 COMMAND_NAME = re.compile(r"[a-z0-9][a-z0-9\-_]{0,63}")
 MAX_TEMPLATE_BYTES = 64 * 1024
 ARGUMENTS = "$ARGUMENTS"
@@ -94,25 +96,15 @@ class CommandFileError(ValueError):
 
 
 def parse_command_file(text: str) -> ParsedFrontMatter:
-    """Split optional ``---`` front matter (``key: value`` lines) from the template."""
-    if not text.startswith("---"):
-        return ParsedFrontMatter(body=text)
-    lines = text.split("\n")
-    if lines[0].strip() != "---":
-        return ParsedFrontMatter(body=text)
+    """Split optional ``---`` front matter (see ``frontmatter``) from the template."""
     try:
-        end = next(i for i, line in enumerate(lines[1:], 1) if line.strip() == "---")
-    except StopIteration:
-        raise CommandFileError("front matter starts with '---' but never ends") from None
-    meta: dict[str, str] = {}
-    for line in lines[1:end]:
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        key, sep, value = line.partition(":")
-        if not sep or not key.strip() or key != key.lstrip():
-            raise CommandFileError(f"front matter line {line.strip()!r} is not 'key: value'")
-        meta[key.strip().lower()] = value.strip().strip("\"'")
-    return ParsedFrontMatter(meta.get("description", ""), meta.get("argument-hint", ""), "\n".join(lines[end + 1 :]).lstrip("\n"))
+        parsed = split_front_matter(text)
+    except FrontMatterError as exc:
+        raise CommandFileError(str(exc)) from None
+    if parsed is None:
+        return ParsedFrontMatter(body=text)
+    meta, body = parsed
+    return ParsedFrontMatter(meta.get("description", ""), meta.get("argument-hint", ""), body.lstrip("\n"))
 
 
 def load_command_file(path: Path) -> Command:

@@ -127,7 +127,7 @@ class Config(_Strict):
 def user_config_dir() -> Path:
     override = os.environ.get("KETCH_CONFIG_DIR")
     if override:
-        return Path(override)
+        return Path(override).expanduser()
     import platformdirs
 
     return Path(platformdirs.user_config_dir("ketch"))
@@ -136,7 +136,7 @@ def user_config_dir() -> Path:
 def user_data_dir() -> Path:
     override = os.environ.get("KETCH_DATA_DIR")
     if override:
-        return Path(override)
+        return Path(override).expanduser()
     import platformdirs
 
     return Path(platformdirs.user_data_dir("ketch"))

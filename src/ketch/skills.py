@@ -18,6 +18,8 @@ from pathlib import Path
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
+from .config import user_config_dir
+from .frontmatter import FrontMatterError, split_front_matter
 from .tools.base import ToolDeps, ToolSpec
 
 SKILL_FILE = "SKILL.md"
@@ -45,47 +47,20 @@ class Skill:
 
 
 def user_skills_dir() -> Path:
-    """``$KETCH_CONFIG_DIR/skills``, else ``skills`` in the platform's user config dir."""
-    override = os.environ.get("KETCH_CONFIG_DIR")
-    if override:
-        return Path(override).expanduser() / "skills"
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("ketch")) / "skills"
-
-
-def _unquote(value: str) -> str:
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        inner = value[1:-1]
-        if value[0] == '"':
-            return inner.replace('\\"', '"').replace("\\\\", "\\")
-        return inner.replace("''", "'")
-    return value
+    """``skills`` in the user config dir (``$KETCH_CONFIG_DIR`` or the platform's)."""
+    return user_config_dir() / "skills"
 
 
 def parse_skill(text: str) -> tuple[dict[str, str], str]:
-    """Split SKILL.md text into its front matter (simple ``key: value`` lines) and body.
-
-    Indented lines (YAML lists or nested values) and comments are ignored; any other line
-    without a colon is an error.
-    """
-    lines = text.lstrip("\ufeff").splitlines()
-    if not lines or lines[0].strip() != "---":
-        raise SkillFormatError("it does not start with a '---' front matter line")
+    """Split SKILL.md text into its front matter and body (see ``frontmatter``)."""
     try:
-        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
-    except StopIteration:
-        raise SkillFormatError("its front matter has no closing '---' line") from None
-    meta: dict[str, str] = {}
-    for number, line in enumerate(lines[1:end], start=2):
-        if not line.strip() or line.lstrip().startswith("#") or line[0] in " \t":
-            continue
-        key, colon, value = line.partition(":")
-        if not colon or not key.strip():
-            raise SkillFormatError(f"line {number} is not 'key: value'")
-        meta[key.strip().lower()] = _unquote(value)
-    return meta, "\n".join(lines[end + 1 :]).strip("\n")
+        parsed = split_front_matter(text)
+    except FrontMatterError as exc:
+        raise SkillFormatError(str(exc)) from None
+    if parsed is None:
+        raise SkillFormatError("it does not start with a '---' front matter line")
+    meta, body = parsed
+    return meta, body.strip("\n")
 
 
 def load_skill(path: Path) -> Skill:

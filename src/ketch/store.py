@@ -127,13 +127,10 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def default_db_path() -> Path:
-    """``$KETCH_DATA_DIR/ketch.db``, else ``ketch.db`` in the platform's user data dir."""
-    override = os.environ.get("KETCH_DATA_DIR")
-    if override:
-        return Path(override).expanduser() / DB_FILENAME
-    import platformdirs
+    """``ketch.db`` in the user data dir (``$KETCH_DATA_DIR`` or the platform's)."""
+    from .config import user_data_dir
 
-    return Path(platformdirs.user_data_dir("ketch")) / DB_FILENAME
+    return user_data_dir() / DB_FILENAME
 
 
 def new_session_id(after: str | None = None) -> str:
