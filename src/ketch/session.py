@@ -139,6 +139,8 @@ class Session:
         self.output_tokens = 0
         self.last_request_tokens = 0
         self._history_estimate: tuple[tuple[int, int], int] = ((0, -1), 0)
+        self._instruction_chars: int | None = None
+        """Length of the instructions last sent (the status must not rebuild them: that runs git)."""
         self.deps.emit = self._emit
         self.deps.extras.setdefault("ask", self._ask)
         if compactor is not None:
@@ -179,7 +181,9 @@ class Session:
         )
 
     def _instructions(self, ctx: RunContext[ToolDeps]) -> str:
-        return self.instructions_for(self.active_tools())
+        text = self.instructions_for(self.active_tools())
+        self._instruction_chars = len(text)
+        return text
 
     async def _prepare_tools(self, ctx: RunContext[ToolDeps], tool_defs: list[Any]) -> list[Any]:
         allowed = set(self.active_tools())
@@ -603,9 +607,9 @@ class Session:
         )
 
     def _context_parts(self) -> dict[str, int]:
-        """Estimated tokens of the next request by part, for ``/context``. The history's
-        estimate is kept until the history changes: the status is read after every event."""
-        from .budget import estimate_messages, estimate_text, estimate_tools
+        """Estimated tokens of the next request by part, for ``/context``: the instructions
+        last sent, the history (estimate kept until it changes) and the tool schemas."""
+        from .budget import chars_to_tokens, estimate_messages, estimate_tools
 
         key = (id(self.messages), len(self.messages))
         if self._history_estimate[0] != key:
@@ -615,10 +619,12 @@ class Session:
             "messages": self._history_estimate[1],
             "tool schemas": estimate_tools([self._tool_defs[n] for n in active if n in self._tool_defs]),
         }
-        try:
-            parts["instructions"] = estimate_text(self.instructions_for(active))
-        except Exception:  # noqa: BLE001 - a closed store (memory) must not break the status line
-            pass
+        if self._instruction_chars is None:  # nothing sent yet: build them once
+            try:
+                self._instruction_chars = len(self.instructions_for(active))
+            except Exception:  # noqa: BLE001 - a closed store (memory) must not break the status line
+                return parts
+        parts["instructions"] = chars_to_tokens(self._instruction_chars)
         return parts
 
 
