@@ -28,9 +28,16 @@ _DEDICATED_OPENAI_PROVIDERS: dict[str, tuple[str, str]] = {
 
 
 def _openai_provider(conn: Connection) -> Any:
-    from openai import AsyncOpenAI
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-    client = AsyncOpenAI(base_url=conn.base_url, api_key=conn.api_key or _NO_KEY, max_retries=conn.max_retries)
+    from .coalesce import response_hook
+
+    client = AsyncOpenAI(
+        base_url=conn.base_url,
+        api_key=conn.api_key or _NO_KEY,
+        max_retries=conn.max_retries,
+        http_client=DefaultAsyncHttpxClient(event_hooks={"response": [response_hook()]}),
+    )
     if conn.preset.official_openai:
         from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -57,11 +64,18 @@ def build_model(conn: Connection, wire: str | None = None, *, profile: dict[str,
     wire = wire or conn.wire
     extra: dict[str, Any] = {"profile": profile} if profile else {}
     if wire == "anthropic-messages":
-        from anthropic import AsyncAnthropic
+        from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
         from pydantic_ai.models.anthropic import AnthropicModel
         from pydantic_ai.providers.anthropic import AnthropicProvider
 
-        client = AsyncAnthropic(base_url=conn.base_url, api_key=conn.api_key or _NO_KEY, max_retries=conn.max_retries)
+        from .coalesce import response_hook
+
+        client = AsyncAnthropic(
+            base_url=conn.base_url,
+            api_key=conn.api_key or _NO_KEY,
+            max_retries=conn.max_retries,
+            http_client=DefaultAsyncHttpxClient(event_hooks={"response": [response_hook()]}),
+        )
         return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
     if wire == "openai-responses":
         from pydantic_ai.models.openai import OpenAIResponsesModel
