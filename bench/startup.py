@@ -3,7 +3,9 @@
 Runs ``python -m ketch.ui.demo`` (a fake session), or with ``--real`` the real entry
 ``python -m ketch --base-url … --model fake-model`` against the fake provider of
 tests/fakeprovider.py (isolated config and data dirs), in a child on a pty, and reads the
-master side until the prompt marker appears.
+master side until the prompt marker appears. Then it types a key and times its echo
+(keys typed while the UI still imports are echoed by ``ketch.ui.typeahead`` and replayed
+into the app's input), the app's first frame, and (``--real``) the session being ready.
 Target: under 0.4 s.   Usage: PYTHONPATH=src .venv/bin/python bench/startup.py [--real]
 """
 
@@ -21,6 +23,8 @@ import termios
 import time
 
 PROMPT = "›".encode()
+SYNC_FRAME = b"\x1b[?2026h"
+"""The app wraps every frame in synchronized output; the early prompt line does not."""
 STATUS = b"demo-model"
 
 
@@ -107,6 +111,7 @@ def main() -> None:
     marks: list[float] = []
     frames: list[float] = []
     echoes: list[float] = []
+    apps: list[float] = []
     fake = None
     if args.real:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
@@ -122,13 +127,16 @@ def main() -> None:
         mark_at = len(child.output)
         child.send(b"Q")  # typed before the app runs: must not be lost or echoed raw
         echoes.append(child.read_until(b"Q", timeout=30, start=mark_at) - child.started)
+        apps.append(child.read_until(SYNC_FRAME, timeout=30) - child.started)
         frames.append(child.read_until(status, timeout=30) - child.started)
         child.close()
     if fake is not None:
         fake.stop(check=False)
     ready = "session ready (model in the status line)" if fake is not None else "first full frame (status line)"
-    for label, values in (("prompt marker drawn", marks), (ready, frames),
-                          ("key typed at the marker echoed in the input", echoes)):
+    for label, values in (("prompt marker drawn", marks),
+                          ("key typed at the marker echoed on the prompt line", echoes),
+                          ("first frame of the app (typed keys replayed into its input)", apps),
+                          (ready, frames)):
         print(f"{label}: median {statistics.median(values):.3f} s, min {min(values):.3f} s, "
               f"max {max(values):.3f} s over {args.runs} runs")
     print("target: input takes keys within 0.4 s of launch")

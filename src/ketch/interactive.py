@@ -211,6 +211,28 @@ async def run_with(runtime: Interactive, config: AppConfig, **io: Any) -> int:
             print("ketch: background errors: " + "; ".join(stray), file=sys.stderr)
 
 
+def _import_ui() -> None:
+    try:
+        importlib.import_module("ketch.ui.controller")
+    except Exception:  # noqa: BLE001 - imported again on the main thread, where it fails loudly
+        pass
+
+
+def _echo_while_importing_the_ui() -> bytes:
+    """Import the UI in a worker while keys typed meanwhile are echoed; returns them."""
+    import shutil
+    import threading
+
+    from .ui.typeahead import collect_while
+
+    loading = threading.Thread(target=_import_ui, name="ketch-ui-import", daemon=True)
+    loading.start()
+    if not sys.stdout.isatty():
+        loading.join()
+        return b""
+    return collect_while(loading, sys.stdin.fileno(), sys.stdout, columns=shutil.get_terminal_size().columns)
+
+
 def run_interactive(args: Any) -> int:
     """The interactive UI in this terminal; returns the exit code."""
     if not sys.stdin.isatty():
@@ -221,9 +243,12 @@ def run_interactive(args: Any) -> int:
 
     with quiet_tty():
         early_prompt()
+        typed = _echo_while_importing_the_ui()
         runtime = Interactive(args, Path(getattr(args, "cwd", None) or os.getcwd()).resolve())
+        config = runtime.app_config()
+        config.typeahead = typed
         try:
-            code = asyncio.run(run_with(runtime, runtime.app_config()))
+            code = asyncio.run(run_with(runtime, config))
         except KeyboardInterrupt:
             code = 130
         except EOFError:  # the terminal went away: leave as on /quit

@@ -38,6 +38,7 @@ def quiet_tty() -> Iterator[None]:
         yield
         return
     quiet = list(saved)
+    quiet[0] &= ~termios.ICRNL  # Enter stays "\r", as in the app's raw mode
     quiet[3] &= ~(termios.ECHO | termios.ICANON)
     termios.tcsetattr(fd, termios.TCSANOW, quiet)
     try:

@@ -52,3 +52,6 @@ class AppConfig:
     """Keys typed this soon after an overlay appears are ignored (seconds)."""
     flush_interval: float = 0.06
     """How often streamed text is turned into output (seconds)."""
+    typeahead: bytes = b""
+    """Keys typed before the app started (see ``ui/typeahead.py``), replayed into the
+    input before the first frame."""

@@ -93,17 +93,22 @@ class KetchApp:
     async def run(self) -> int:
         """Run until the user quits; returns the exit code."""
         self.history = InputHistory(self._safe(self.config.load_history) or [])
-        self._spawn(self._load_session())
+        self._spawn(self._start_background())
         self._spawn(self._ticker())
-        self._spawn(self._warm_renderer())
-        self._spawn(self._load_files())
         try:
             # no 'Press ENTER to continue' takeover for a stray background error: the
             # caller's loop exception handler (or asyncio's default) deals with it
-            return await self.app.run_async(set_exception_handler=False) or 0
+            return await self.app.run_async(pre_run=self._replay_typeahead, set_exception_handler=False) or 0
         finally:
             for task in list(self._tasks):
                 task.cancel()
+
+    def _replay_typeahead(self) -> None:
+        """Keys typed while the UI was importing go in first, exactly as typed."""
+        if self.config.typeahead:
+            from .typeahead import key_presses
+
+            self.app.key_processor.feed_multiple(key_presses(self.config.typeahead))  # type: ignore[arg-type]
 
     def exit(self, code: int = 0) -> None:
         """Close the app (the farewell is printed by the caller); a running turn is
@@ -135,6 +140,26 @@ class KetchApp:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    async def _start_background(self) -> None:
+        """Start the slow imports (SDK, Rich, the file walk) once the first frame is on
+        screen and the input reads keys: threads importing modules hold the GIL for most
+        of their time, and started earlier they would slow the first frame down."""
+        drawn = asyncio.Event()
+
+        def first_frame(_app: Any) -> None:
+            drawn.set()
+
+        if not self.app.render_counter:
+            self.app.after_render += first_frame
+            try:
+                await drawn.wait()
+            finally:
+                self.app.after_render -= first_frame
+        await asyncio.sleep(0)  # let keys already typed be read and echoed first
+        self._spawn(self._load_session())
+        self._spawn(self._warm_renderer())
+        self._spawn(self._load_files())
 
     async def _warm_renderer(self) -> None:
         await asyncio.sleep(0)
