@@ -56,7 +56,7 @@ def test_anthropic_thinking_budget_per_level(level: str, tmp_path: Path) -> None
     with FakeProvider([Turn(text="ok")]) as fake:
         _config(tmp_path, fake, name="anthropic", preset="anthropic")
         run = run_ketch(
-            ["-p", "hi", "-m", "anthropic:claude-sonnet-4-5", "--think", level],
+            ["-p", "hi", "-m", "anthropic:claude-haiku-4-5", "--think", level],
             tmp_path,
             env={"ANTHROPIC_API_KEY": "sk-ant-test-1234567890"},
         )
@@ -76,7 +76,7 @@ def test_anthropic_budget_grows_with_level(tmp_path: Path) -> None:
     for level in ("low", "medium", "high"):
         with FakeProvider([Turn(text="ok")]) as fake:
             _config(tmp_path, fake, name="anthropic", preset="anthropic")
-            run = run_ketch(["-p", "hi", "-m", "anthropic:claude-sonnet-4-5", "--think", level], tmp_path, env={"ANTHROPIC_API_KEY": "sk-ant-x"})
+            run = run_ketch(["-p", "hi", "-m", "anthropic:claude-haiku-4-5", "--think", level], tmp_path, env={"ANTHROPIC_API_KEY": "sk-ant-x"})
         assert run.code == 0, run.stderr
         budgets.append(fake.model_requests[0].body["thinking"].get("budget_tokens", 0))
     assert budgets == sorted(budgets) and budgets[0] < budgets[-1]

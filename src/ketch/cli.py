@@ -33,7 +33,7 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"ketch {__version__}")
     p.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="run one task headless and print the answer ('-' reads stdin)")
     p.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text", help="headless output format")
-    p.add_argument("-m", "--model", help="model as CONNECTION:MODEL, e.g. openai:gpt-5, anthropic:claude-sonnet-4-5, ollama:qwen3")
+    p.add_argument("-m", "--model", help="model as CONNECTION:MODEL, e.g. openai:gpt-5, anthropic:claude-sonnet-5-5, ollama:qwen3")
     p.add_argument("--think", choices=("off", "low", "medium", "high", "max"), help="thinking level")
     p.add_argument("--agent", help="agent variant: build (default), plan, or one from config")
     p.add_argument("--yolo", action="store_true", help="approve every call that no guard refuses")
