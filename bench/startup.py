@@ -1,12 +1,12 @@
 """Time from launch to the first rendered prompt, on a pseudo-terminal.
 
-Runs ``python -m ketch.ui.demo`` (a fake session), or with ``--real`` the real entry
-``python -m ketch --base-url … --model fake-model`` against the fake provider of
-tests/fakeprovider.py (isolated config and data dirs), in a child on a pty, and reads the
+Runs the real entry ``python -m ketch --base-url … --model fake-model`` against the fake
+provider of tests/fakeprovider.py (isolated config and data dirs), or with ``--demo``
+``python -m ketch.ui.demo`` (a fake session), in a child on a pty, and reads the
 master side until the prompt marker appears. Then it types a key and times its echo
 (keys typed while the UI still imports are echoed by ``ketch.ui.typeahead`` and replayed
-into the app's input), the app's first frame, and (``--real``) the session being ready.
-Target: under 0.4 s.   Usage: PYTHONPATH=src .venv/bin/python bench/startup.py [--real]
+into the app's input), the app's first frame, and (real entry) the session being ready.
+Target: under 0.4 s.   Usage: .venv/bin/python bench/startup.py [--demo] [--runs N]
 """
 
 from __future__ import annotations
@@ -106,14 +106,15 @@ def isolate() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--real", action="store_true", help="the real ketch entry against the fake provider")
+    parser.add_argument("--real", action="store_true", help="the real ketch entry (the default)")
+    parser.add_argument("--demo", action="store_true", help="python -m ketch.ui.demo (a fake session) instead")
     args = parser.parse_args()
     marks: list[float] = []
     frames: list[float] = []
     echoes: list[float] = []
     apps: list[float] = []
     fake = None
-    if args.real:
+    if not args.demo:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
         from fakeprovider import FakeProvider
 
