@@ -216,6 +216,62 @@ def test_export_markdown_and_json(db: Path) -> None:
     assert record["events"][0]["summary"] == "3 lines"
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"parts": [{"content": "cut off',  # not JSON
+        '{"parts": [{"content": 7, "timestamp": "2026-01-02T03:04:05Z", "part_kind": "user-prompt"}], "kind": "request"}',
+        '{"parts": [], "kind": "telegram"}',
+        "[]",
+    ],
+)
+def test_a_message_row_that_cannot_be_read_raises_store_error_naming_session_and_file(db: Path, data: str) -> None:
+    with Store.open(db) as store:
+        sid = store.create_session("/proj", "m", "build")
+        store.append_step(sid, sample_step(0))
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE messages SET data = ? WHERE session_id = ? AND seq = 1", (data, sid))
+    with Store.open(db) as store, pytest.raises(StoreError) as info:
+        store.load_messages(sid)
+    assert sid in str(info.value) and str(db) in str(info.value) and "cannot read" in str(info.value)
+
+
+def test_a_row_that_is_not_utf8_raises_store_error_naming_session_and_file(db: Path) -> None:
+    with Store.open(db) as store:
+        sid = store.create_session("/proj", "m", "build")
+        store.append_step(sid, sample_step(0))
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE messages SET data = CAST(X'7B22FF' AS TEXT) WHERE session_id = ? AND seq = 2", (sid,))
+    with Store.open(db) as store, pytest.raises(StoreError) as info:
+        store.load_messages(sid)
+    assert sid in str(info.value) and str(db) in str(info.value)
+
+
+def test_rows_written_by_older_sdks_load_through_the_adapter(db: Path) -> None:
+    """A retry prompt from before the SDK split it, and usage under its old key names."""
+    legacy = [
+        '{"parts":[{"content":"fix the args","tool_name":"shell","tool_call_id":"c1",'
+        '"timestamp":"2025-01-02T03:04:05Z","part_kind":"retry-prompt"}],"kind":"request"}',
+        '{"parts":[{"content":"hi","part_kind":"text"}],"usage":{"request_tokens":5,"response_tokens":2,'
+        '"details":null},"timestamp":"2025-01-02T03:04:05Z","kind":"response","vendor_id":"r1"}',
+    ]
+    with Store.open(db) as store:
+        sid = store.create_session("/proj", "m", "build")
+        store.append_step(sid, sample_step(0))
+    with sqlite3.connect(db) as conn:
+        conn.executemany(
+            "INSERT INTO messages (session_id, seq, step, data) VALUES (?, ?, 1, ?)",
+            [(sid, 3 + i, row) for i, row in enumerate(legacy)],
+        )
+    with Store.open(db) as store:
+        messages = store.load_messages(sid)
+    assert messages[:3] == sample_step(0)
+    retry, answer = messages[3:]
+    assert isinstance(retry.parts[0], ToolReturnPart) and retry.parts[0].outcome == "retried"
+    assert retry.parts[0].content == "fix the args"
+    assert (answer.usage.input_tokens, answer.usage.output_tokens, answer.provider_response_id) == (5, 2, "r1")
+
+
 def test_garbage_file_is_refused_and_left_untouched(tmp_path: Path) -> None:
     db = tmp_path / "ketch.db"
     garbage = os.urandom(4096)
