@@ -28,6 +28,22 @@ def test_version_and_help_import_neither_sdk_nor_ui(flag: str, tmp_path: Path) -
     assert "HEAVY []" in out.stdout, out.stdout
 
 
+def test_opening_a_new_store_for_prompt_history_imports_no_sdk(tmp_path: Path) -> None:
+    """The UI loads prompt history before its first frame; on a first run that creates and
+    migrates the database, which must not pull in pydantic-ai (seconds of imports)."""
+    code = (
+        "import sys\nfrom ketch.store import Store\n"
+        f"store = Store.open({str(tmp_path / 'new' / 'ketch.db')!r})\n"
+        "store.add_prompt('/p', 'hi')\nassert store.prompt_history('/p') == ['hi']\n"
+        "print('TABLES', sorted(r[0] for r in store.connection.execute(\"SELECT name FROM sqlite_master WHERE type='table'\")))\n"
+        f"print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ketch_env(), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "memory_notes" in out.stdout, "the memory tables were created by the migration"
+    assert "HEAVY []" in out.stdout, out.stdout
+
+
 def test_models_lists_the_providers_models(tmp_path: Path) -> None:
     with FakeProvider(models=["alpha-1", "beta-2"]) as fake:
         write_project_config(tmp_path, f'[connections.local]\npreset = "openai-compatible"\nbase_url = "{fake.base_url}"\n')

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
-from .memory_schema import create_memory_schema, fts5_available
+from .memory_schema import fts5_available
 from .tools.base import ToolDeps, ToolSpec
 
 if TYPE_CHECKING:
