@@ -67,7 +67,7 @@ def main() -> None:
     os.environ.update(KETCH_CONFIG_DIR=f"{home}/config", KETCH_DATA_DIR=f"{home}/data", PYDANTIC_AI_NO_BANNER="1")
     tokens = split_tokens(sample_answer(args.tokens))
     cpu, wall = run(tokens, args.rate, home, args.wire)
-    merging = os.environ.get("KETCH_COALESCE_MS", "default (50)")
+    merging = os.environ.get("KETCH_COALESCE_MS", "default (100)")
     print(f"{len(tokens)} tokens at {args.rate:.0f} tok/s over {args.wire}, KETCH_COALESCE_MS={merging}: "
           f"{cpu:.2f} s CPU over {wall:.1f} s of streaming = {100 * cpu / wall:.1f}% of one core, "
           f"{1000 * cpu / len(tokens):.2f} ms per token")
