@@ -122,6 +122,30 @@ async def test_resume_shows_the_conversation_and_continues_it(tmp_path: Path, fa
     assert user_texts(fake.model_requests[-1]) == ["what is the answer?", "are you sure?"]
 
 
+async def test_resuming_an_unreadable_session_is_one_line_and_keeps_the_current_one(
+    tmp_path: Path, fake_provider: Any
+) -> None:
+    fake = fake_provider([Turn(text="first"), Turn(text="still here")])
+    with Store.open() as store:
+        broken = store.create_session(str(tmp_path), "adhoc:fake-model", "build")
+        store.connection.execute(
+            "INSERT INTO messages (session_id, seq, step, data) VALUES (?, 0, 1, ?)", (broken, '{"kind": "nonsense"}'))
+    async with running(tmp_path, *adhoc(fake, "openai-chat")) as (h, runtime):
+        await h.wait_text("adhoc:fake-model")
+        await h.type("hello\r")
+        await h.wait_text("first")
+        await h.idle()
+        current = runtime.session.session_id
+        await h.type(f"/resume {broken}\r")
+        await h.wait_text("cannot read")
+        assert "Traceback" not in h.sink.text()
+        await h.type("and now?\r")
+        await h.wait_text("still here")
+        await h.idle()
+        assert runtime.session.session_id == current
+    assert user_texts(fake.model_requests[-1]) == ["hello", "and now?"]
+
+
 async def test_clear_starts_a_new_session_with_empty_history(tmp_path: Path, fake_provider: Any) -> None:
     fake = fake_provider([Turn(text="noted"), Turn(text="fresh start")])
     async with running(tmp_path, *adhoc(fake, "openai-chat")) as (h, runtime):

@@ -175,7 +175,10 @@ class SlashActions:
             raise ConfigError(f"no session '{wanted}'; list them with /sessions")
         if row.id == session.session_id:
             return f"Already in session {row.id}."
-        messages = await asyncio.to_thread(session.store.load_messages, row.id)
+        try:
+            messages = await asyncio.to_thread(session.store.load_messages, row.id)
+        except StoreError as exc:  # an unreadable history: say so and stay where we are
+            raise ConfigError(str(exc)) from None
         session.switch_to(row.id, messages)
         return replay(row.id, messages)
 
