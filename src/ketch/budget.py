@@ -107,6 +107,8 @@ def _chars(value: Any) -> int:
         return len(value)
     if cls is dict:
         return _mapping_chars(value)
+    if cls is list or cls is tuple:
+        return 2 + sum(_chars(v) + 1 for v in value)
     if value is None:
         return 0
     if isinstance(value, str):
@@ -163,10 +165,11 @@ def _generic_part_chars(part: Any) -> int:
 
 
 # The fast paths below count the same fields as ``_generic_part_chars``, inlined because
-# they run for every part of a long history several times per step.
+# they run for every part of a long history several times per step. Each takes a part of
+# exactly its class (``part_chars`` picks them; the pruning plan calls them directly).
 
 
-def _text_chars(part: TextPart) -> int:
+def text_chars(part: TextPart) -> int:
     pid, details = part.id, part.provider_details
     return (
         _PART_OVERHEAD_CHARS
@@ -176,7 +179,7 @@ def _text_chars(part: TextPart) -> int:
     )
 
 
-def _thinking_chars(part: ThinkingPart) -> int:
+def thinking_chars(part: ThinkingPart) -> int:
     pid, signature, details = part.id, part.signature, part.provider_details
     return (
         _PART_OVERHEAD_CHARS
@@ -187,19 +190,19 @@ def _thinking_chars(part: ThinkingPart) -> int:
     )
 
 
-def _call_chars(part: ToolCallPart) -> int:
+def call_chars(part: ToolCallPart) -> int:
     args, pid, details = part.args, part.id, part.provider_details
     return (
         _PART_OVERHEAD_CHARS
         + len(part.tool_name)
         + len(part.tool_call_id)
-        + (len(args) if args.__class__ is str else _chars(args))
+        + (len(args) if args.__class__ is str else _mapping_chars(args) if args.__class__ is dict else _chars(args))
         + (len(pid) if pid else 0)
         + (_chars(details) if details else 0)
     )
 
 
-def _return_chars(part: ToolReturnPart) -> int:
+def return_chars(part: ToolReturnPart) -> int:
     content = part.content
     return (
         _PART_OVERHEAD_CHARS
@@ -209,18 +212,18 @@ def _return_chars(part: ToolReturnPart) -> int:
     )
 
 
-def _prompt_chars(part: UserPromptPart) -> int:
+def prompt_chars(part: UserPromptPart) -> int:
     content = part.content
     return _PART_OVERHEAD_CHARS + (len(content) if content.__class__ is str else _chars(content))
 
 
 # Exact types only: subclasses (tool search, native parts) carry more and take the generic path.
 _FAST_PATHS: dict[type, Callable[[Any], int]] = {
-    TextPart: _text_chars,
-    ThinkingPart: _thinking_chars,
-    ToolCallPart: _call_chars,
-    ToolReturnPart: _return_chars,
-    UserPromptPart: _prompt_chars,
+    TextPart: text_chars,
+    ThinkingPart: thinking_chars,
+    ToolCallPart: call_chars,
+    ToolReturnPart: return_chars,
+    UserPromptPart: prompt_chars,
 }
 
 

@@ -1,8 +1,8 @@
 """The pruning ladder and the provider-item repairs that must follow any pruning.
 
 Everything here is a pure function over pydantic-ai messages: inputs are never mutated,
-changed messages and parts are new objects (shallow copies, see ``_evolve``), unchanged ones are
-shared. The ladder, tried in order until the history fits its budget:
+changed messages and parts are new objects (shallow copies, see ``_evolve`` and ``_copier``),
+unchanged ones are shared. The ladder, tried in order until the history fits its budget:
 
 1. ``reasoning`` — drop ``ThinkingPart``s of turns before the current one. The text and
    tool-call parts of a response that lost its reasoning lose their provider item ids too,
@@ -23,6 +23,8 @@ the provider may no longer hold or that depended on a dropped reasoning item.
 
 from __future__ import annotations
 
+import keyword
+import time
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -42,14 +44,20 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_core import to_json
 
 from .budget import (
     CHARS_PER_TOKEN,
     MESSAGE_OVERHEAD_CHARS,
+    call_chars,
     chars_to_tokens,
     content_chars,
     message_tokens,
     part_chars,
+    prompt_chars,
+    return_chars,
+    text_chars,
+    thinking_chars,
 )
 
 Stage = Literal["none", "reasoning", "tool_results", "summary"]
@@ -110,7 +118,9 @@ def _key_arg(call: ToolCallPart | NativeToolCallPart | None) -> str:
     """The argument that says what a call was about (a path, a command, a query)."""
     if call is None:
         return ""
-    args = call.args_as_dict()  # malformed JSON comes back as {"INVALID_JSON": raw}
+    args = call.args
+    if args.__class__ is not dict:
+        args = call.args_as_dict()  # malformed JSON comes back as {"INVALID_JSON": raw}
     for key in _KEY_ARGS:
         if isinstance(args.get(key), str):
             return _clip(args[key], 80)
@@ -135,9 +145,14 @@ def placeholder_for(part: ToolReturnPart, call: ToolCallPart | None) -> str | No
     is already a placeholder (from an earlier step's pruning) keeps it.
     """
     content = part.content
-    if content.__class__ is str and content.startswith(PLACEHOLDER_PREFIX):
-        return None
-    size, chars = _size_text(content)
+    if content.__class__ is str:  # nearly every result: _size_text inlined
+        if content.startswith(PLACEHOLDER_PREFIX):
+            return None
+        chars = len(content)
+        lines = content.count("\n") + (0 if not content or content[-1] == "\n" else 1)
+        size = f"{lines} lines, {chars:,} chars"
+    else:
+        size, chars = _size_text(content)
     key = _key_arg(call)
     text = f"{PLACEHOLDER_PREFIX}{part.tool_name}{' ' + key if key else ''} → {size}]"
     return text if len(text) < chars else None
@@ -163,6 +178,19 @@ def render_native_part(part: NativeToolCallPart | NativeToolReturnPart) -> str:
 
 
 def _render_part(part: Any) -> str | None:
+    cls = part.__class__
+    # Exact classes first: they are nearly every part of a long history.
+    if cls is ThinkingPart:
+        return None
+    if cls is TextPart:
+        return "Assistant: " + _clip(part.content, _SUMMARY_PART_CHARS)
+    if cls is ToolCallPart:
+        args = part.args
+        # ``args_as_json_str`` of non-empty dict arguments, without its two method calls.
+        text = to_json(args).decode() if args and args.__class__ is dict else part.args_as_json_str()
+        return f"Tool call: {part.tool_name} {_clip(text, 300)}"
+    if cls is ToolReturnPart and part.content.__class__ is str:
+        return f"Tool result ({part.tool_name}): {_clip(part.content, 600)}"
     if isinstance(part, UserPromptPart):
         content = part.content if isinstance(part.content, str) else " ".join(
             c if isinstance(c, str) else f"[{type(c).__name__}]" for c in part.content
@@ -186,20 +214,19 @@ def render_for_summary(messages: Sequence[ModelMessage]) -> str:
     Reasoning is left out, long parts are clipped, and when the whole exceeds the cap the
     oldest lines are dropped first.
     """
-    lines = [
-        line
-        for m in messages
-        for p in m.parts
-        if (line := _render_part(p)) is not None
-    ]
+    # Rendered newest first, so the parts that would be dropped are never rendered.
     total = 0
     kept: list[str] = []
-    for line in reversed(lines):
-        total += len(line) + 1
-        if total > _SUMMARY_TOTAL_CHARS:
-            kept.append("[older conversation omitted]")
-            break
-        kept.append(line)
+    for m in reversed(messages):
+        for p in reversed(m.parts):
+            line = _render_part(p)
+            if line is None:
+                continue
+            total += len(line) + 1
+            if total > _SUMMARY_TOTAL_CHARS:
+                kept.append("[older conversation omitted]")
+                return "\n".join(reversed(kept))
+            kept.append(line)
     return "\n".join(reversed(kept))
 
 
@@ -250,88 +277,74 @@ def _split_combined(call_id: str) -> str:
     return call_id.split("|", 1)[0] if "|" in call_id else call_id
 
 
-def _without_id(part: Any) -> Any:
-    """``part`` with ``id=None``: the hot case of :func:`_evolve`, without keyword packing."""
-    new = object.__new__(part.__class__)
-    fields = part.__dict__.copy()
-    fields["id"] = None
-    new.__dict__ = fields
-    return new
+def _copier(sample: Any, *replaced: str) -> Callable[..., Any]:
+    """A function ``copy(obj, *values)``: a shallow copy of ``obj``, an instance of exactly
+    ``sample``'s class, with the attributes named in ``replaced`` set to ``values``.
+
+    Like :func:`_evolve`, but attribute by attribute, over the attributes ``sample`` was
+    built with: the dataclass fields and whatever ``__post_init__`` adds, which every
+    instance of these pydantic-ai classes has (a loaded history included). Going through
+    ``__dict__`` instead builds a dict on the original and another on the copy where Python
+    otherwise keeps a compact array; the rebuilt part of a long history is thousands of
+    such objects, and each of those dicts costs time to build and more for the cyclic
+    collector to scan. An instance lacking one of those attributes is copied by
+    :func:`_evolve`.
+    """
+    cls = sample.__class__
+    names = list(vars(sample))
+    names += [name for name in replaced if name not in names]
+    if not all(name.isidentifier() and not keyword.iskeyword(name) for name in names):
+        return lambda obj, *values: _evolve(obj, **dict(zip(replaced, values)))
+    params = [f"value_{index}" for index in range(len(replaced))]
+    assigned = [
+        f"    new.{name} = {params[replaced.index(name)] if name in replaced else 'obj.' + name}\n"
+        for name in names
+    ]
+    changes = ", ".join(f"{name!r}: {param}" for name, param in zip(replaced, params))
+    source = (
+        f"def copy(obj, {', '.join(params)}):\n"
+        "  try:\n"
+        "    new = new_object(cls)\n"
+        + "".join(assigned)
+        + "    return new\n"
+        "  except AttributeError:\n"
+        f"    return evolve(obj, **{{{changes}}})\n"
+    )
+    namespace: dict[str, Any] = {"new_object": object.__new__, "cls": cls, "evolve": _evolve}
+    exec(source, namespace)  # noqa: S102 - straight-line attribute copies, as dataclasses builds __init__
+    return namespace["copy"]
 
 
-def _stripped_response(
-    message: ModelResponse, inline_native_from: Collection[str], drop_thinking: bool, seen: set[str] | None = None
-) -> ModelResponse | None:
-    """The response with no provider item ids (and no reasoning if ``drop_thinking``);
-    None when nothing is left of it. The ids of the calls it keeps are added to ``seen``."""
-    parts: list[Any] = []
-    changed = False
-    for part in message.parts:
-        cls = part.__class__
-        new = part
-        # Exact classes first: they are nearly every part of a long history.
-        if cls is TextPart:
-            if part.id is not None:
-                new = _without_id(part)
-        elif cls is ToolCallPart:
-            call_id = part.tool_call_id
-            if "|" in call_id:
-                call_id = _split_combined(call_id)
-                new = _evolve(part, id=None, tool_call_id=call_id)
-            elif part.id is not None:
-                new = _without_id(part)
-            if seen is not None:
-                seen.add(call_id)
-        elif isinstance(part, ThinkingPart):
-            if drop_thinking:
-                changed = True
-                continue
-            if part.id is not None and part.id not in _KEPT_THINKING_IDS:
-                new = _evolve(part, id=None)
-        elif isinstance(part, (NativeToolCallPart, NativeToolReturnPart)):
-            if (part.provider_name or message.provider_name) in inline_native_from:
-                new = TextPart(render_native_part(part))
-        elif isinstance(part, ToolCallPart):
-            call_id = _split_combined(part.tool_call_id)
-            if part.id is not None or call_id != part.tool_call_id:
-                new = _evolve(part, id=None, tool_call_id=call_id)
-            if seen is not None:
-                seen.add(call_id)
-        elif isinstance(part, TextPart) and part.id is not None:
-            new = _evolve(part, id=None)
-        if new is not part:
-            changed = True
-        parts.append(new)
-    if not parts:
-        return None
-    return _evolve(message, parts=parts) if changed else message
+# Copies for the exact classes that make up nearly all of a long history.
+_text_without_id = _copier(TextPart(""), "id")
+_call_without_id = _copier(ToolCallPart("tool"), "id")
+_result_with = _copier(ToolReturnPart("tool", ""), "content", "tool_call_id")
+_response_with_parts = _copier(ModelResponse(parts=[]), "parts")
+_request_with_parts = _copier(ModelRequest(parts=[]), "parts")
 
 
-def _stripped_request(
-    message: ModelRequest, placeholders: dict[int, str] | None, seen_calls: set[str] | None
-) -> ModelRequest | None:
-    """The request with legacy combined call ids split, results whose call is not in
-    ``seen_calls`` dropped (when given) and results in ``placeholders`` shortened."""
-    parts: list[Any] = []
-    changed = False
-    for part in message.parts:
-        new = part
-        cid = _result_call_id(part)
-        if cid is not None:
-            call_id = _split_combined(cid)
-            if seen_calls is not None and call_id not in seen_calls:
-                changed = True
-                continue
-            text = placeholders.get(id(part)) if placeholders else None
-            if text is not None:
-                new = _evolve(part, content=text, tool_call_id=call_id)
-            elif call_id != cid:
-                new = _evolve(part, tool_call_id=call_id)
-        changed = changed or new is not part
-        parts.append(new)
-    if not parts:
-        return None
-    return _evolve(message, parts=parts) if changed else message
+def _stripped_response_part(
+    part: Any, provider_name: str | None, inline_native_from: Collection[str], seen: set[str] | None
+) -> Any:
+    """A response part other than a plain text, call or reasoning part, with no item id.
+
+    Provider-executed parts of ``inline_native_from`` providers become text; the id of a
+    call kept is added to ``seen``.
+    """
+    if isinstance(part, (NativeToolCallPart, NativeToolReturnPart)):
+        if (part.provider_name or provider_name) in inline_native_from:
+            return TextPart(render_native_part(part))
+        return part
+    if isinstance(part, ToolCallPart):
+        call_id = _split_combined(part.tool_call_id)
+        if seen is not None:
+            seen.add(call_id)
+        if part.id is not None or call_id != part.tool_call_id:
+            return _evolve(part, id=None, tool_call_id=call_id)
+        return part
+    if isinstance(part, TextPart) and part.id is not None:
+        return _evolve(part, id=None)
+    return part
 
 
 def _rebuild(
@@ -343,29 +356,119 @@ def _rebuild(
     placeholders: dict[int, str] | None = None,
     placeholder_before: int = 0,
     start: int = 0,
-    sources: list[int] | None = None,
-) -> list[ModelMessage]:
+    plan: _Plan | None = None,
+) -> tuple[list[ModelMessage], int]:
     """One pass applying every change the ladder and the repairs decided, from ``start``.
 
-    When ``sources`` is given, the input index of each output message is appended to it.
+    Responses lose every provider item id (and their reasoning before ``thin_before``);
+    results whose call is not in the output are dropped when ``drop_orphans``; results of
+    requests before ``placeholder_before`` are replaced by their text in ``placeholders``
+    (keyed by the result's ``id()``). Parts and messages that change are shallow copies,
+    the rest are shared.
+
+    Returns the new history and, when ``plan`` describes ``messages``, its estimated tokens
+    (0 otherwise), taken from the plan's counts wherever they are exact.
     """
     out: list[ModelMessage] = []
     seen: set[str] | None = set() if drop_orphans else None
+    tokens = 0
+    if plan is not None:
+        full, thinned, plain, saved = plan.full, plan.thinned, plan.plain, plan.saved
     for i in range(start, len(messages)):
         m = messages[i]
-        if isinstance(m, ModelResponse):
-            new_response = _stripped_response(m, inline_native_from, i < thin_before, seen)
-            if new_response is None:
+        cls = m.__class__
+        parts: list[Any] = []
+        changed = False
+        if cls is ModelResponse or (cls is not ModelRequest and isinstance(m, ModelResponse)):
+            drop_thinking = i < thin_before
+            for part in m.parts:
+                part_cls = part.__class__
+                # Exact classes first: they are nearly every part of a long history.
+                if part_cls is TextPart:
+                    if part.id is not None:
+                        part = _text_without_id(part, None)
+                        changed = True
+                elif part_cls is ToolCallPart:
+                    call_id = part.tool_call_id
+                    if "|" in call_id:
+                        call_id = _split_combined(call_id)
+                        part = _evolve(part, id=None, tool_call_id=call_id)
+                        changed = True
+                    elif part.id is not None:
+                        part = _call_without_id(part, None)
+                        changed = True
+                    if seen is not None:
+                        seen.add(call_id)
+                elif part_cls is ThinkingPart or isinstance(part, ThinkingPart):
+                    if drop_thinking:
+                        changed = True
+                        continue
+                    if part.id is not None and part.id not in _KEPT_THINKING_IDS:
+                        part = _evolve(part, id=None)
+                        changed = True
+                else:
+                    new = _stripped_response_part(part, m.provider_name, inline_native_from, seen)
+                    if new is not part:
+                        part = new
+                        changed = True
+                parts.append(part)
+            if not parts:
                 continue
-            out.append(new_response)
+            if not changed:
+                new_message = m
+            elif cls is ModelResponse:
+                new_message = _response_with_parts(m, parts)
+            else:
+                new_message = _evolve(m, parts=parts)
+            if plan is not None:
+                if not changed:
+                    tokens += full[i]
+                elif drop_thinking and plain[i]:
+                    # Responses of earlier turns lost reasoning and ids: exactly the thinned count.
+                    tokens += thinned[i]
+                else:
+                    tokens += message_tokens(new_message)
         else:
-            new_request = _stripped_request(m, placeholders if i < placeholder_before else None, seen)
-            if new_request is None:
+            shorten = placeholders if i < placeholder_before and placeholders else None
+            for part in m.parts:
+                part_cls = part.__class__
+                if part_cls is ToolReturnPart:
+                    cid = part.tool_call_id
+                elif part_cls is UserPromptPart or (cid := _result_call_id(part)) is None:
+                    parts.append(part)
+                    continue
+                call_id = _split_combined(cid) if "|" in cid else cid
+                if seen is not None and call_id not in seen:
+                    changed = True  # an orphan: its call is not in the history sent
+                    continue
+                text = shorten.get(id(part)) if shorten is not None else None
+                if text is not None:
+                    if part_cls is ToolReturnPart:
+                        part = _result_with(part, text, call_id)
+                    else:
+                        part = _evolve(part, content=text, tool_call_id=call_id)
+                    changed = True
+                elif call_id != cid:
+                    part = _evolve(part, tool_call_id=call_id)
+                    changed = True
+                parts.append(part)
+            if not parts:
                 continue
-            out.append(new_request)
-        if sources is not None:
-            sources.append(i)
-    return out
+            if not changed:
+                new_message = m
+            elif cls is ModelRequest:
+                new_message = _request_with_parts(m, parts)
+            else:
+                new_message = _evolve(m, parts=parts)
+            if plan is not None:
+                if not changed:
+                    tokens += full[i]
+                elif plain[i] and len(parts) == len(m.parts):
+                    tokens += full[i] - (saved[i] if i < placeholder_before else 0)
+                else:  # a result was dropped as an orphan, or ids were split
+                    tokens += message_tokens(new_message)
+        out.append(new_message)
+    return out, tokens
 
 
 def strip_item_ids(
@@ -382,7 +485,7 @@ def strip_item_ids(
     replay form is the item id) as plain text. Also the answer to a 404 "Item with id … not
     found": the same history, sent by content.
     """
-    return _rebuild(messages, inline_native_from=inline_native_from, drop_orphans=False)
+    return _rebuild(messages, inline_native_from=inline_native_from, drop_orphans=False)[0]
 
 
 def repair(
@@ -391,7 +494,7 @@ def repair(
     inline_native_from: Collection[str] = ITEM_REPLAY_PROVIDERS,
 ) -> list[ModelMessage]:
     """Make a pruned history sendable: drop orphaned results and strip provider item ids."""
-    return _rebuild(messages, inline_native_from=inline_native_from, drop_orphans=True)
+    return _rebuild(messages, inline_native_from=inline_native_from, drop_orphans=True)[0]
 
 
 def is_item_not_found(error: BaseException) -> bool:
@@ -438,27 +541,87 @@ class _Plan:
     """Whether the message holds nothing the id-stripping rewrites beyond what ``thinned``
     and ``saved`` account for (no provider-executed parts, no combined call ids)."""
     calls: dict[str, ToolCallPart]
-    results: dict[int, tuple[int, list[ToolReturnPart]]]
-    """Requests holding plain tool results: index → (characters, those results)."""
+    messages: Sequence[ModelMessage]
+    result_at: list[int]
+    """Indices of the requests holding plain tool results (``ToolReturnPart``), in order."""
+    result_chars: list[int]
+    """For each of ``result_at``: the request's characters."""
     saved: list[int] = field(default_factory=list)
-    """Tokens placeholdering a message's tool results would save (see ``price_results``)."""
+    """Tokens placeholdering a message's tool results would save; exact from
+    ``priced_from`` on, 0 before it (see ``price_from``)."""
     placeholders: dict[int, str] = field(default_factory=dict)
     """Placeholder text by ``id()`` of the ``ToolReturnPart`` it would replace."""
+    priced_from: int = field(default=0, init=False)
+    """Index from which every message's results are priced (the history's length: none)."""
+    _priced_position: int = field(default=0, init=False, repr=False)
+    """Position in ``result_at`` from which every request is priced."""
 
-    def price_results(self) -> None:
-        """Fill ``saved`` and ``placeholders``; only needed once stage 2 is reached."""
-        if self.saved:
-            return
+    def __post_init__(self) -> None:
         self.saved = [0] * len(self.full)
-        for i, (chars, parts) in self.results.items():
-            shrink = 0
-            for p in parts:
-                text = placeholder_for(p, self.calls.get(p.tool_call_id))
-                if text is not None:
-                    self.placeholders[id(p)] = text
-                    shrink += content_chars(p.content) - len(text)
-            if shrink:
-                self.saved[i] = self.full[i] - chars_to_tokens(chars - shrink)
+        self.priced_from = len(self.full)
+        self._priced_position = len(self.result_at)
+
+    def _price(self, position: int) -> int:
+        """Price the results of ``result_at[position]``: its ``saved`` tokens, their texts."""
+        i = self.result_at[position]
+        shrink = 0
+        for p in self.messages[i].parts:
+            if p.__class__ is not ToolReturnPart:
+                continue
+            text = placeholder_for(p, self.calls.get(p.tool_call_id))
+            if text is not None:
+                self.placeholders[id(p)] = text
+                content = p.content
+                shrink += (len(content) if content.__class__ is str else content_chars(content)) - len(text)
+        if not shrink:
+            return 0
+        saved = self.saved[i] = self.full[i] - chars_to_tokens(self.result_chars[position] - shrink)
+        return saved
+
+    def price_from(self, index: int) -> None:
+        """Price the results of every message from ``index`` on (each message once)."""
+        if index >= self.priced_from:
+            return
+        first = bisect_left(self.result_at, index)
+        for position in range(self._priced_position - 1, first - 1, -1):
+            self._price(position)
+        self._priced_position = min(self._priced_position, first)
+        self.priced_from = index
+
+    def fits_placeholdered(self, tokens: Sequence[int], budget: int) -> bool:
+        """Whether ``tokens`` fit ``budget`` once every tool result is placeholdered.
+
+        Prices results newest first and stops at the first message from which the tail
+        alone, placeholdered, is over budget: then the whole cannot fit either, and no
+        summary cut can lie at or before that message, so older results need no pricing.
+        """
+        at = self.result_at
+        n = len(tokens)
+        tail_tokens = list(accumulate(reversed(tokens)))  # [k]: tokens of the last k + 1 messages
+        saved = 0
+        for position in range(self._priced_position - 1, -1, -1):
+            i = at[position]
+            saved += self._price(position)
+            self._priced_position = position
+            self.priced_from = i
+            if tail_tokens[n - 1 - i] - saved > budget:
+                return False
+        self.priced_from = 0
+        return (tail_tokens[-1] if tokens else 0) - saved <= budget
+
+
+def _response_part_chars(part: Any, calls: dict[str, ToolCallPart]) -> tuple[int, int | None, bool]:
+    """The general path of :func:`_plan` for one response part: its characters, its
+    characters once the response is thinned (None for reasoning, which is dropped), and
+    whether the id-stripping leaves it as the thinned count says. Records calls in ``calls``."""
+    chars = part_chars(part)
+    if isinstance(part, ThinkingPart):
+        return chars, None, True
+    kept = chars - len(part.id) if isinstance(part, (TextPart, ToolCallPart)) and part.id else chars
+    if isinstance(part, ToolCallPart):
+        calls[part.tool_call_id] = part
+        return chars, kept, "|" not in part.tool_call_id
+    return chars, kept, not isinstance(part, (NativeToolCallPart, NativeToolReturnPart))
 
 
 def _plan(messages: Sequence[ModelMessage]) -> _Plan:
@@ -468,75 +631,78 @@ def _plan(messages: Sequence[ModelMessage]) -> _Plan:
     calls: dict[str, ToolCallPart] = {}
     answered: set[str] = set()
     plain: list[bool] = []
-    results: dict[int, tuple[int, list[ToolReturnPart]]] = {}
+    result_at: list[int] = []
+    result_chars: list[int] = []
+    # The character counts of the exact part classes are budget's own, called directly
+    # (they are nearly every part of a long history); other parts take ``part_chars``.
     for i, m in enumerate(messages):
         chars = MESSAGE_OVERHEAD_CHARS
         is_plain = True
-        if isinstance(m, ModelResponse):
+        cls = m.__class__
+        if cls is ModelResponse or (cls is not ModelRequest and isinstance(m, ModelResponse)):
             kept = MESSAGE_OVERHEAD_CHARS
             any_kept = False
             for p in m.parts:
-                c = part_chars(p)
-                chars += c
-                if isinstance(p, ThinkingPart):
+                part_cls = p.__class__
+                if part_cls is ThinkingPart:
+                    chars += thinking_chars(p)
                     continue
+                if part_cls is TextPart:
+                    c = text_chars(p)
+                    chars += c
+                    kept += c - len(p.id) if p.id else c
+                elif part_cls is ToolCallPart:
+                    c = call_chars(p)
+                    chars += c
+                    kept += c - len(p.id) if p.id else c
+                    call_id = p.tool_call_id
+                    calls[call_id] = p
+                    if "|" in call_id:
+                        is_plain = False
+                else:
+                    c, thin, part_plain = _response_part_chars(p, calls)
+                    chars += c
+                    if thin is None:
+                        continue
+                    kept += thin
+                    is_plain = is_plain and part_plain
                 any_kept = True
-                if isinstance(p, (TextPart, ToolCallPart)) and p.id:
-                    c -= len(p.id)
-                kept += c
-                if isinstance(p, ToolCallPart):
-                    calls[p.tool_call_id] = p
-                    is_plain = is_plain and "|" not in p.tool_call_id
-                elif isinstance(p, (NativeToolCallPart, NativeToolReturnPart)):
-                    is_plain = False
-            full.append(chars_to_tokens(chars))
-            thinned.append(chars_to_tokens(kept) if any_kept else 0)
+            full.append(-(-chars // CHARS_PER_TOKEN))  # chars_to_tokens, inlined
+            thinned.append(-(-kept // CHARS_PER_TOKEN) if any_kept else 0)
             plain.append(is_plain)
             continue
-        plain_results: list[ToolReturnPart] = []
+        has_results = False
         for p in m.parts:
-            chars += part_chars(p)
-            if type(p) is ToolReturnPart:
-                answered.add(p.tool_call_id)
-                is_plain = is_plain and "|" not in p.tool_call_id
-                plain_results.append(p)
-            elif (cid := _result_call_id(p)) is not None:
-                answered.add(cid)
-            elif isinstance(p, UserPromptPart) and (not starts or starts[-1] != i):
+            part_cls = p.__class__
+            if part_cls is ToolReturnPart:
+                chars += return_chars(p)
+                call_id = p.tool_call_id
+                answered.add(call_id)
+                if "|" in call_id:
+                    is_plain = False
+                has_results = True
+                continue
+            if part_cls is UserPromptPart:
+                chars += prompt_chars(p)
+            else:
+                chars += part_chars(p)
+                if (cid := _result_call_id(p)) is not None:
+                    answered.add(cid)
+                    if "|" in cid:  # the rebuild splits it, so count the rebuilt message
+                        is_plain = False
+                    continue
+                if not isinstance(p, UserPromptPart):
+                    continue
+            if not starts or starts[-1] != i:
                 starts.append(i)
-        if plain_results:
-            results[i] = (chars, plain_results)
-        tokens = chars_to_tokens(chars)
+        if has_results:
+            result_at.append(i)
+            result_chars.append(chars)
+        tokens = -(-chars // CHARS_PER_TOKEN)
         full.append(tokens)
         thinned.append(tokens)
         plain.append(is_plain)
-    return _Plan(full, thinned, starts, set(calls) - answered, plain, calls, results)
-
-
-def _tokens_after(
-    messages: Sequence[ModelMessage],
-    out: Sequence[ModelMessage],
-    sources: Sequence[int],
-    plan: _Plan,
-    thin_before: int,
-    placeholder_before: int,
-) -> int:
-    """Estimated tokens of ``out``, reusing the plan's arithmetic wherever it is exact."""
-    total = 0
-    for new, i in zip(out, sources):
-        old = messages[i]
-        if new is old:
-            total += plan.full[i]
-        elif not plan.plain[i]:
-            total += message_tokens(new)
-        elif isinstance(old, ModelResponse):
-            # Responses of earlier turns lost reasoning and ids: exactly the thinned count.
-            total += plan.thinned[i] if i < thin_before else message_tokens(new)
-        elif len(new.parts) == len(old.parts):
-            total += plan.full[i] - (plan.saved[i] if i < placeholder_before else 0)
-        else:  # a result was dropped as an orphan
-            total += message_tokens(new)
-    return total
+    return _Plan(full, thinned, starts, set(calls) - answered, plain, calls, messages, result_at, result_chars)
 
 
 def _results_cut(tokens: Sequence[int], saved: Sequence[int], budget: int) -> tuple[int, bool]:
@@ -556,18 +722,26 @@ def _results_cut(tokens: Sequence[int], saved: Sequence[int], budget: int) -> tu
     return cut, fits
 
 
-def _summary_cut(starts: list[int], small: list[int], budget: int, limit_index: int) -> int:
-    """The smallest turn start (≤ ``limit_index``) whose tail fits once placeholdered;
-    ``small`` holds each message's placeholdered tokens."""
+def _summary_cut(
+    starts: list[int], tokens: Sequence[int], saved: Sequence[int], budget: int, limit_index: int, lowest: int = 0
+) -> int:
+    """The smallest turn start (≤ ``limit_index``) whose tail fits once placeholdered.
+
+    ``saved`` is exact from ``lowest`` on; no tail starting before ``lowest`` fits.
+    """
     starts = [s for s in starts if 0 < s <= limit_index]
     if not starts:
         return 0
-    tail = sum(small[starts[0] :])
-    for index, start in enumerate(starts):
-        if index:
-            tail -= sum(small[starts[index - 1] : start])
-        if tail + SUMMARY_RESERVE_TOKENS <= budget:
-            return start
+    candidates = [s for s in starts if s >= lowest]
+    if candidates:
+        first = candidates[0]
+        tail = sum(tokens[first:]) - sum(saved[first:])
+        for index, start in enumerate(candidates):
+            if index:
+                previous = candidates[index - 1]
+                tail -= sum(tokens[previous:start]) - sum(saved[previous:start])
+            if tail + SUMMARY_RESERVE_TOKENS <= budget:
+                return start
     return starts[-1]
 
 
@@ -603,11 +777,14 @@ async def prune(
     reserved: int = 0,
     summarize: Summarize | None = None,
     inline_native_from: Collection[str] = ITEM_REPLAY_PROVIDERS,
+    timings: dict[str, float] | None = None,
 ) -> PruneResult:
     """Run the ladder until the request fits ``limit`` tokens, then repair.
 
     The rungs are decided from token arithmetic over one pass, and the new history is
     built in one more pass, so a long history costs two walks rather than one per rung.
+    Tool results are priced (their placeholders written) newest first, only as far back as
+    the decision needs; the summary transcript is rendered newest first up to its cap.
 
     Args:
         messages: The history about to be sent; not modified.
@@ -616,11 +793,17 @@ async def prune(
         summarize: Awaitable auxiliary call (no tools, no search) turning a rendered
             transcript into a summary; without it, stage 3 removes turns with a short note.
         inline_native_from: Passed to :func:`strip_item_ids`.
+        timings: When given, CPU seconds are added to it under "plan" (counting every
+            message), "price" (tool-result placeholders), "summary" (transcript and the
+            summarize call) and "rebuild" (the new history); for benchmarks.
 
     Returns:
         A :class:`PruneResult`; ``stage`` is the last rung used ("none" when it fit).
     """
+    lap = _Stopwatch(timings) if timings is not None else None
     plan = _plan(messages)
+    if lap:
+        lap("plan")
     before = sum(plan.full) + reserved
     if before <= limit:
         return PruneResult(list(messages), before, before, "none")
@@ -631,24 +814,33 @@ async def prune(
     start, cut, head = 0, 0, None
     if sum(tokens) > budget:
         stage = "tool_results"
-        plan.price_results()
-        cut, fits = _results_cut(tokens, plan.saved, budget)
-        if not fits:
+        fits = plan.fits_placeholdered(tokens, budget)
+        if lap:
+            lap("price")
+        if fits:
+            cut, _ = _results_cut(tokens, plan.saved, budget)
+        else:
             stage = "summary"
-            small = [t - s for t, s in zip(tokens, plan.saved)]
-            start = _summary_cut(plan.starts, small, budget, _suspended_limit(messages, plan))
+            limit_index = _suspended_limit(messages, plan)
+            start = _summary_cut(plan.starts, tokens, plan.saved, budget, limit_index, plan.priced_from)
             room = min(SUMMARY_RESERVE_TOKENS, sum(tokens[:start]) // 2) * CHARS_PER_TOKEN
             room -= len(SUMMARY_HEADER)
             # A head too small to be worth a summary (it would not come out shorter) stays.
             if start > 0 and room >= MIN_SUMMARY_CHARS:
+                if lap:
+                    lap("price")
                 head = await _summary_message(messages[:start], summarize, room)
+                if lap:
+                    lap("summary")
             else:
                 start, stage = 0, "tool_results"  # nothing worth summarizing: best effort
+            plan.price_from(start)
             reserve = message_tokens(head) if head is not None else 0
             tail_cut, _ = _results_cut(tokens[start:], plan.saved[start:], budget - reserve)
             cut = start + tail_cut
-    sources: list[int] = []
-    out = _rebuild(
+        if lap:
+            lap("price")
+    out, after = _rebuild(
         messages,
         inline_native_from=inline_native_from,
         drop_orphans=True,
@@ -656,13 +848,28 @@ async def prune(
         placeholders=plan.placeholders,
         placeholder_before=cut,
         start=start,
-        sources=sources,
+        plan=plan,
     )
-    after = _tokens_after(messages, out, sources, plan, current, cut) + reserved
+    after += reserved
     if head is not None:
         out.insert(0, head)
         after += message_tokens(head)
+    if lap:
+        lap("rebuild")
     return PruneResult(out, before, after, stage)
+
+
+class _Stopwatch:
+    """Adds the CPU time since its last call (or its creation) to ``timings[name]``."""
+
+    def __init__(self, timings: dict[str, float]) -> None:
+        self.timings = timings
+        self.last = time.process_time()
+
+    def __call__(self, name: str) -> None:
+        now = time.process_time()
+        self.timings[name] = self.timings.get(name, 0.0) + now - self.last
+        self.last = now
 
 
 __all__ = [

@@ -1,0 +1,366 @@
+"""The pruning ladder on generated histories, held to its contract decision by decision.
+
+``prune`` plans with token arithmetic in one pass, prices tool-result placeholders lazily
+(newest first, only as far back as its decision needs), renders the summary transcript
+newest first up to its cap, and copies the parts it changes attribute by attribute. These
+tests restate what the ladder must produce in plain, slow terms and compare: which turns
+the summary replaced, which results became placeholders, what stayed whole, what the
+summarizer was shown, and that every copy carries its original's attributes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import warnings
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    RetryPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from ketch.budget import MESSAGE_OVERHEAD_CHARS, chars_to_tokens, estimate_messages, message_tokens, part_chars
+from ketch.prune import (
+    MIN_SUMMARY_CHARS,
+    PLACEHOLDER_PREFIX,
+    SUMMARY_HEADER,
+    SUMMARY_RESERVE_TOKENS,
+    placeholder_for,
+    prune,
+    render_for_summary,
+    turn_starts,
+)
+
+OPENAI = "openai"
+SENTINELS = {"redacted_thinking", "redacted_content", "content", "reasoning", "reasoning_content"}
+TRANSCRIPT_CAP = 300_000
+
+
+# ----------------------------------------------------------------------------- histories
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[ModelMessage]:
+    """Turns of reasoning-model steps with the shapes a long session accumulates: ids,
+    signatures, hosted searches, parallel calls, retries, non-text results, results already
+    placeholdered, orphans, calls never answered. Every message is tagged by ``run_id``."""
+    msgs: list[ModelMessage] = []
+    n = 0
+    for turn in range(draw(st.integers(1, 6))):
+        prompt: list[Any] = [UserPromptPart(f"prompt {turn} " + "p" * draw(st.integers(0, 300)))]
+        msgs.append(ModelRequest(parts=prompt))
+        for _ in range(draw(st.integers(0, 5))):
+            n += 1
+            provider = draw(st.sampled_from([OPENAI, "anthropic"]))
+            parts: list[Any] = []
+            if draw(st.booleans()):
+                thinking_id = draw(st.sampled_from([f"rs_{n}", "redacted_thinking", None]))
+                signature = "s" * draw(st.integers(0, 300)) if draw(st.booleans()) else None
+                parts.append(ThinkingPart("t" * draw(st.integers(0, 400)), id=thinking_id, signature=signature, provider_name=provider))
+            if draw(st.booleans()):
+                parts.append(TextPart("w" * draw(st.integers(1, 200)), id=draw(st.sampled_from([f"msg_{n}", None])), provider_name=provider))
+            if draw(st.integers(0, 3)) == 0:
+                parts.append(NativeToolCallPart("web_search", {"query": f"q{n}"}, tool_call_id=f"ws_{n}", provider_name=provider))
+                parts.append(NativeToolReturnPart("web_search", {"status": "completed", "sources": [{"url": f"https://e.example/{n}"}]}, tool_call_id=f"ws_{n}", provider_name=provider))
+            call_ids = []
+            for k in range(draw(st.integers(1, 2))):
+                call_id = f"call_{n}_{k}" + ("|fc_legacy" if draw(st.integers(0, 8)) == 0 else "")
+                call_ids.append(call_id)
+                args = draw(st.sampled_from([{"path": f"src/f{n}.py"}, '{"command": "ls  -la\\n x"}', {}, None, {"n": 3}]))
+                parts.append(ToolCallPart("read_file", args, tool_call_id=call_id, id=draw(st.sampled_from([f"fc_{n}_{k}", None])), provider_name=provider))
+            msgs.append(ModelResponse(parts=parts, provider_name=provider))
+            results: list[Any] = []
+            for call_id in call_ids:
+                kind = draw(st.integers(0, 9))
+                if kind == 0:
+                    with warnings.catch_warnings():  # deprecated, but stored histories still hold them
+                        warnings.simplefilter("ignore")
+                        results.append(RetryPromptPart("bad arguments", tool_name="read_file", tool_call_id=call_id))
+                elif kind == 1:
+                    results.append(ToolReturnPart("read_file", {"rows": ["r" * draw(st.integers(0, 300))]}, tool_call_id=call_id))
+                elif kind == 2:
+                    continue  # never answered
+                elif kind == 3:
+                    results.append(ToolReturnPart("read_file", PLACEHOLDER_PREFIX + "read_file x → 3 lines, 90 chars]", tool_call_id=call_id))
+                else:
+                    results.append(ToolReturnPart("read_file", "r\n" * draw(st.integers(0, 900)), tool_call_id=call_id))
+            if draw(st.integers(0, 9)) == 0:
+                results.append(ToolReturnPart("read_file", "orphan" * 40, tool_call_id="no_such_call"))
+            if results:
+                msgs.append(ModelRequest(parts=results))
+        msgs.append(ModelResponse(parts=[TextPart(f"done {turn}", id=f"msg_end_{turn}", provider_name=OPENAI)], provider_name=OPENAI))
+    if draw(st.booleans()):  # a call awaiting approval at the end of the current turn
+        msgs.append(ModelResponse(parts=[ToolCallPart("run", {"command": "rm -rf build"}, tool_call_id="pending_1")], provider_name=OPENAI))
+    for index, message in enumerate(msgs):
+        message.run_id = f"m{index}"
+    return msgs
+
+
+# ----------------------------------------------------------------------------- the ladder, restated
+
+
+def answers_a_call(part: Any) -> bool:
+    return isinstance(part, ToolReturnPart) or (isinstance(part, RetryPromptPart) and part.tool_name is not None)
+
+
+def ids_stripped_chars(part: Any) -> int:
+    """What a kept part of an earlier turn's response counts once its item id is gone."""
+    chars = part_chars(part)
+    if isinstance(part, (TextPart, ToolCallPart)) and part.id:
+        chars -= len(part.id)
+    return chars
+
+
+class Reference:
+    """Each message's tokens at every rung, computed the plain way (one message at a time)."""
+
+    def __init__(self, msgs: list[ModelMessage]) -> None:
+        starts = turn_starts(msgs)
+        self.current = starts[-1] if starts else 0
+        calls = {p.tool_call_id: p for m in msgs if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, ToolCallPart)}
+        self.placeholder = {
+            id(p): text
+            for m in msgs
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if type(p) is ToolReturnPart and (text := placeholder_for(p, calls.get(p.tool_call_id))) is not None
+        }
+        self.tokens: list[int] = []  # after stage 1
+        self.small: list[int] = []  # after stages 1 and 2
+        for index, m in enumerate(msgs):
+            if isinstance(m, ModelResponse):
+                if index < self.current:
+                    kept = [p for p in m.parts if not isinstance(p, ThinkingPart)]
+                    thinned = chars_to_tokens(MESSAGE_OVERHEAD_CHARS + sum(map(ids_stripped_chars, kept))) if kept else 0
+                else:
+                    thinned = message_tokens(m)
+                self.tokens.append(thinned)
+                self.small.append(thinned)
+            else:
+                self.tokens.append(message_tokens(m))
+                shortened = [
+                    dataclasses.replace(p, content=self.placeholder[id(p)]) if id(p) in self.placeholder else p for p in m.parts
+                ]
+                self.small.append(message_tokens(dataclasses.replace(m, parts=shortened)))
+        self.saved = [t - s for t, s in zip(self.tokens, self.small)]
+        answered = {p.tool_call_id for m in msgs for p in m.parts if answers_a_call(p)}
+        pending = [i for i, m in enumerate(msgs) if isinstance(m, ModelResponse) and any(isinstance(p, ToolCallPart) and p.tool_call_id not in answered for p in m.parts)]
+        self.limit_index = self.current
+        if pending:
+            self.limit_index = min(self.current, max((s for s in starts if s <= pending[0]), default=0))
+        self.candidates = [s for s in starts if 0 < s <= self.limit_index]
+
+    def results_cut(self, start: int, budget: int) -> int:
+        """Where whole results begin: the smallest cut whose placeholders make the tail fit."""
+        excess = sum(self.tokens[start:]) - budget
+        if excess <= 0:
+            return start
+        saved = 0
+        for index in range(start, len(self.tokens)):
+            saved += self.saved[index]
+            if saved >= excess:
+                return index + 1
+        shrinking = [index for index in range(start, len(self.tokens)) if self.saved[index] > 0]
+        return shrinking[-1] + 1 if shrinking else start
+
+    def summary_start(self, budget: int) -> int:
+        """The first turn whose tail, placeholdered, leaves room for the summary."""
+        for start in self.candidates:
+            if sum(self.small[start:]) + SUMMARY_RESERVE_TOKENS <= budget:
+                return start
+        return self.candidates[-1] if self.candidates else 0
+
+
+def reference_transcript(head: list[ModelMessage]) -> str:
+    """Every line of the head rendered oldest first, then the newest kept within the cap."""
+    lines = [line for m in head for line in render_for_summary([m]).split("\n") if line]
+    kept: list[str] = []
+    total = 0
+    for line in reversed(lines):
+        total += len(line) + 1
+        if total > TRANSCRIPT_CAP:
+            kept.append("[older conversation omitted]")
+            break
+        kept.append(line)
+    return "\n".join(reversed(kept))
+
+
+def dump(messages: list[ModelMessage]) -> bytes:
+    return ModelMessagesTypeAdapter.dump_json(messages)
+
+
+async def run_prune(msgs: list[ModelMessage], limit: int, reserved: int) -> tuple[Any, list[str]]:
+    shown: list[str] = []
+
+    async def summarize(text: str) -> str:
+        shown.append(text)
+        return f"summary of {len(text)} characters"
+
+    return await prune(msgs, limit=limit, reserved=reserved, summarize=summarize), shown
+
+
+def check_against_reference(msgs: list[ModelMessage], limit: int, reserved: int) -> None:
+    before = dump(msgs)
+    result, shown = asyncio.run(run_prune(msgs, limit, reserved))
+    out = result.messages
+    assert dump(msgs) == before, "prune changed its input"
+    assert result.tokens_before == estimate_messages(msgs) + reserved
+    assert result.tokens_after == estimate_messages(out) + reserved
+    if estimate_messages(msgs) + reserved <= limit:
+        assert result.stage == "none" and out == msgs
+        return
+
+    ref = Reference(msgs)
+    budget = limit - reserved
+    index_of = {m.run_id: i for i, m in enumerate(msgs)}
+    summarized = result.stage == "summary"
+    kept = out[1:] if summarized else out
+    sources = [index_of[m.run_id] for m in kept]
+    assert sources == sorted(sources)
+    start = sources[0] if sources else 0
+
+    # Which rung: reasoning alone, placeholders, or a summary of whole earlier turns.
+    if sum(ref.tokens) <= budget:
+        assert result.stage == "reasoning"
+    elif sum(ref.small) <= budget:
+        assert result.stage == "tool_results"
+    else:
+        expected = ref.summary_start(budget)
+        room = min(SUMMARY_RESERVE_TOKENS, sum(ref.tokens[:expected]) // 2) * 4 - len(SUMMARY_HEADER)
+        if expected > 0 and room >= MIN_SUMMARY_CHARS:
+            assert result.stage == "summary"
+            assert start == expected, (start, expected)
+            assert shown == [reference_transcript(msgs[:start])]
+            assert isinstance(out[0], ModelRequest)
+            assert out[0].parts[0].content.startswith(SUMMARY_HEADER)
+        else:
+            assert result.stage == "tool_results"
+    if not summarized:
+        start = 0
+        assert not shown
+
+    # Every message of the tail is there, save those left empty by the repairs.
+    for index in set(range(start, len(msgs))) - set(sources):
+        m = msgs[index]
+        if isinstance(m, ModelResponse):
+            assert index < ref.current and all(isinstance(p, ThinkingPart) for p in m.parts)
+        else:
+            assert all(isinstance(p, (ToolReturnPart, RetryPromptPart)) for p in m.parts)
+
+    # Placeholders replace the results of the oldest run of requests that makes the tail fit
+    # (the widest recent run stays whole), or every result that shrinks when nothing fits.
+    reserve = message_tokens(out[0]) if summarized else 0
+    cut = start
+    if result.stage in ("tool_results", "summary"):
+        cut = ref.results_cut(start, budget - reserve)
+
+    # Each kept message: same attributes, reasoning gone before the current turn, no item ids,
+    # results either whole or the placeholder saying what was there.
+    calls_sent: set[str] = set()
+    for new, index in zip(kept, sources):
+        old = msgs[index]
+        assert type(new) is type(old)
+        assert {k: v for k, v in vars(new).items() if k != "parts"} == {k: v for k, v in vars(old).items() if k != "parts"}
+        if isinstance(old, ModelResponse):
+            originals = [p for p in old.parts if not (index < ref.current and isinstance(p, ThinkingPart))]
+            assert len(new.parts) == len(originals)
+            for part, original in zip(new.parts, originals):
+                if isinstance(original, (NativeToolCallPart, NativeToolReturnPart)) and type(part) is TextPart:
+                    assert (original.provider_name or old.provider_name) == OPENAI
+                    continue
+                assert type(part) is type(original)
+                changed = {k for k in vars(original) if vars(part).get(k) != vars(original)[k]}
+                assert changed <= {"id", "tool_call_id"} and vars(part).keys() == vars(original).keys()
+                if isinstance(part, ThinkingPart):
+                    assert part.id is None or part.id in SENTINELS
+                elif isinstance(part, (TextPart, ToolCallPart)):
+                    assert part.id is None
+                if isinstance(part, ToolCallPart):
+                    assert part.tool_call_id == original.tool_call_id.split("|")[0]
+                    calls_sent.add(part.tool_call_id)
+            continue
+        originals = [p for p in old.parts if not (answers_a_call(p) and p.tool_call_id.split("|")[0] not in calls_sent)]
+        assert len(new.parts) == len(originals)
+        for part, original in zip(new.parts, originals):
+            assert type(part) is type(original)
+            changed = {k for k in vars(original) if vars(part).get(k) != vars(original)[k]}
+            assert changed <= {"content", "tool_call_id"} and vars(part).keys() == vars(original).keys()
+            shortened = index < cut and id(original) in ref.placeholder
+            assert part.content == (ref.placeholder[id(original)] if shortened else original.content)
+
+    # The current turn's prompt and calls still awaiting a result are always sent.
+    prompts = [p for m in msgs for p in m.parts if isinstance(p, UserPromptPart)]
+    assert any(p.content == prompts[-1].content for m in out for p in m.parts if isinstance(p, UserPromptPart))
+    if any(isinstance(p, ToolCallPart) and p.tool_call_id == "pending_1" for m in msgs for p in m.parts):
+        assert "pending_1" in calls_sent
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(msgs=histories(), fraction=st.floats(0.0, 1.2), reserved=st.sampled_from([0, 0, 40, 400]))
+def test_generated_histories_prune_as_the_ladder_says(msgs: list[ModelMessage], fraction: float, reserved: int) -> None:
+    limit = int(estimate_messages(msgs) * fraction)
+    check_against_reference(msgs, limit, reserved)
+
+
+def long_history(turns: int, steps: int, result_lines: int) -> list[ModelMessage]:
+    msgs: list[ModelMessage] = []
+    n = 0
+    for turn in range(turns):
+        msgs.append(ModelRequest(parts=[UserPromptPart(f"Turn {turn}: fix module {turn}.")]))
+        for _ in range(steps):
+            n += 1
+            msgs.append(
+                ModelResponse(
+                    parts=[
+                        ThinkingPart("thinking " * 10, id=f"rs_{n}", signature="g" * 200, provider_name=OPENAI),
+                        TextPart(f"Reading module {n}.", id=f"msg_{n}", provider_name=OPENAI),
+                        ToolCallPart("read_file", {"path": f"src/mod_{n}.py"}, tool_call_id=f"call_{n}", id=f"fc_{n}", provider_name=OPENAI),
+                    ],
+                    provider_name=OPENAI,
+                )
+            )
+            body = "".join(f"    line {i} of module {n} = compute(value_{i})\n" for i in range(result_lines))
+            msgs.append(ModelRequest(parts=[ToolReturnPart("read_file", body, tool_call_id=f"call_{n}")]))
+        msgs.append(ModelResponse(parts=[TextPart(f"Fixed module {turn}.", id=f"end_{turn}", provider_name=OPENAI)], provider_name=OPENAI))
+    for index, message in enumerate(msgs):
+        message.run_id = f"m{index}"
+    return msgs
+
+
+def test_a_long_history_is_summarized_with_the_transcript_capped_at_its_newest_lines() -> None:
+    msgs = long_history(turns=30, steps=30, result_lines=20)
+    check_against_reference(msgs, limit=25_000, reserved=3_000)
+    result, shown = asyncio.run(run_prune(msgs, 25_000, 3_000))
+    assert result.stage == "summary"
+    assert len(shown[0]) <= TRANSCRIPT_CAP + 30 and shown[0].startswith("[older conversation omitted]")
+
+
+def test_a_long_history_at_each_rung() -> None:
+    msgs = long_history(turns=12, steps=20, result_lines=12)
+    total = estimate_messages(msgs)
+    for limit in (total + 1, total * 9 // 10, total // 2, total // 4, total // 8, 1):
+        check_against_reference(msgs, limit, reserved=0)
+
+
+def test_pruning_its_own_output_again() -> None:
+    msgs = long_history(turns=12, steps=20, result_lines=12)
+    first = asyncio.run(run_prune(msgs, estimate_messages(msgs) // 3, 0))[0].messages
+    for index, message in enumerate(first):
+        message.run_id = f"m{index}"  # the summary has none; the rest are copies with their old tags
+    check_against_reference(first, estimate_messages(first) - 500, reserved=0)
