@@ -104,10 +104,14 @@ def raw_paths(draw: st.DrawFn) -> tuple[str, list[str]]:
 def expected_inside(root: Path, raw: str) -> bool | None:
     """Independent oracle from the kernel: does raw name something inside root?
 
-    None when the kernel could never use the path: a NUL, empty, a symlink loop, or
-    '..' after a part that does not exist.
+    None when the kernel could never use the path: a NUL, empty, characters no file name
+    can hold (a lone surrogate), a symlink loop, or '..' after a part that does not exist.
     """
     if "\x00" in raw or not raw.strip():
+        return None
+    try:
+        os.fsencode(raw)
+    except UnicodeEncodeError:
         return None
     expanded = os.path.expanduser(raw) if raw.startswith("~") else raw
     parts = os.path.join(str(root), expanded).split("/")
