@@ -315,6 +315,16 @@ def _copier(sample: Any, *replaced: str) -> Callable[..., Any]:
     return namespace["copy"]
 
 
+def _with_parts(message: Any, parts: list[Any], changed: bool, fast_cls: type, fast_copy: Callable[..., Any]) -> Any:
+    """``message`` itself when nothing changed, else a copy carrying ``parts`` (the generated
+    copier for the common exact class, ``dataclasses.replace`` for anything else)."""
+    if not changed:
+        return message
+    if message.__class__ is fast_cls:
+        return fast_copy(message, parts)
+    return _evolve(message, parts=parts)
+
+
 # Copies for the exact classes that make up nearly all of a long history.
 _text_without_id = _copier(TextPart(""), "id")
 _call_without_id = _copier(ToolCallPart("tool"), "id")
@@ -414,12 +424,7 @@ def _rebuild(
                 parts.append(part)
             if not parts:
                 continue
-            if not changed:
-                new_message = m
-            elif cls is ModelResponse:
-                new_message = _response_with_parts(m, parts)
-            else:
-                new_message = _evolve(m, parts=parts)
+            new_message = _with_parts(m, parts, changed, ModelResponse, _response_with_parts)
             if plan is not None:
                 if not changed:
                     tokens += full[i]
@@ -454,12 +459,7 @@ def _rebuild(
                 parts.append(part)
             if not parts:
                 continue
-            if not changed:
-                new_message = m
-            elif cls is ModelRequest:
-                new_message = _request_with_parts(m, parts)
-            else:
-                new_message = _evolve(m, parts=parts)
+            new_message = _with_parts(m, parts, changed, ModelRequest, _request_with_parts)
             if plan is not None:
                 if not changed:
                     tokens += full[i]
