@@ -26,9 +26,7 @@ itself off, and its messages take the adapter path.
 from __future__ import annotations
 
 import dataclasses
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any, get_args
 
 from pydantic_ai import messages as _sdk
@@ -36,7 +34,9 @@ from pydantic_ai.usage import RequestUsage
 from pydantic_core import SchemaValidator, ValidationError
 from pydantic_core import core_schema as cs
 
-__all__ = ["build_messages", "collector_paused", "decode_messages", "validate_messages"]
+from .collector import collector_paused
+
+__all__ = ["build_messages", "decode_messages", "validate_messages"]
 
 # ---------------------------------------------------------------- leaf validators
 # The core schemas pydantic builds for these annotations on the SDK's fields.
@@ -463,28 +463,3 @@ def build_messages(rows: Sequence[str]) -> list[_sdk.ModelMessage | None]:
         except ValidationError:
             messages.append(None)
     return messages
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Keep the cyclic garbage collector out of reading and building a history.
-
-    Loading allocates hundreds of thousands of containers and frees almost none, so collector
-    passes in the middle (a full one walks every object the process has) find nothing. Merely
-    pausing would not save them: the first allocation after re-enabling starts a young-generation
-    pass over everything built meanwhile. So at the end the new objects are moved straight to the
-    oldest generation (``gc.freeze`` then ``gc.unfreeze``, which does no traversal), where a
-    long-lived history belongs; full collections still examine them, as they would anyway.
-    Reference counting frees everything as usual throughout. Nothing is changed if the collector
-    was off, and objects the process froze itself are never unfrozen: the move is skipped then.
-    """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()

@@ -59,6 +59,7 @@ from .budget import (
     text_chars,
     thinking_chars,
 )
+from .collector import collector_paused
 
 Stage = Literal["none", "reasoning", "tool_results", "summary"]
 Summarize = Callable[[str], Awaitable[str]]
@@ -760,14 +761,67 @@ def _suspended_limit(messages: Sequence[ModelMessage], plan: _Plan) -> int:
     return limit_index
 
 
-async def _summary_message(
-    head: Sequence[ModelMessage], summarize: Summarize | None, max_chars: int
-) -> ModelRequest:
-    if summarize is None:
-        body = f"({len(turn_starts(head)) or 1} earlier turn(s) were removed to fit the context window.)"
-    else:
-        body = (await summarize(render_for_summary(head))).strip()
-    return ModelRequest(parts=[UserPromptPart(SUMMARY_HEADER + body[:max_chars])])
+def _summary_request(body: str, max_chars: int) -> ModelRequest:
+    return ModelRequest(parts=[UserPromptPart(SUMMARY_HEADER + body.strip()[:max_chars])])
+
+
+def _removed_note(head: Sequence[ModelMessage]) -> str:
+    """The summary's body when there is no summarizer: how many turns went."""
+    return f"({len(turn_starts(head)) or 1} earlier turn(s) were removed to fit the context window.)"
+
+
+@dataclass
+class _Decision:
+    """Where the ladder cuts, decided from the plan before any summary is written."""
+
+    stage: Stage
+    current: int
+    tokens: list[int]
+    budget: int
+    start: int = 0
+    """Messages before this are replaced by a summary (0: none)."""
+    cut: int = 0
+    """Tool results of messages before this are placeholdered (summary stage: set after it)."""
+    room: int = 0
+    """Characters the summary may take."""
+    tail_cut: bool = False
+    """Whether placeholdering everything does not fit: ``cut`` is then chosen on the tail
+    from ``start`` on, once the summary (if any) is written."""
+
+
+def _decide(messages: Sequence[ModelMessage], plan: _Plan, budget: int, lap: _Stopwatch | None) -> _Decision:
+    """The rung the history needs and its cut points, from token arithmetic over the plan."""
+    current = plan.starts[-1] if plan.starts else 0
+    tokens = plan.thinned[:current] + plan.full[current:]
+    decision = _Decision("reasoning", current, tokens, budget)
+    if sum(tokens) <= budget:
+        return decision
+    decision.stage = "tool_results"
+    fits = plan.fits_placeholdered(tokens, budget)
+    if lap:
+        lap("price")
+    if fits:
+        decision.cut, _ = _results_cut(tokens, plan.saved, budget)
+        return decision
+    decision.tail_cut = True
+    limit_index = _suspended_limit(messages, plan)
+    start = _summary_cut(plan.starts, tokens, plan.saved, budget, limit_index, plan.priced_from)
+    room = min(SUMMARY_RESERVE_TOKENS, sum(tokens[:start]) // 2) * CHARS_PER_TOKEN - len(SUMMARY_HEADER)
+    # A head too small to be worth a summary (it would not come out shorter) stays.
+    if start > 0 and room >= MIN_SUMMARY_CHARS:
+        decision.stage, decision.start, decision.room = "summary", start, room
+    # else nothing worth summarizing: placeholders are the best effort
+    return decision
+
+
+def _tail_cut(plan: _Plan, decision: _Decision, head: ModelRequest | None) -> int:
+    """The placeholder cut when placeholdering everything does not fit: chosen on the tail
+    after the summary ``head`` (or on the whole history, as a best effort, without one)."""
+    start, tokens = decision.start, decision.tokens
+    plan.price_from(start)
+    reserve = message_tokens(head) if head is not None else 0
+    tail_cut, _ = _results_cut(tokens[start:], plan.saved[start:], decision.budget - reserve)
+    return start + tail_cut
 
 
 async def prune(
@@ -785,6 +839,8 @@ async def prune(
     built in one more pass, so a long history costs two walks rather than one per rung.
     Tool results are priced (their placeholders written) newest first, only as far back as
     the decision needs; the summary transcript is rendered newest first up to its cap.
+    Both walks allocate thousands of objects and free almost none, so they run with the
+    cyclic collector paused (``collector_paused``); the summarize call does not.
 
     Args:
         messages: The history about to be sent; not modified.
@@ -801,62 +857,45 @@ async def prune(
         A :class:`PruneResult`; ``stage`` is the last rung used ("none" when it fit).
     """
     lap = _Stopwatch(timings) if timings is not None else None
-    plan = _plan(messages)
-    if lap:
-        lap("plan")
-    before = sum(plan.full) + reserved
-    if before <= limit:
-        return PruneResult(list(messages), before, before, "none")
-    budget = limit - reserved
-    current = plan.starts[-1] if plan.starts else 0
-    tokens = plan.thinned[:current] + plan.full[current:]
-    stage: Stage = "reasoning"
-    start, cut, head = 0, 0, None
-    if sum(tokens) > budget:
-        stage = "tool_results"
-        fits = plan.fits_placeholdered(tokens, budget)
+    transcript = None
+    with collector_paused():
+        plan = _plan(messages)
+        if lap:
+            lap("plan")
+        before = sum(plan.full) + reserved
+        if before <= limit:
+            return PruneResult(list(messages), before, before, "none")
+        decision = _decide(messages, plan, limit - reserved, lap)
+        if decision.stage == "summary" and summarize is not None:
+            transcript = render_for_summary(messages[: decision.start])
+    head = None
+    if decision.stage == "summary":
+        body = _removed_note(messages[: decision.start]) if transcript is None else await summarize(transcript)
+        head = _summary_request(body, decision.room)
+        if lap:
+            lap("summary")
+    with collector_paused():
+        if decision.tail_cut:
+            decision.cut = _tail_cut(plan, decision, head)
         if lap:
             lap("price")
-        if fits:
-            cut, _ = _results_cut(tokens, plan.saved, budget)
-        else:
-            stage = "summary"
-            limit_index = _suspended_limit(messages, plan)
-            start = _summary_cut(plan.starts, tokens, plan.saved, budget, limit_index, plan.priced_from)
-            room = min(SUMMARY_RESERVE_TOKENS, sum(tokens[:start]) // 2) * CHARS_PER_TOKEN
-            room -= len(SUMMARY_HEADER)
-            # A head too small to be worth a summary (it would not come out shorter) stays.
-            if start > 0 and room >= MIN_SUMMARY_CHARS:
-                if lap:
-                    lap("price")
-                head = await _summary_message(messages[:start], summarize, room)
-                if lap:
-                    lap("summary")
-            else:
-                start, stage = 0, "tool_results"  # nothing worth summarizing: best effort
-            plan.price_from(start)
-            reserve = message_tokens(head) if head is not None else 0
-            tail_cut, _ = _results_cut(tokens[start:], plan.saved[start:], budget - reserve)
-            cut = start + tail_cut
+        out, after = _rebuild(
+            messages,
+            inline_native_from=inline_native_from,
+            drop_orphans=True,
+            thin_before=decision.current,
+            placeholders=plan.placeholders,
+            placeholder_before=decision.cut,
+            start=decision.start,
+            plan=plan,
+        )
+        after += reserved
+        if head is not None:
+            out.insert(0, head)
+            after += message_tokens(head)
         if lap:
-            lap("price")
-    out, after = _rebuild(
-        messages,
-        inline_native_from=inline_native_from,
-        drop_orphans=True,
-        thin_before=current,
-        placeholders=plan.placeholders,
-        placeholder_before=cut,
-        start=start,
-        plan=plan,
-    )
-    after += reserved
-    if head is not None:
-        out.insert(0, head)
-        after += message_tokens(head)
-    if lap:
-        lap("rebuild")
-    return PruneResult(out, before, after, stage)
+            lap("rebuild")
+    return PruneResult(out, before, after, decision.stage)
 
 
 class _Stopwatch:

@@ -371,7 +371,7 @@ class Store:
 
     def load_messages(self, session_id: str) -> list[ModelMessage]:
         """The session's messages in order, exactly as they were appended."""
-        from .history_codec import collector_paused
+        from .collector import collector_paused
 
         query = "SELECT data FROM messages WHERE session_id = ? ORDER BY seq"
         try:
