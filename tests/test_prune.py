@@ -193,6 +193,38 @@ async def test_summary_stage_replaces_oldest_turns_and_keeps_current_prompt():
     assert_wire_consistent(await responses_input(result.messages))
 
 
+async def test_collector_runs_during_the_summarize_call_and_after_any_prune():
+    """Pruning pauses the cyclic collector while it walks the history, never across the model
+    call that writes the summary, and leaves it on however the prune ends."""
+    import gc
+
+    assert gc.isenabled()
+    during: list[bool] = []
+
+    async def summarize(text: str) -> str:
+        during.append(gc.isenabled())
+        return "earlier work"
+
+    async def failing(text: str) -> str:
+        raise RuntimeError("summary model unavailable")
+
+    result = await prune(history(5), limit=700, summarize=summarize)
+    assert result.stage == "summary" and during == [True]
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError, match="summary model unavailable"):
+        await prune(history(5), limit=700, summarize=failing)
+    assert gc.isenabled()
+    for limit in (10**9, 2_500, 700):  # fits, placeholders, summary without a summarizer
+        await prune(history(5), limit=limit)
+        assert gc.isenabled()
+    gc.disable()  # a process that runs with the collector off keeps it off
+    try:
+        await prune(history(5), limit=700, summarize=summarize)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 async def test_summary_removes_turns_with_provider_executed_results_whole():
     search_turn: list[ModelMessage] = [
         ModelRequest(parts=[UserPromptPart("search the web")]),
