@@ -123,8 +123,9 @@ def _key_arg(call: ToolCallPart | NativeToolCallPart | None) -> str:
     if args.__class__ is not dict:
         args = call.args_as_dict()  # malformed JSON comes back as {"INVALID_JSON": raw}
     for key in _KEY_ARGS:
-        if isinstance(args.get(key), str):
-            return _clip(args[key], 80)
+        value = args.get(key)
+        if isinstance(value, str):
+            return _clip(value, 80)
     for value in args.values():
         if isinstance(value, str) and value:
             return _clip(value, 80)
@@ -151,7 +152,8 @@ def placeholder_for(part: ToolReturnPart, call: ToolCallPart | None) -> str | No
             return None
         chars = len(content)
         lines = content.count("\n") + (0 if not content or content[-1] == "\n" else 1)
-        size = f"{lines} lines, {chars:,} chars"
+        # Below 1,000 the thousands separator changes nothing, and plain str() is much cheaper.
+        size = f"{lines} lines, {chars if chars < 1000 else format(chars, ',')} chars"
     else:
         size, chars = _size_text(content)
     key = _key_arg(call)
@@ -566,12 +568,13 @@ class _Plan:
         """Price the results of ``result_at[position]``: its ``saved`` tokens, their texts."""
         i = self.result_at[position]
         shrink = 0
+        calls, placeholders = self.calls, self.placeholders
         for p in self.messages[i].parts:
             if p.__class__ is not ToolReturnPart:
                 continue
-            text = placeholder_for(p, self.calls.get(p.tool_call_id))
+            text = placeholder_for(p, calls.get(p.tool_call_id))
             if text is not None:
-                self.placeholders[id(p)] = text
+                placeholders[id(p)] = text
                 content = p.content
                 shrink += (len(content) if content.__class__ is str else content_chars(content)) - len(text)
         if not shrink:
@@ -600,14 +603,14 @@ class _Plan:
         n = len(tokens)
         tail_tokens = list(accumulate(reversed(tokens)))  # [k]: tokens of the last k + 1 messages
         saved = 0
+        price = self._price
         for position in range(self._priced_position - 1, -1, -1):
             i = at[position]
-            saved += self._price(position)
-            self._priced_position = position
-            self.priced_from = i
+            saved += price(position)
             if tail_tokens[n - 1 - i] - saved > budget:
+                self._priced_position, self.priced_from = position, i
                 return False
-        self.priced_from = 0
+        self._priced_position = self.priced_from = 0
         return (tail_tokens[-1] if tokens else 0) - saved <= budget
 
 
