@@ -169,6 +169,8 @@ def test_sessions_listing_prefix_latest_fork_and_title(db: Path) -> None:
         b = store.create_session("/p1", "m2", "plan")
         c = store.create_session("/p2", "m1", "build")
         assert a < b < c  # ids sort by creation time
+        store.append_step(b, sample_step(0))
+        store.append_step(c, sample_step(0))
         store.append_step(a, sample_step(0))  # a becomes the most recently updated in /p1
         store.set_title(a, "fix the bug")
         assert store.latest_session("/p1").id == a
@@ -184,6 +186,34 @@ def test_sessions_listing_prefix_latest_fork_and_title(db: Path) -> None:
         assert store.get_session(child).parent_id == a
         assert store.load_messages(child) == store.load_messages(a)
     assert rows(db, "SELECT parent_id, cwd, title FROM sessions WHERE id=?", child) == [(a, "/p1", "fix the bug")]
+
+
+def test_a_reserved_session_is_written_with_its_first_message_and_never_before(db: Path) -> None:
+    with Store.open(db) as store:
+        legacy_empty = store.create_session("/p", "m", "build")  # what an older ketch left behind
+        sid = store.reserve_session("/p", "openai:gpt-x", "plan")
+        assert sid > legacy_empty and store.is_reserved(sid)
+        store.append_step(sid, [], [TurnStarted(prompt="cancelled before the request")])
+        store.replace_history(sid, [])
+        store.set_title(sid, "named early")
+        assert rows(db, "SELECT id FROM sessions") == [(legacy_empty,)]
+        assert rows(db, "SELECT COUNT(*) FROM events") == [(0,)]
+        assert store.get_session(sid) is None
+        assert store.latest_session("/p") is None and store.list_sessions() == []  # empty rows are not offered
+
+        store.append_step(sid, sample_step(0), [TurnStarted(prompt="prompt 0")])
+        assert not store.is_reserved(sid)
+        store.append_step(sid, sample_step(1))
+        assert store.latest_session("/p").id == sid
+        assert [s.id for s in store.list_sessions("/p")] == [sid]
+        other = store.reserve_session("/p", "m", "build")
+        assert other > sid
+        store.replace_history(other, sample_step(2))  # a compacted first history writes the row too
+    got = rows(db, "SELECT id, cwd, model, agent, title, created <= updated FROM sessions ORDER BY id")
+    assert got == [(legacy_empty, "/p", "m", "build", "", 1), (sid, "/p", "openai:gpt-x", "plan", "named early", 1),
+                   (other, "/p", "m", "build", "", 1)]
+    assert rows(db, "SELECT session_id, COUNT(*) FROM messages GROUP BY session_id ORDER BY session_id") == [
+        (sid, 6), (other, 3)]
 
 
 def test_prompt_history_per_project_oldest_first_collapsing_repeats(db: Path) -> None:

@@ -137,7 +137,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         except StoreError as exc:
             raise ConfigError(str(exc)) from None
     else:
-        session_id = store.create_session(str(cwd), conn.ref, variant.name)
+        session_id = store.reserve_session(str(cwd), conn.ref, variant.name)  # a row once it stores a message
         history = []
 
     from .search_wiring import session_search, tavily_settings

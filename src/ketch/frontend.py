@@ -18,6 +18,9 @@ class SessionStatus:
     """What the status line and panels show."""
 
     session_id: str = ""
+    stored: bool = True
+    """Whether the session is in the store: a new one is written with its first message, and
+    only then can it be resumed (the farewell names it only then)."""
     model: str = ""
     thinking: str = "off"
     agent: str = "build"

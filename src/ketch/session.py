@@ -382,14 +382,15 @@ class Session:
         if self.has_pending():
             self.messages = [*self.messages[:-1], dataclasses.replace(self.messages[-1], state="interrupted")]
 
-    async def _make_title(self, prompt: str) -> str:
-        """Name the session from its first prompt; any failure leaves it untitled."""
+    async def _make_title(self, prompt: str, session_id: str) -> str:
+        """Name session ``session_id`` from its first prompt; any failure leaves it untitled.
+        (The id is taken when the turn ends: ``/clear`` may switch sessions before the title comes.)"""
         from .titles import generate_title
 
         try:
             title = await asyncio.wait_for(generate_title(self.model, prompt), 60)
             if title and self.store is not None:
-                self.store.set_title(self.session_id, title)
+                self.store.set_title(session_id, title)
             return title
         except Exception:  # noqa: BLE001 - a title is a nicety, never an error
             return ""
@@ -444,7 +445,7 @@ class Session:
                 self._persist(self.messages)  # the events after the last step
             if self.auto_title and reason == "done" and prompt:
                 self.auto_title = False
-                self.title_task = asyncio.get_running_loop().create_task(self._make_title(prompt))
+                self.title_task = asyncio.get_running_loop().create_task(self._make_title(prompt, self.session_id))
                 self._tasks.add(self.title_task)
                 self.title_task.add_done_callback(self._tasks.discard)
             self._queue.put_nowait(_END)
@@ -591,6 +592,7 @@ class Session:
         window = self.compactor.window if self.compactor is not None else 0
         return SessionStatus(
             session_id=self.session_id,
+            stored=self.store is None or not self.store.is_reserved(self.session_id),
             model=self.model_ref,
             thinking=self.config.think,
             agent=self.variant.name,

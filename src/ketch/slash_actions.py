@@ -143,7 +143,7 @@ class SlashActions:
     # -- conversations ------------------------------------------------------------------
     async def clear(self, arg: str) -> str:
         session = self.session
-        new_id = session.store.create_session(str(self.cwd), session.model_ref, session.variant.name)
+        new_id = session.store.reserve_session(str(self.cwd), session.model_ref, session.variant.name)
         session.switch_to(new_id, [])
         notebook = session.deps.extras.get("notebook")
         if notebook is not None:
@@ -197,12 +197,16 @@ class SlashActions:
     async def fork(self, arg: str) -> str:
         session = self.session
         old = session.session_id
+        if session.store.is_reserved(old):
+            return "Nothing to fork yet: this conversation has no messages."
         new_id = session.store.fork(old)
         session.switch_to(new_id, session.messages)
         return f"Forked {old} into {new_id}; you are now in the copy ({old} stays as it was)."
 
     async def export(self, arg: str) -> str:
         session = self.session
+        if session.store.is_reserved(session.session_id):
+            return "Nothing to export yet: this conversation has no messages."
         fmt = "json" if arg == "json" or arg.endswith(".json") else "md"
         target = Path(arg).expanduser() if arg and arg not in ("md", "json") else Path(f"ketch-{session.session_id}.{fmt}")
         if not target.is_absolute():

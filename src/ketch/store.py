@@ -10,6 +10,11 @@ Messages are pydantic-ai ``ModelMessage`` objects stored one per row as the SDK'
 details, native tool parts) come back exactly as they went in. Loading decodes them with
 ``history_codec``, which gives the adapter's result several times faster.
 
+A new conversation is only reserved at first (``reserve_session``): its id is chosen up front
+and its row is written by the transaction that stores its first message, so a session that
+never stored anything (the app quit before a prompt, ``/clear`` then quit, ``--resume``
+then a pick) leaves no row behind.
+
 The store refuses a file it cannot trust (not a database, or written by a newer ketch)
 with a ``StoreError`` that names the path; such a file is never modified or recreated.
 """
@@ -36,6 +41,18 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 class StoreError(Exception):
     """The store cannot be used; the message names the file and what to do."""
+
+
+@dataclass
+class _Reserved:
+    """A session whose id was handed out but whose row waits for its first message."""
+
+    cwd: str
+    model: str
+    agent: str
+    created: float
+    parent_id: str | None = None
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -183,6 +200,7 @@ class Store:
         self._conn = conn
         self._lock = threading.RLock()
         self.path = path
+        self._reserved: dict[str, _Reserved] = {}
 
     # ----- opening
 
@@ -263,6 +281,40 @@ class Store:
             )
         return session_id
 
+    def reserve_session(
+        self, cwd: str | os.PathLike[str], model: str, agent: str, parent_id: str | None = None
+    ) -> str:
+        """The id of a new session whose row is written with its first message (``append_step``
+        or ``replace_history``, in the same transaction). Until then nothing is on disk, and the
+        store lists, finds and continues it nowhere."""
+        with self._lock:
+            (newest,) = self._conn.execute("SELECT MAX(id) FROM sessions").fetchone()
+            newest = max([i for i in (newest, *self._reserved) if i], default=None)
+            session_id = new_session_id(after=newest)
+            self._reserved[session_id] = _Reserved(str(cwd), model, agent, time.time(), parent_id)
+        return session_id
+
+    def is_reserved(self, session_id: str) -> bool:
+        """Whether ``session_id`` came from ``reserve_session`` and has stored nothing yet."""
+        with self._lock:
+            return session_id in self._reserved
+
+    def _write_reserved(self, conn: sqlite3.Connection, session_id: str) -> _Reserved | None:
+        """Inside the caller's transaction: the row of a reserved session, if this one is."""
+        reserved = self._reserved.get(session_id)
+        if reserved is not None:
+            conn.execute(
+                "INSERT INTO sessions (id, cwd, title, model, agent, created, updated, parent_id) VALUES (?,?,?,?,?,?,?,?)",
+                (session_id, reserved.cwd, reserved.title, reserved.model, reserved.agent, reserved.created,
+                 time.time(), reserved.parent_id),
+            )
+        return reserved
+
+    def _written(self, session_id: str, reserved: _Reserved | None) -> None:
+        """After the commit (still under the lock): a reserved session now has its row."""
+        if reserved is not None:
+            self._reserved.pop(session_id, None)
+
     def get_session(self, id_or_prefix: str) -> SessionRow | None:
         """The session with this id, or the only one whose id starts with it.
 
@@ -283,29 +335,36 @@ class Store:
         return _row(rows[0]) if rows else None
 
     def latest_session(self, cwd: str | os.PathLike[str]) -> SessionRow | None:
-        """The most recently updated session started in ``cwd``."""
+        """The most recently updated session started in ``cwd`` that holds a message."""
         with self._lock:
             row = self._conn.execute(
-                _SESSION_SELECT + " WHERE s.cwd = ? ORDER BY s.updated DESC, s.id DESC LIMIT 1", (str(cwd),)
+                _SESSION_SELECT + " WHERE s.cwd = ? AND " + _HAS_MESSAGES + " ORDER BY s.updated DESC, s.id DESC LIMIT 1",
+                (str(cwd),),
             ).fetchone()
         return _row(row) if row else None
 
     def list_sessions(self, cwd: str | os.PathLike[str] | None = None, limit: int = 50) -> list[SessionRow]:
-        """Sessions, most recently updated first, optionally only those of ``cwd``."""
+        """Sessions holding a message, most recently updated first, optionally only those of
+        ``cwd`` (an empty row, left by a ketch before reserved sessions, is not listed)."""
         with self._lock:
             if cwd is None:
                 rows = self._conn.execute(
-                    _SESSION_SELECT + " ORDER BY s.updated DESC, s.id DESC LIMIT ?", (limit,)
+                    _SESSION_SELECT + " WHERE " + _HAS_MESSAGES + " ORDER BY s.updated DESC, s.id DESC LIMIT ?",
+                    (limit,),
                 ).fetchall()
             else:
                 rows = self._conn.execute(
-                    _SESSION_SELECT + " WHERE s.cwd = ? ORDER BY s.updated DESC, s.id DESC LIMIT ?", (str(cwd), limit)
+                    _SESSION_SELECT + " WHERE s.cwd = ? AND " + _HAS_MESSAGES + " ORDER BY s.updated DESC, s.id DESC LIMIT ?",
+                    (str(cwd), limit),
                 ).fetchall()
         return [_row(r) for r in rows]
 
     def set_title(self, session_id: str, title: str) -> None:
-        """Name the session (shown in pickers and exports)."""
+        """Name the session (shown in pickers and exports); a reserved one gets it with its row."""
         with self.transaction() as conn:
+            reserved = self._reserved.get(session_id)
+            if reserved is not None:
+                reserved.title = title
             conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
 
     def touch(self, session_id: str) -> None:
@@ -338,36 +397,47 @@ class Store:
     # ----- history
 
     def append_step(self, session_id: str, messages: Sequence[ModelMessage], events: Iterable[Any] = ()) -> None:
-        """Add one finished step's new messages and events, atomically."""
+        """Add one finished step's new messages and events, atomically (with the session's
+        row, when this is the first message of a reserved session)."""
         message_rows = serialize_messages(messages)
         event_rows = [json.dumps(_event_dict(e), ensure_ascii=False) for e in events]
-        with self.transaction() as conn:
-            seq, step = _last_message(conn, session_id)
-            conn.executemany(
-                "INSERT INTO messages (session_id, seq, step, data) VALUES (?,?,?,?)",
-                [(session_id, seq + 1 + i, step + 1, data) for i, data in enumerate(message_rows)],
-            )
-            if event_rows:
-                (event_seq,) = conn.execute(
-                    "SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?", (session_id,)
-                ).fetchone()
+        with self._lock:
+            if not message_rows and session_id in self._reserved:
+                return  # events of a turn that stored no message: the session stays unwritten
+            with self.transaction() as conn:
+                reserved = self._write_reserved(conn, session_id)
+                seq, step = _last_message(conn, session_id)
                 conn.executemany(
-                    "INSERT INTO events (session_id, seq, data) VALUES (?,?,?)",
-                    [(session_id, event_seq + 1 + i, data) for i, data in enumerate(event_rows)],
+                    "INSERT INTO messages (session_id, seq, step, data) VALUES (?,?,?,?)",
+                    [(session_id, seq + 1 + i, step + 1, data) for i, data in enumerate(message_rows)],
                 )
-            conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), session_id))
+                if event_rows:
+                    (event_seq,) = conn.execute(
+                        "SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?", (session_id,)
+                    ).fetchone()
+                    conn.executemany(
+                        "INSERT INTO events (session_id, seq, data) VALUES (?,?,?)",
+                        [(session_id, event_seq + 1 + i, data) for i, data in enumerate(event_rows)],
+                    )
+                conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), session_id))
+            self._written(session_id, reserved)
 
     def replace_history(self, session_id: str, messages: Sequence[ModelMessage]) -> None:
         """Swap the whole message history (after compaction) in one transaction."""
         message_rows = serialize_messages(messages)
-        with self.transaction() as conn:
-            _, step = _last_message(conn, session_id)
-            conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
-            conn.executemany(
-                "INSERT INTO messages (session_id, seq, step, data) VALUES (?,?,?,?)",
-                [(session_id, i, step + 1, data) for i, data in enumerate(message_rows)],
-            )
-            conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), session_id))
+        with self._lock:
+            if not message_rows and session_id in self._reserved:
+                return
+            with self.transaction() as conn:
+                reserved = self._write_reserved(conn, session_id)
+                _, step = _last_message(conn, session_id)
+                conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+                conn.executemany(
+                    "INSERT INTO messages (session_id, seq, step, data) VALUES (?,?,?,?)",
+                    [(session_id, i, step + 1, data) for i, data in enumerate(message_rows)],
+                )
+                conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), session_id))
+            self._written(session_id, reserved)
 
     def load_messages(self, session_id: str) -> list[ModelMessage]:
         """The session's messages in order, exactly as they were appended."""
@@ -448,6 +518,8 @@ class Store:
 
         return export_session(self, session_id, fmt)
 
+
+_HAS_MESSAGES = "EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id)"
 
 _SESSION_SELECT = (
     "SELECT s.id, s.cwd, s.title, s.model, s.agent, s.created, s.updated, s.parent_id,"
