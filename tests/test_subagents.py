@@ -252,3 +252,72 @@ async def test_ctrl_c_in_the_parent_reaches_the_subagents_command(fake_provider:
     assert interrupted == [True]
     parent_last = requests_of(fake, "run it")[-1]
     assert INTERRUPTED_MESSAGE in tool_results(parent_last)[0][1]
+
+
+def test_after_tool_hooks_run_for_the_subagents_calls_without_blocking_it(fake_provider: Any, tmp_path: Path) -> None:
+    """A user's after_tool hook (a real script, slow for writes) runs for the worker's write
+    as for the parent's own calls, with the same payload; neither the worker nor the parent
+    waits for it, ketch does before exiting; calls the gate denied (a guard, in parent and
+    child) never ran and fire no hook."""
+    root, log = tmp_path / "proj", tmp_path / "log"
+    root.mkdir(), log.mkdir()
+    hook = tmp_path / "after.sh"
+    # the write's hook outlasts the parent's whole turn: only ketch's close can still wait for it
+    hook.write_text(f'#!/usr/bin/env bash\n[ "$KETCH_TOOL_NAME" = write_file ] && sleep 1.5\n'
+                    f'f=$(mktemp "{log}/$KETCH_TOOL_NAME.XXXXXX")\ncat > "$f"\n')
+    hook.chmod(0o755)
+    write_project_config(root, f"""
+[[hooks.after_tool]]
+command = "{hook}"
+
+[[guards]]
+kind = "command_prefix"
+prefix = "touch"
+reason = "no touching"
+""")
+    logged_when_worker_resumed: list[int] = []
+    logged_when_parent_resumed: list[int] = []
+
+    def worker(req: RecordedRequest, done: int) -> Turn:
+        if done == 0:
+            return Turn(tool_calls=[
+                ToolCall("write_file", {"path": "x.txt", "content": "hi\n"}),
+                ToolCall("shell", {"command": "touch child.txt"}),
+            ])
+        logged_when_worker_resumed.append(len(list(log.glob("write_file.*"))))
+        return Turn(text="WORKER: wrote x.txt")
+
+    def parent(req: RecordedRequest, done: int) -> Turn:
+        if done == 0:
+            return Turn(tool_calls=[task_call("worker", "WORK: write x.txt"), ToolCall("shell", {"command": "touch parent.txt"})])
+        logged_when_parent_resumed.append(len(list(log.glob("write_file.*"))))
+        return Turn(text="parent done")
+
+    fake = fake_provider([router({"delegate": parent, "WORK": worker})] * 4)
+    run = run_ketch(["-p", "delegate", "--yolo", "--output-format", "stream-json", *adhoc(fake, "openai-chat")], root,
+                    subprocess_=True)
+    assert run.code == 0, run.stderr
+    assert "destroyed but it is pending" not in run.stderr and "was never awaited" not in run.stderr
+
+    assert (root / "x.txt").read_text() == "hi\n"
+    assert not (root / "child.txt").exists() and not (root / "parent.txt").exists()
+    # the worker went on while its write's hook still slept, and so did the parent once the task returned
+    assert logged_when_worker_resumed == [0] and logged_when_parent_resumed == [0]
+    events = [json.loads(line) for line in run.stdout.splitlines()]
+    finished = {(e["agent"], e["name"]): e for e in events if e["type"] == "tool_call_finished"}
+    assert set(finished) == {("worker-1", "write_file"), ("worker-1", "shell"), ("", "task"), ("", "shell")}
+    assert "no touching" in finished["worker-1", "shell"]["summary"] and "no touching" in finished["", "shell"]["summary"]
+
+    seen = sorted((json.loads(p.read_text()) for p in log.iterdir()), key=lambda payload: payload["tool"])
+    assert [payload["tool"] for payload in seen] == ["task", "write_file"]  # neither denied shell call
+    task_payload, write_payload = seen
+    assert write_payload == {
+        "event": "after_tool",
+        "tool": "write_file",
+        "args": {"path": "x.txt", "content": "hi\n"},
+        "result": finished["worker-1", "write_file"]["summary"],
+        "is_error": False,
+        "cwd": str(root),
+    }
+    assert task_payload["args"] == {"description": "look around", "prompt": "WORK: write x.txt", "kind": "worker"}
+    assert task_payload["result"] == "WORKER: wrote x.txt" and task_payload["is_error"] is False

@@ -90,6 +90,7 @@ class Session:
         compactor: Any = None,
         label: str = "",
         pending: dict[str, asyncio.Future[Any]] | None = None,
+        background: Callable[[Any], None] | None = None,
     ) -> None:
         self.config = config
         self.connection = connection
@@ -130,6 +131,10 @@ class Session:
         self._previews: dict[str, str] = {}
         self._call_args: dict[str, dict[str, Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._background_to = background
+        """Where fire-and-forget work goes instead of ``self._tasks``: a subagent hands its
+        after-tool hooks to its parent, so the child never waits for them and the parent's
+        ``aclose`` does."""
         self._ids = itertools.count(1)
         self._queue: asyncio.Queue[Any] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -499,8 +504,9 @@ class Session:
                 content = part.model_response_str()
             else:
                 content = part.model_response()
-            if self.hooks is not None:
-                args = self._call_args.pop(part.tool_call_id, {})
+            args = self._call_args.pop(part.tool_call_id, {})
+            denied = isinstance(part, ToolReturnPart) and part.outcome == "denied"
+            if self.hooks is not None and not denied:  # a denied call never ran
                 self._background(self.hooks.after_tool(part.tool_name or "", args, _summarize(content), is_error))
             self._emit(
                 ev.ToolCallFinished(
@@ -514,6 +520,9 @@ class Session:
 
     def _background(self, coro: Any) -> None:
         """Run a fire-and-forget coroutine (after-tool hooks) without losing its task."""
+        if self._background_to is not None:
+            self._background_to(coro)
+            return
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -575,8 +584,10 @@ class Session:
         self.input_tokens = self.output_tokens = self.last_request_tokens = 0
 
     async def aclose(self) -> None:
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        while self._tasks:  # a subagent may hand over another hook while the first ones run
+            tasks = list(self._tasks)
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._tasks.difference_update(tasks)
         for close in reversed(self.closers):
             result = close()
             if asyncio.iscoroutine(result):

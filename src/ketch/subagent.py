@@ -8,7 +8,8 @@ follows from the tools it holds:
   they can never need approval;
 - ``worker`` holds the reading and writing tools and the shell; its calls pass the
   parent's gate (same guards, rules, hooks, ``--yolo``) and, when a call must be asked,
-  the parent's user answers a request that names the subagent;
+  the parent's user answers a request that names the subagent; the user's
+  ``after_tool`` hooks run after its calls as after the parent's;
 - user-defined kinds come from ``config.agents`` (prompt, tools, model, thinking).
 
 The parent's active tools are a ceiling: a child never holds a tool its parent lacks.
@@ -194,8 +195,11 @@ class ChildWiring:
             compactor=self.compactor_for(conn) if self.compactor_for is not None else None,
             label=label,
             pending=parent._pending,  # the parent's decide() answers the child's requests
+            background=parent._background,  # the child's after-tool hooks outlive it; the parent awaits them
         )
         child.auto_title = False  # a child is never a stored session
+        if parent.hooks is not None:
+            child.hooks = ChildHooks(parent.hooks)
         return child
 
     @staticmethod
@@ -209,6 +213,25 @@ class ChildWiring:
         else:
             conn = dataclasses.replace(parent_conn, model_name=ref)
         return conn, build_model(conn)
+
+
+class ChildHooks:
+    """The parent's user hooks as a child session runs them: ``after_tool`` fires for the
+    child's calls exactly as for the parent's (``before_tool`` already runs in the shared
+    gate); ``prompt_submitted`` and ``turn_stopped`` belong to the user's own turn, not to
+    the subagent's."""
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+
+    def after_tool(self, name: str, args: Mapping[str, Any], result_summary: str, is_error: bool) -> Any:
+        return self.runner.after_tool(name, args, result_summary, is_error)
+
+    async def prompt_submitted(self, text: str) -> None:
+        return None
+
+    async def turn_stopped(self, reason: str) -> None:
+        return None
 
 
 class SubagentRunner:
