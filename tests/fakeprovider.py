@@ -70,6 +70,8 @@ class Turn:
     chunk_delay: float = 0.0
     truncate: bool = False
     malformed: bool = False
+    end_early: bool = False
+    """End the body cleanly (the final chunk is sent) halfway, before the wire's terminal event."""
     usage: tuple[int, int] = (10, 5)
     text_pieces: list[str] | None = None
     """Stream the text in exactly these pieces (one SSE event each), e.g. one per token."""
@@ -643,7 +645,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(turn.status, turn.error_body or default_error_body(wire, turn.status))
             return
         events, final = _RENDERERS[wire](turn, body, fake._ids)
-        if wire == RESPONSES and not turn.truncate and not turn.malformed:
+        if wire == RESPONSES and not (turn.truncate or turn.malformed or turn.end_early):
             with fake._lock:
                 fake.ledger.record(final, context)
         if request.stream:
@@ -685,6 +687,8 @@ class _Handler(BaseHTTPRequestHandler):
         if turn.malformed:
             frames.insert(1, _GARBAGE[wire])
         cut = max(1, len(frames) // 2) if turn.truncate else None
+        if turn.end_early:
+            frames = frames[: max(1, len(frames) // 2)]
         for n, frame in enumerate(frames):
             if n == cut:
                 self.close_connection = True  # no terminal event and no final chunk

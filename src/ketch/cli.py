@@ -15,23 +15,38 @@ from . import __version__
 if TYPE_CHECKING:
     import argparse
     from pathlib import Path
-    from typing import Any
+    from typing import Any, NoReturn
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 SUBCOMMANDS = ("models", "auth", "sessions", "export", "mcp", "registry")
 
 
+def _parser_class() -> type[argparse.ArgumentParser]:
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        """Usage errors as one line (argparse prints the whole usage block first)."""
+
+        def error(self, message: str) -> NoReturn:
+            self.exit(EXIT_USAGE, f"ketch: {message} (see '{self.prog} --help')\n")
+
+    return Parser
+
+
 def _main_parser() -> argparse.ArgumentParser:
     import argparse
 
-    p = argparse.ArgumentParser(
+    p = _parser_class()(
         prog="ketch",
         description="ketch: a terminal AI coding agent. Without -p it opens the interactive UI in this repository.",
         epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | ketch sessions | "
         "ketch export ID --format md|json | ketch mcp list | ketch registry list|show|install|remove",
     )
     p.add_argument("--version", action="version", version=f"ketch {__version__}")
-    p.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="run one task headless and print the answer ('-' reads stdin)")
+    p.add_argument(
+        "-p", "--print", dest="prompt", metavar="PROMPT", nargs="?", const="-",
+        help="run one task headless and print the answer ('-' or no PROMPT reads stdin)",
+    )
     p.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text", help="headless output format")
     p.add_argument("-m", "--model", help="model as CONNECTION:MODEL, e.g. openai:gpt-5, anthropic:claude-sonnet-5-5, ollama:qwen3")
     p.add_argument("--think", choices=("off", "low", "medium", "high", "max"), help="thinking level")
@@ -52,9 +67,7 @@ def _main_parser() -> argparse.ArgumentParser:
 
 
 def _sub_parser() -> argparse.ArgumentParser:
-    import argparse
-
-    p = argparse.ArgumentParser(prog="ketch")
+    p = _parser_class()(prog="ketch")
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("models", help="list a connection's models")
     m.add_argument("connection", nargs="?")
@@ -106,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         error(str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:
+        error("interrupted")
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - never a traceback for the user
         if os.environ.get("KETCH_DEBUG"):

@@ -155,6 +155,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix the file or remove it") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
     _validate(data, str(path))
@@ -278,6 +280,20 @@ def known_connections(config: Config) -> list[str]:
     return sorted(set(PRESETS) | set(config.connections))
 
 
+def check_base_url(url: str, where: str) -> None:
+    """Refuse a base URL no HTTP client can use (no scheme, no host, a bad port) as a usage error."""
+    from urllib.parse import urlsplit
+
+    example = "write it like http://localhost:11434/v1"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as exc:
+        raise ConfigError(f"{where} {url!r} is not a valid URL ({exc}); {example}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where} {url!r} is not an http:// or https:// URL with a host; {example}")
+
+
 def resolve_connection(
     config: Config,
     model_ref: str | None,
@@ -297,6 +313,7 @@ def resolve_connection(
     if base_url:  # ad-hoc endpoint: no config file needed
         if wire not in WIRES:
             raise ConfigError(f"--base-url needs --wire, one of: {', '.join(WIRES)}")
+        check_base_url(base_url, "--base-url")
         name, model_name = "adhoc", model_ref
         key = None
         if api_key_env:
@@ -325,6 +342,7 @@ def resolve_connection(
     url = conn_cfg.base_url or preset.base_url
     if not url:
         raise ConfigError(f"connection '{name}' needs base_url (preset {preset.name} has none)")
+    check_base_url(url, f"connection '{name}' base_url")
     key_env = api_key_env or conn_cfg.api_key_env or preset.key_env
     key = environ.get(key_env) if key_env else None
     key = key or stored_keys().get(name)

@@ -25,13 +25,22 @@ def _one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+_HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_HTML_TAG = re.compile(r"<[^>]*>")
+
+
 def _body_message(body: Any) -> str:
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict):
             return str(err.get("message") or err.get("type") or "")
-        return str(err)
-    return str(body or "")
+        return str(err or "")
+    text = str(body or "")
+    if text.lstrip()[:1] == "<":  # an HTML error page from a proxy or gateway: its title, or its text
+        title = _HTML_TITLE.search(text)
+        text = title[1] if title else _HTML_TAG.sub(" ", text)
+        text = f"an HTML page: {' '.join(text.split())}"
+    return text
 
 
 def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str, str, bool]:
@@ -40,18 +49,20 @@ def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str,
         ModelAPIError,
         ModelConnectionError,
         ModelHTTPError,
+        ModelTimeoutError,
         UnexpectedModelBehavior,
         UserError,
     )
 
     secrets = (getattr(connection, "api_key", None),)
     name = getattr(connection, "name", "the provider")
-    key_env = getattr(connection, "key_env", "") or "its key variable"
     if isinstance(exc, ModelHTTPError):
         status = exc.status_code
         detail = _one_line(redact(_body_message(exc.body), secrets))
-        if status in (401, 403):
-            msg = f"{name} rejected the API key (HTTP {status}): check {key_env} or run 'ketch auth login {name}'"
+        if exc.in_stream:  # an error event inside a stream that had started: no retry happened
+            msg = f"{name} sent an error in the middle of its answer; try again"
+        elif status in (401, 403):
+            msg = f"{name} rejected the API key (HTTP {status}): {_key_advice(connection, name)}"
         elif status == 429:
             msg = f"{name} is rate limiting requests (HTTP 429) and retries ran out; wait and try again"
         elif status >= 500:
@@ -64,20 +75,55 @@ def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str,
             msg += f": {detail}"
         return "provider", msg, status == 429 or status >= 500
     if isinstance(exc, UnexpectedModelBehavior):
+        if (tool := _TOOL_RETRIES.search(exc.message)) is not None:
+            return "provider", (
+                f"the model kept making invalid calls to tool '{tool[1]}' ({tool[2]} retries); the turn stopped. "
+                "Try again, rephrase the task, or use another model"
+            ), True
         return "provider", _one_line(redact(f"malformed response from {name}: {exc.message}", secrets)), True
     if isinstance(exc, ModelConnectionError):
         url = getattr(connection, "base_url", "") or "its base URL"
-        text = _one_line(redact(str(exc), secrets))
+        text = _one_line(redact(_transport_cause(exc), secrets))
+        if isinstance(exc, ModelTimeoutError):
+            return "provider", f"{name} at {url} did not answer in time ({text}); try again later", True
+        if exc.phase in ("read", "write"):
+            return "provider", f"the connection to {name} at {url} broke before the answer was complete ({text}); try again", True
         return "provider", f"could not reach {name} at {url} ({text}); is the server running and the URL right?", True
     if isinstance(exc, ModelAPIError):
         text = _one_line(redact(str(exc), secrets))
         return "provider", f"request to {name} failed: {text}", True
     if isinstance(exc, UserError):
         return "config", _one_line(redact(str(exc), secrets)), False
+    from .exceptions import ConfigError
+
+    if isinstance(exc, ConfigError):  # e.g. the session store could not take a step
+        return "config", _one_line(redact(str(exc), secrets)), False
     text = _one_line(redact(f"{type(exc).__name__}: {exc}", secrets))
     if _looks_like_stream_error(exc):
         return "provider", f"malformed or truncated stream from {name}: {text}", True
     return "internal", text, False
+
+
+_TOOL_RETRIES = re.compile(r"Tool '([^']+)' exceeded max retries count of (\d+)")
+
+
+def _key_advice(connection: Any, name: str) -> str:
+    """What to do about a rejected key: an ad-hoc endpoint takes it only from --api-key-env."""
+    key_env = getattr(connection, "key_env", "")
+    if name == "adhoc":
+        return f"check the key in {key_env}" if key_env else "pass the key with --api-key-env VAR"
+    return f"check {key_env or 'its key variable'} or run 'ketch auth login {name}'"
+
+
+def _transport_cause(exc: BaseException) -> str:
+    """The innermost non-empty message of a transport failure (the SDKs wrap it in a generic one)."""
+    text = str(exc)
+    for cause in _chain(exc)[1:]:
+        if isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+            cause = cause.exceptions[0]
+        if str(cause):
+            text = str(cause)
+    return text
 
 
 def _looks_like_stream_error(exc: BaseException) -> bool:

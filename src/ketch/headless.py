@@ -32,6 +32,7 @@ class HeadlessPrinter:
     result: str = ""
     reason: str = ""
     error_kind: str = ""
+    error_message: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = 0.0
@@ -66,6 +67,7 @@ class HeadlessPrinter:
                         call.update(decision=event.decision, decided_by=event.by)
             case ev.Error():
                 self.error_kind = event.kind
+                self.error_message = event.message
                 if self.fmt != "stream-json":
                     self.err.write(f"ketch: {event.message}\n")
             case ev.Notice():
@@ -105,10 +107,22 @@ class HeadlessPrinter:
                 "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
                 "cost_usd": self.cost_usd,
                 "tool_calls": self.tool_calls,
+                "error": {"kind": self.error_kind, "message": self.error_message} if self.error_kind else None,
             }
             self.out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        if code == EXIT_INTERRUPTED and self.fmt != "stream-json":
+            self.err.write("ketch: interrupted\n")
         self.out.flush()
         return code
+
+    def fail(self, kind: str, message: str) -> None:
+        """A failure outside a turn (configuration, start-up): the JSON formats still get
+        their error object or event; the one line on stderr is the caller's."""
+        if self.fmt == "stream-json":
+            self.handle(ev.Error(kind=kind, message=message))  # type: ignore[arg-type]
+        elif self.fmt == "json":
+            self.reason, self.error_kind, self.error_message = "error", kind, message
+            self.finish()
 
     def exit_code(self) -> int:
         if self.reason in ("interrupted", "cancelled"):
@@ -122,6 +136,10 @@ class HeadlessPrinter:
 
 def read_prompt(arg: str) -> str:
     if arg == "-":
+        if sys.stdin is None:
+            raise ConfigError("no prompt: stdin is closed; pass the prompt as -p TEXT")
+        if sys.stdin.isatty():
+            sys.stderr.write("ketch: reading the prompt from the terminal; end it with Ctrl-D\n")
         text = sys.stdin.read()
     else:
         text = arg
@@ -131,8 +149,17 @@ def read_prompt(arg: str) -> str:
 
 
 def run_headless(args: Any) -> int:
-    prompt = read_prompt(args.prompt)
-    return asyncio.run(_run(args, prompt))
+    try:
+        prompt = read_prompt(args.prompt)
+        return asyncio.run(_run(args, prompt))
+    except ConfigError as exc:
+        HeadlessPrinter(args.output_format).fail("config", str(exc))
+        raise
+    except Exception as exc:  # cli.main turns it into one line on stderr
+        from .errors import redact
+
+        HeadlessPrinter(args.output_format).fail("internal", redact(f"internal error: {type(exc).__name__}: {exc}"))
+        raise
 
 
 async def _run(args: Any, prompt: str) -> int:

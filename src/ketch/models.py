@@ -27,16 +27,21 @@ _DEDICATED_OPENAI_PROVIDERS: dict[str, tuple[str, str]] = {
 }
 
 
-def _openai_provider(conn: Connection) -> Any:
-    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+def _response_hooks(wire: str) -> list[Any]:
+    """httpx response hooks of a model client: the end-of-stream check, then text coalescing."""
+    from . import coalesce, stream_end
 
-    from .coalesce import response_hook
+    return [stream_end.response_hook(wire), coalesce.response_hook()]
+
+
+def _openai_provider(conn: Connection, wire: str) -> Any:
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
     client = AsyncOpenAI(
         base_url=conn.base_url,
         api_key=conn.api_key or _NO_KEY,
         max_retries=conn.max_retries,
-        http_client=DefaultAsyncHttpxClient(event_hooks={"response": [response_hook()]}),
+        http_client=DefaultAsyncHttpxClient(event_hooks={"response": _response_hooks(wire)}),
     )
     if conn.preset.official_openai:
         from pydantic_ai.providers.openai import OpenAIProvider
@@ -68,22 +73,20 @@ def build_model(conn: Connection, wire: str | None = None, *, profile: dict[str,
         from pydantic_ai.models.anthropic import AnthropicModel
         from pydantic_ai.providers.anthropic import AnthropicProvider
 
-        from .coalesce import response_hook
-
         client = AsyncAnthropic(
             base_url=conn.base_url,
             api_key=conn.api_key or _NO_KEY,
             max_retries=conn.max_retries,
-            http_client=DefaultAsyncHttpxClient(event_hooks={"response": [response_hook()]}),
+            http_client=DefaultAsyncHttpxClient(event_hooks={"response": _response_hooks(wire)}),
         )
         return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
     if wire == "openai-responses":
         from pydantic_ai.models.openai import OpenAIResponsesModel
 
-        return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn), **extra)
+        return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
     from pydantic_ai.models.openai import OpenAIChatModel
 
-    return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn), **extra)
+    return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
 
 
 def model_settings(think: str, *, wire: str | None = None) -> ModelSettings:

@@ -1,0 +1,218 @@
+"""`ketch -p` against a hostile provider and hostile input: the real CLI, a local server.
+
+Every failure is one line on stderr with the right exit code; json output stays one JSON
+object; a partial answer is never taken for a finished one."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from fakeprovider import FakeProvider, ToolCall, Turn
+from kettle import adhoc, run_ketch, write_project_config
+
+WIRES = ["openai-chat", "openai-responses", "anthropic-messages"]
+NO_RETRIES = {"KETCH_MAX_RETRIES": "0"}
+
+
+def _one_line_error(stderr: str) -> str:
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("ketch: ")
+    return lines[0]
+
+
+class _Canned(BaseHTTPRequestHandler):
+    """Answers every request with the server's one canned response."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        status, content_type, body = self.server.canned  # type: ignore[attr-defined]
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def canned() -> Iterator[object]:
+    """`canned(status, content_type, body)` starts a server that always answers so; returns its base URL."""
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(status: int, content_type: str, body: bytes) -> str:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Canned)
+        server.daemon_threads = True
+        server.canned = (status, content_type, body)  # type: ignore[attr-defined]
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+# ------------------------------------------------------------------ streams that stop early
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_stream_that_ends_cleanly_before_its_end_event_is_an_error_not_an_answer(wire: str, tmp_path: Path) -> None:
+    partial = "the first half of an answer that never got its second half"
+    with FakeProvider([Turn(text=partial, end_early=True), Turn(text="second answer")]) as fake:
+        run = run_ketch(["-p", "first question", "--output-format", "json", *adhoc(fake, wire)], tmp_path, env=NO_RETRIES)
+        assert run.code == 1, (run.stdout, run.stderr)
+        line = _one_line_error(run.stderr)
+        assert "broke before the answer was complete" in line and "could not reach" not in line
+        payload = json.loads(run.stdout)
+        assert payload["is_error"] is True and payload["reason"] == "error"
+        assert payload["error"]["kind"] == "provider"
+
+        again = run_ketch(["-p", "second question", "--continue", *adhoc(fake, wire)], tmp_path)
+    assert again.code == 0, again.stderr
+    assert again.stdout.strip() == "second answer"
+    sent = json.dumps(fake.model_requests[-1].body)
+    assert "first question" in sent  # the failed turn's prompt was kept
+    assert partial[-20:] not in sent  # its half answer was not stored as a finished reply
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_stream_cut_mid_answer_is_not_reported_as_an_unreachable_server(wire: str, tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="an answer cut off in the middle", truncate=True)]) as fake:
+        run = run_ketch(["-p", "hi", *adhoc(fake, wire)], tmp_path, env=NO_RETRIES)
+    assert run.code == 1
+    line = _one_line_error(run.stderr)
+    assert "broke before the answer was complete" in line, line
+    assert "is the server running" not in line
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "anthropic-messages"])
+def test_an_error_event_mid_stream_is_reported_as_such_not_as_retried(wire: str, canned, tmp_path: Path) -> None:
+    if wire == "openai-chat":
+        start = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": "par"}, "finish_reason": None}]}
+        body = f"data: {json.dumps(start)}\n\ndata: {json.dumps({'error': {'message': 'overloaded mid-answer', 'type': 'server_error'}})}\n\n"
+    else:
+        start = {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+                 "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}}
+        error = {"type": "error", "error": {"type": "overloaded_error", "message": "overloaded mid-answer"}}
+        body = f"event: message_start\ndata: {json.dumps(start)}\n\nevent: error\ndata: {json.dumps(error)}\n\n"
+    url = canned(200, "text/event-stream", body.encode())
+    if wire == "anthropic-messages":
+        url = url.removesuffix("/v1")
+    run = run_ketch(["-p", "hi", "--base-url", url, "--wire", wire, "--model", "m"], tmp_path, env=NO_RETRIES)
+    assert run.code == 1
+    line = _one_line_error(run.stderr)
+    assert "in the middle of its answer" in line and "overloaded mid-answer" in line
+    assert "after retries" not in line
+
+
+def test_an_html_error_page_is_reported_by_its_title(canned, tmp_path: Path) -> None:
+    page = b"<html><head><title>502 Bad Gateway</title></head>\n<body><center><h1>502 Bad Gateway</h1></center><hr>nginx</body></html>\n"
+    url = canned(502, "text/html", page)
+    run = run_ketch(["-p", "hi", "--base-url", url, "--wire", "openai-chat", "--model", "m"], tmp_path, env=NO_RETRIES)
+    assert run.code == 1
+    line = _one_line_error(run.stderr)
+    assert "HTTP 502" in line and "502 Bad Gateway" in line
+    assert "<" not in line
+
+
+# ------------------------------------------------------------------ what the user is told to do
+
+
+def test_a_rejected_key_on_an_ad_hoc_endpoint_points_at_api_key_env(tmp_path: Path) -> None:
+    with FakeProvider() as fake:
+        fake.fail_path("/v1/chat/completions", status=401)
+        run = run_ketch(["-p", "hi", *adhoc(fake, "openai-chat")], tmp_path, env=NO_RETRIES)
+    assert run.code == 1
+    line = _one_line_error(run.stderr)
+    assert "rejected the API key" in line and "--api-key-env" in line
+    assert "auth login" not in line  # an ad-hoc endpoint never reads stored keys
+
+
+def test_a_model_that_keeps_sending_invalid_calls_ends_with_advice_for_the_user(tmp_path: Path) -> None:
+    bad = [Turn(tool_calls=[ToolCall("read_file", {"path": 42})]) for _ in range(5)]
+    with FakeProvider(bad) as fake:
+        run = run_ketch(["-p", "hi", *adhoc(fake, "openai-chat")], tmp_path)
+    assert run.code == 1
+    line = _one_line_error(run.stderr)
+    assert "read_file" in line and "another model" in line
+    assert "pydantic" not in line and "retry limit" not in line
+
+
+# ------------------------------------------------------------------ bad command lines and config
+
+
+@pytest.mark.parametrize("argv", [["-p", "hi", "--frobnicate"], ["-p", "hi", "--output-format", "jsn"], ["models", "--bogus"]])
+def test_a_bad_command_line_is_one_line_not_the_usage_block(argv: list[str], tmp_path: Path) -> None:
+    run = run_ketch(argv, tmp_path, subprocess_=True)
+    assert run.code == 2
+    assert "--help" in _one_line_error(run.stderr)
+
+
+def test_p_without_a_prompt_reads_it_from_stdin(tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="hello back")]) as fake:
+        run = run_ketch([*adhoc(fake, "openai-chat"), "-p"], tmp_path, input="piped question\n")
+    assert run.code == 0, run.stderr
+    assert run.stdout.strip() == "hello back"
+    assert "piped question" in json.dumps(fake.model_requests[0].body)
+
+
+@pytest.mark.parametrize("url", ["not a url", "localhost:8080", "ftp://127.0.0.1/v1", "http://127.0.0.1:99999/v1", "http://[::1"])
+def test_a_base_url_that_is_not_a_url_is_a_usage_error(url: str, tmp_path: Path) -> None:
+    run = run_ketch(["-p", "hi", "--base-url", url, "--wire", "openai-chat", "--model", "m"], tmp_path, env=NO_RETRIES)
+    assert run.code == 2, run.stderr
+    line = _one_line_error(run.stderr)
+    assert "--base-url" in line and repr(url) in line and "internal error" not in line
+
+
+def test_a_configured_base_url_without_a_scheme_names_the_connection(tmp_path: Path) -> None:
+    write_project_config(tmp_path, '[connections.local]\npreset = "openai-compatible"\nbase_url = "localhost:8080/v1"\n')
+    run = run_ketch(["-p", "hi", "-m", "local:m"], tmp_path)
+    assert run.code == 2
+    assert "connection 'local' base_url" in _one_line_error(run.stderr)
+
+
+def test_a_config_file_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
+    path = write_project_config(tmp_path, "")
+    path.write_bytes(b'model = "caf\xe9"\n')
+    run = run_ketch(["-p", "hi"], tmp_path)
+    assert run.code == 2
+    line = _one_line_error(run.stderr)
+    assert str(path) in line and "UTF-8" in line
+
+
+# ------------------------------------------------------------------ json modes stay JSON
+
+
+def test_json_output_of_a_failed_turn_carries_the_error(tmp_path: Path) -> None:
+    with FakeProvider([Turn(status=500)]) as fake:
+        run = run_ketch(["-p", "hi", "--output-format", "json", *adhoc(fake, "openai-chat")], tmp_path, env=NO_RETRIES)
+    assert run.code == 1
+    payload = json.loads(run.stdout)
+    assert payload["is_error"] is True
+    assert payload["error"] == {"kind": "provider", "message": _one_line_error(run.stderr).removeprefix("ketch: ")}
+
+
+@pytest.mark.parametrize("fmt", ["json", "stream-json"])
+def test_a_configuration_error_still_prints_json(fmt: str, tmp_path: Path) -> None:
+    run = run_ketch(["-p", "hi", "-m", "nosuch:model", "--output-format", fmt], tmp_path)
+    assert run.code == 2
+    message = _one_line_error(run.stderr).removeprefix("ketch: ")
+    [line] = run.stdout.splitlines()
+    payload = json.loads(line)
+    if fmt == "json":
+        assert payload["is_error"] is True and payload["error"] == {"kind": "config", "message": message}
+    else:
+        assert payload["type"] == "error" and payload["kind"] == "config" and payload["message"] == message
