@@ -54,6 +54,56 @@ _NOT_STORED = (ev.TextDelta, ev.ReasoningDelta, ev.ToolOutputChunk)
 """Streaming fragments: the messages hold their content, so the store keeps only the rest."""
 
 
+def _encodable(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings replaced, or ``value`` itself when it has none.
+
+    Python decodes bytes that are not UTF-8 (a file name, a prompt from argv or stdin) to lone
+    surrogates, which no JSON encoder writes: neither the provider request nor the session store
+    could take the message. Such bytes are decoded again, the invalid ones becoming U+FFFD."""
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            pass
+        try:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:  # a surrogate that no undecodable byte made
+            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if type(value) in (list, tuple):
+        items = [_encodable(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
+    if type(value) is dict:
+        pairs = {k: _encodable(v) for k, v in value.items()}
+        return value if all(pairs[k] is v for k, v in value.items()) else pairs
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {}
+        for f in dataclasses.fields(value):
+            if f.init:
+                old = getattr(value, f.name)
+                new = _encodable(old)
+                if new is not old:
+                    changes[f.name] = new
+        return dataclasses.replace(value, **changes) if changes else value
+    return value
+
+
+def _encodable_newest_request(history: list[ModelMessage], sent: list[ModelMessage]) -> None:
+    """Make the request about to be sent (the prompt, tool results) encodable, in the run's
+    history too; earlier messages went through here already, or came from the provider."""
+    if not sent:
+        return
+    newest = sent[-1]
+    clean = _encodable(newest)
+    if clean is newest:
+        return
+    sent[-1] = clean
+    if history and history[-1] is newest:
+        history[-1] = clean
+
+
 @dataclass
 class TurnState:
     turn_id: str
@@ -198,6 +248,8 @@ class Session:
     def _emit(self, event: Any) -> None:
         if self._queue is None:
             return
+        if not isinstance(event, _NOT_STORED):  # (streamed fragments are valid text, and many)
+            event = _encodable(event)  # a file name that is not UTF-8 in a tool summary, say
         if self._turn is not None and not event.turn_id:
             event = dataclasses.replace(event, session_id=self.session_id, turn_id=self._turn.turn_id, agent=event.agent or self.label)
         if isinstance(event, (ev.TextDelta, ev.ToolCallStarted, ev.ReasoningDelta)) and self._turn is not None:
@@ -312,6 +364,7 @@ class Session:
     async def _before_request(self, ctx: RunContext[ToolDeps], request_context: Any) -> Any:
         if self.compactor is not None:
             request_context = await self.compactor.before_request(self, ctx, request_context)
+        _encodable_newest_request(ctx.messages, request_context.messages)
         self._persist(list(ctx.messages))
         return request_context
 

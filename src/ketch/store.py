@@ -21,16 +21,19 @@ with a ``StoreError`` that names the path; such a file is never modified or recr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+from .exceptions import ConfigError
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
@@ -39,8 +42,11 @@ DB_FILENAME = "ketch.db"
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-class StoreError(Exception):
-    """The store cannot be used; the message names the file and what to do."""
+class StoreError(ConfigError):
+    """The store cannot be used; the message (one line) names the file and what to do.
+
+    A ``ConfigError``: the user must act (move a damaged file aside, fix permissions, wait for
+    another program), so the command line reports it in one line with exit code 2."""
 
 
 @dataclass
@@ -205,10 +211,15 @@ class Store:
     # ----- opening
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None) -> Store:
-        """Open (creating and migrating if needed) the store at ``path`` or the default path."""
+    def open(cls, path: str | os.PathLike[str] | None = None, *, write: bool = True) -> Store:
+        """Open (creating and migrating if needed) the store at ``path`` or the default path.
+
+        ``write``: the caller will store sessions, so a store it may only read is refused now,
+        before any model request, rather than at the first step (listing and exporting pass
+        False and work on a read-only file)."""
         db_path = Path(path) if path is not None else default_db_path()
         _refuse_foreign_file(db_path)
+        _refuse_orphan_wal(db_path)
         try:
             db_path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
@@ -217,31 +228,30 @@ class Store:
         try:
             version = _read_schema_version(conn, db_path)
             if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"the session store {db_path} has schema version {version}, newer than this ketch "
-                    f"understands ({SCHEMA_VERSION}); upgrade ketch, or set KETCH_DATA_DIR to use another store"
-                )
+                raise _newer(db_path, version)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=OFF")
             conn.execute("PRAGMA busy_timeout=5000")
-            _migrate(conn, version)
+            _migrate(conn, version, db_path)
+            if write and not os.access(db_path, os.W_OK):
+                raise _read_only(db_path, "the file is not writable")
         except StoreError:
             conn.close()
             raise
-        except sqlite3.OperationalError as exc:
-            conn.close()
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise StoreError(f"the session store {db_path} is busy ({exc}); try again in a moment") from exc
-            raise StoreError(
-                f"the session store {db_path} is unreadable ({exc}); move it aside or set KETCH_DATA_DIR to start a new store"
-            ) from exc
         except sqlite3.Error as exc:
             conn.close()
-            raise StoreError(
-                f"the session store {db_path} is unreadable ({exc}); move it aside or set KETCH_DATA_DIR to start a new store"
-            ) from exc
+            raise _store_error(db_path, exc, "open") from exc
         return cls(conn, db_path)
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection under the lock; an SQLite failure becomes a ``StoreError``."""
+        with self._lock:
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                raise _store_error(self.path, exc, "read") from exc
 
     def close(self) -> None:
         """Close the connection (committed data is already on disk)."""
@@ -287,8 +297,8 @@ class Store:
         """The id of a new session whose row is written with its first message (``append_step``
         or ``replace_history``, in the same transaction). Until then nothing is on disk, and the
         store lists, finds and continues it nowhere."""
-        with self._lock:
-            (newest,) = self._conn.execute("SELECT MAX(id) FROM sessions").fetchone()
+        with self._reading() as conn:
+            (newest,) = conn.execute("SELECT MAX(id) FROM sessions").fetchone()
             newest = max([i for i in (newest, *self._reserved) if i], default=None)
             session_id = new_session_id(after=newest)
             self._reserved[session_id] = _Reserved(str(cwd), model, agent, time.time(), parent_id)
@@ -322,12 +332,12 @@ class Store:
         """
         if not id_or_prefix:
             return None
-        with self._lock:
-            exact = self._conn.execute(_SESSION_SELECT + " WHERE s.id = ?", (id_or_prefix,)).fetchone()
+        with self._reading() as conn:
+            exact = conn.execute(_SESSION_SELECT + " WHERE s.id = ?", (id_or_prefix,)).fetchone()
             if exact:
                 return _row(exact)
             escaped = id_or_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            rows = self._conn.execute(
+            rows = conn.execute(
                 _SESSION_SELECT + " WHERE s.id LIKE ? ESCAPE '\\' ORDER BY s.id LIMIT 2", (escaped + "%",)
             ).fetchall()
         if len(rows) > 1:
@@ -336,8 +346,8 @@ class Store:
 
     def latest_session(self, cwd: str | os.PathLike[str]) -> SessionRow | None:
         """The most recently updated session started in ``cwd`` that holds a message."""
-        with self._lock:
-            row = self._conn.execute(
+        with self._reading() as conn:
+            row = conn.execute(
                 _SESSION_SELECT + " WHERE s.cwd = ? AND " + _HAS_MESSAGES + " ORDER BY s.updated DESC, s.id DESC LIMIT 1",
                 (str(cwd),),
             ).fetchone()
@@ -346,14 +356,14 @@ class Store:
     def list_sessions(self, cwd: str | os.PathLike[str] | None = None, limit: int = 50) -> list[SessionRow]:
         """Sessions holding a message, most recently updated first, optionally only those of
         ``cwd`` (an empty row, left by a ketch before reserved sessions, is not listed)."""
-        with self._lock:
+        with self._reading() as conn:
             if cwd is None:
-                rows = self._conn.execute(
+                rows = conn.execute(
                     _SESSION_SELECT + " WHERE " + _HAS_MESSAGES + " ORDER BY s.updated DESC, s.id DESC LIMIT ?",
                     (limit,),
                 ).fetchall()
             else:
-                rows = self._conn.execute(
+                rows = conn.execute(
                     _SESSION_SELECT + " WHERE s.cwd = ? AND " + _HAS_MESSAGES + " ORDER BY s.updated DESC, s.id DESC LIMIT ?",
                     (str(cwd), limit),
                 ).fetchall()
@@ -400,7 +410,7 @@ class Store:
         """Add one finished step's new messages and events, atomically (with the session's
         row, when this is the first message of a reserved session)."""
         message_rows = serialize_messages(messages)
-        event_rows = [json.dumps(_event_dict(e), ensure_ascii=False) for e in events]
+        event_rows = [_event_json(e) for e in events]
         with self._lock:
             if not message_rows and session_id in self._reserved:
                 return  # events of a turn that stored no message: the session stays unwritten
@@ -464,11 +474,15 @@ class Store:
 
     def load_events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events in order, as the dicts ``event.to_dict()`` produced."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT data FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
-            ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        with self._reading() as conn:
+            rows = conn.execute("SELECT data FROM events WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall()
+        try:
+            return [json.loads(r[0]) for r in rows]
+        except ValueError as exc:
+            raise StoreError(
+                f"session {session_id} in {self.path} has an event this ketch cannot read ({_brief(exc)}); "
+                "the file may be damaged: start a new session, or move the store aside"
+            ) from exc
 
     def set_pending(self, session_id: str, data: Any | None) -> None:
         """Record (or with ``None`` clear) the tool calls awaiting an approval decision."""
@@ -483,8 +497,8 @@ class Store:
 
     def get_pending(self, session_id: str) -> Any | None:
         """The pending approval recorded by ``set_pending``, or ``None``."""
-        with self._lock:
-            row = self._conn.execute("SELECT data FROM pending WHERE session_id = ?", (session_id,)).fetchone()
+        with self._reading() as conn:
+            row = conn.execute("SELECT data FROM pending WHERE session_id = ?", (session_id,)).fetchone()
         return json.loads(row[0]) if row else None
 
     # ----- prompt history
@@ -500,8 +514,8 @@ class Store:
 
     def prompt_history(self, project: str | os.PathLike[str], limit: int = 500) -> list[str]:
         """The last ``limit`` prompts of ``project``, oldest first, repeats in a row collapsed."""
-        with self._lock:
-            rows = self._conn.execute(
+        with self._reading() as conn:
+            rows = conn.execute(
                 "SELECT text FROM prompt_history WHERE project = ? ORDER BY id DESC LIMIT ?", (str(project), limit)
             ).fetchall()
         history: list[str] = []
@@ -543,6 +557,18 @@ def _event_dict(event: Any) -> dict[str, Any]:
     return event if isinstance(event, dict) else event.to_dict()
 
 
+def _event_json(event: Any) -> str:
+    """The event as JSON text SQLite can store: a lone surrogate (a file name or output that was
+    not UTF-8) is written as its ``\\udcXX`` escape, which reads back as the same string."""
+    data = _event_dict(event)
+    text = json.dumps(data, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data)
+    return text
+
+
 class _Transaction:
     """One IMMEDIATE transaction under the store's lock; SQLite errors become ``StoreError``."""
 
@@ -574,7 +600,44 @@ class _Transaction:
 
 
 def _write_error(path: Path, exc: sqlite3.Error) -> StoreError:
-    return StoreError(f"could not write to the session store {path}: {exc}; check free disk space and permissions")
+    return _store_error(path, exc, "write to")
+
+
+def _brief(exc: BaseException, limit: int = 160) -> str:
+    """The first line of an error's text, clipped (SQLite quotes whole rows in some errors)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _aside(path: Path) -> str:
+    return f"move it aside (with {path.name}-wal and {path.name}-shm if they are there) or set KETCH_DATA_DIR to start a new store"
+
+
+def _read_only(path: Path, why: str) -> StoreError:
+    return StoreError(
+        f"the session store {path} is read-only ({why}); make it (and {path.name}-wal and {path.name}-shm if they "
+        f"are there) and the folder {path.parent} writable, or set KETCH_DATA_DIR to use another store"
+    )
+
+
+def _store_error(path: Path, exc: sqlite3.Error, doing: str) -> StoreError:
+    """One line for an SQLite failure on the store: what went wrong, and what to do about it."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    detail = _brief(exc)
+    if detail.startswith("Could not decode to UTF-8"):  # Python's own error quotes the whole row
+        detail = detail.partition(" with text")[0]
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or detail.startswith("Could not decode to UTF-8"):
+        return StoreError(f"the session store {path} is damaged ({detail}); {_aside(path)}")
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in detail or "busy" in detail:
+        return StoreError(
+            f"the session store {path} is busy: another program has held it for over 5 seconds ({detail}); "
+            "close that program or try again in a moment"
+        )
+    if name.startswith("SQLITE_READONLY"):
+        return _read_only(path, detail)
+    if name.startswith("SQLITE_FULL"):
+        return StoreError(f"could not write to the session store {path}: the disk is full; free some space and try again")
+    return StoreError(f"could not {doing} the session store {path} ({detail}); check free disk space and permissions")
 
 
 def _refuse_foreign_file(path: Path) -> None:
@@ -586,12 +649,48 @@ def _refuse_foreign_file(path: Path) -> None:
         return
     except IsADirectoryError as exc:
         raise StoreError(f"the session store {path} is a directory; pass the path of a file") from exc
+    except NotADirectoryError as exc:
+        raise StoreError(
+            f"the session store {path} cannot be created: a part of its folder {path.parent} is a file; "
+            "set KETCH_DATA_DIR to a folder"
+        ) from exc
     except OSError as exc:
         raise StoreError(f"cannot read the session store {path}: {exc}; check its permissions") from exc
     if header and header != SQLITE_HEADER:
         raise StoreError(
             f"the session store {path} is not an SQLite database; move it aside or set KETCH_DATA_DIR to start a new store"
         )
+
+
+def _refuse_orphan_wal(path: Path) -> None:
+    """Raise when ``ketch.db-wal`` holds changes but ``ketch.db`` is missing or empty.
+
+    That log belongs to a store moved away without it; SQLite would delete it on opening
+    a new store at this path, and with it the last steps of the store it belongs to."""
+    wal = path.with_name(path.name + "-wal")
+    try:
+        if wal.stat().st_size == 0:
+            return
+    except OSError:
+        return  # no log (or one SQLite will report it cannot open)
+    try:
+        if path.stat().st_size > 0:
+            return
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return
+    raise StoreError(
+        f"{wal} holds the last changes of a session store but {path} is missing or empty; put that store back "
+        f"at {path}, or move {wal.name} aside to start a new store"
+    )
+
+
+def _newer(path: Path, version: int) -> StoreError:
+    return StoreError(
+        f"the session store {path} has schema version {version}, newer than this ketch "
+        f"understands ({SCHEMA_VERSION}); upgrade ketch, or set KETCH_DATA_DIR to use another store"
+    )
 
 
 def _read_schema_version(conn: sqlite3.Connection, path: Path) -> int:
@@ -609,16 +708,18 @@ def _read_schema_version(conn: sqlite3.Connection, path: Path) -> int:
     return row[0]
 
 
-def _migrate(conn: sqlite3.Connection, version: int) -> None:
+def _migrate(conn: sqlite3.Connection, version: int, path: Path) -> None:
     """Run each missing migration and the version bump in one transaction."""
     if version == SCHEMA_VERSION:
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
-        # Re-read under the write lock: another process may have migrated meanwhile.
+        # Re-read under the write lock: another process (maybe a newer ketch) may have migrated meanwhile.
         has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
         if has_meta:
-            version = conn.execute("SELECT schema_version FROM meta").fetchone()[0]
+            version = _read_schema_version(conn, path)
+            if version > SCHEMA_VERSION:
+                raise _newer(path, version)
         else:
             conn.execute("CREATE TABLE meta (schema_version INTEGER NOT NULL)")
             conn.execute("INSERT INTO meta (schema_version) VALUES (0)")

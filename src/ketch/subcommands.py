@@ -13,6 +13,7 @@ from typing import Any
 from .exceptions import ConfigError
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE = 0, 1, 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a writer whose reader went away
 
 
 def run_subcommand(args: Any) -> int:
@@ -103,43 +104,61 @@ def _auth(args: Any) -> int:
 
 
 def _open_store() -> Any:
-    from .store import Store, StoreError
+    """The store for reading (a read-only file will do); a ``StoreError`` is a one-line ``ConfigError``."""
+    from .store import Store
 
+    return Store.open(write=False)
+
+
+def _write_out(text: str, what: str) -> int:
+    """Write ``text`` to stdout and flush it; a reader that went away ends the command quietly."""
+    if sys.stdout is None:
+        raise ConfigError(f"standard output is closed; redirect the {what} to a file")
     try:
-        return Store.open()
-    except StoreError as exc:
-        raise ConfigError(str(exc)) from None
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Nothing more can be written; point stdout at /dev/null so the final flush stays quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        raise ConfigError(
+            f"could not write the {what} to standard output ({exc.strerror or exc}); check the file it goes to and free disk space"
+        ) from None
+    return EXIT_OK
 
 
 def _sessions(args: Any) -> int:
-    store = _open_store()
-    rows = store.list_sessions(str(_cwd()))
-    if not rows:
-        print("No sessions in this directory yet.")
     import time
-
-    for row in rows:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.updated))
-        print(f"{row.id}  {when}  {row.message_count:>5} msgs  {row.model}  {row.title or '(untitled)'}")
-    if rows:
-        print("Resume one with 'ketch --resume ID' (a unique prefix of the ID will do).")
-    return EXIT_OK
-
-
-def _export(args: Any) -> int:
-    from .store import StoreError
 
     store = _open_store()
     try:
-        row = store.get_session(args.id)
-        if row is None:
-            raise ConfigError(f"no session '{args.id}'; list them with 'ketch sessions'")
-        sys.stdout.write(store.export(row.id, args.format))
-    except StoreError as exc:  # an ambiguous prefix, an unreadable message
-        raise ConfigError(str(exc)) from None
+        rows = store.list_sessions(str(_cwd()))
     finally:
         store.close()
-    return EXIT_OK
+    lines = []
+    for row in rows:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.updated))
+        lines.append(f"{row.id}  {when}  {row.message_count:>5} msgs  {row.model}  {row.title or '(untitled)'}")
+    if rows:
+        lines.append("Resume one with 'ketch --resume ID' (a unique prefix of the ID will do).")
+    else:
+        lines.append("No sessions in this directory yet.")
+    return _write_out("".join(line + "\n" for line in lines), "session list")
+
+
+def _export(args: Any) -> int:
+    store = _open_store()
+    try:
+        row = store.get_session(args.id)  # a StoreError for an ambiguous prefix or a damaged file
+        if row is None:
+            raise ConfigError(f"no session '{args.id}'; list them with 'ketch sessions'")
+        text = store.export(row.id, args.format)
+    finally:
+        store.close()
+    return _write_out(text, "export")
 
 
 def _mcp(args: Any) -> int:
