@@ -37,11 +37,13 @@ def _response_hooks(wire: str) -> list[Any]:
 def _openai_provider(conn: Connection, wire: str) -> Any:
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
+    from .sdk_warmup import wait_before_reading
+
     client = AsyncOpenAI(
         base_url=conn.base_url,
         api_key=conn.api_key or _NO_KEY,
         max_retries=conn.max_retries,
-        http_client=DefaultAsyncHttpxClient(event_hooks={"response": _response_hooks(wire)}),
+        http_client=DefaultAsyncHttpxClient(event_hooks={"response": [wait_before_reading, *_response_hooks(wire)]}),
     )
     if conn.preset.official_openai:
         from pydantic_ai.providers.openai import OpenAIProvider
@@ -83,6 +85,9 @@ def build_model(conn: Connection, wire: str | None = None, *, profile: dict[str,
     if wire == "openai-responses":
         from pydantic_ai.models.openai import OpenAIResponsesModel
 
+        from . import sdk_warmup
+
+        sdk_warmup.start()  # the SDK's stream-event models, built while start-up goes on
         return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
     from pydantic_ai.models.openai import OpenAIChatModel
 

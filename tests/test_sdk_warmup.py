@@ -1,0 +1,101 @@
+"""The Responses warm-up: what it builds, that the first stream waits for it, and its off switch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import httpx2
+
+from ketch import sdk_warmup
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def run_fresh(code: str, **env: str) -> str:
+    """Run ``code`` in a new interpreter (nothing built yet) and return its stdout."""
+    import os
+
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": SRC, **env},
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_warm_up_builds_every_stream_event_model_the_sdk_would_build_lazily():
+    out = run_fresh(
+        """
+        from ketch import sdk_warmup
+        classes = sdk_warmup._event_classes()
+        before = sum(cls.__pydantic_complete__ for cls in classes)
+        ok = sdk_warmup.warm_responses_events()
+        after = sum(cls.__pydantic_complete__ for cls in classes)
+        from openai.types.responses import ResponseCompletedEvent, ResponseTextDeltaEvent, Response
+        names = {cls.__name__ for cls in classes}
+        print(ok, len(classes), before, after, {"Response", "ResponseCompletedEvent", "ResponseTextDeltaEvent"} <= names)
+        """
+    )
+    ok, count, before, after, covered = out.split()
+    assert ok == "True"
+    assert int(count) > 40 and covered == "True"  # Response and the union's event classes
+    assert int(before) < int(count)  # the SDK defers them: there is work to move
+    assert int(after) == int(count)
+
+
+def test_start_is_off_with_the_switch_and_runs_once_otherwise():
+    assert run_fresh(
+        "from ketch import sdk_warmup; sdk_warmup.start(); print(sdk_warmup._thread)", KETCH_SDK_WARMUP="0"
+    ) == "None"
+    out = run_fresh(
+        """
+        from ketch import sdk_warmup
+        sdk_warmup.start(); first = sdk_warmup._thread
+        sdk_warmup.start()
+        first.join(60)
+        print(first is sdk_warmup._thread, first.daemon, first.is_alive())
+        """
+    )
+    assert out == "True True False"
+
+
+async def test_a_successful_response_is_read_only_after_a_running_warm_up():
+    """The SDK must not build a model while the warm-up thread is building it."""
+    saved = sdk_warmup._thread
+    done = threading.Event()
+
+    def slow_warm_up() -> None:
+        time.sleep(0.4)
+        done.set()
+
+    try:
+        sdk_warmup._thread = threading.Thread(target=slow_warm_up, daemon=True)
+        sdk_warmup._thread.start()
+        await sdk_warmup.wait_before_reading(httpx2.Response(500))
+        assert not done.is_set()  # an error body builds no event models: no wait
+        await sdk_warmup.wait_before_reading(httpx2.Response(200))
+        assert done.is_set()
+        start = time.perf_counter()
+        await sdk_warmup.wait_before_reading(httpx2.Response(200))  # finished: no wait
+        assert time.perf_counter() - start < 0.2
+    finally:
+        sdk_warmup._thread = saved
+
+
+def test_a_failing_warm_up_reports_it_and_raises_nothing():
+    out = run_fresh(
+        """
+        import openai._models
+        def broken(**kwargs):
+            raise RuntimeError("the SDK changed")
+        openai._models.construct_type = broken
+        from ketch import sdk_warmup
+        print(sdk_warmup.warm_responses_events())
+        """
+    )
+    assert out == "False"
