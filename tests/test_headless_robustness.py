@@ -216,3 +216,31 @@ def test_a_configuration_error_still_prints_json(fmt: str, tmp_path: Path) -> No
         assert payload["is_error"] is True and payload["error"] == {"kind": "config", "message": message}
     else:
         assert payload["type"] == "error" and payload["kind"] == "config" and payload["message"] == message
+
+
+# ------------------------------------------------------------------ credentials inside a URL
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_credentials_written_into_the_base_url_never_reach_output_or_the_store(fmt: str, tmp_path: Path) -> None:
+    """``http://user:password@host/v1?api_key=…``: the URL is named in the error, its secrets are not."""
+    import os
+
+    with FakeProvider() as fake:
+        fake.fail_path("/v1/chat/completions", status=503)
+        url = fake.base_url.replace("http://", "http://deploy:hunter2-pass@")
+        run = run_ketch(["-p", "hi", "--wire", "openai-chat", "--base-url", url, "--model", "fake-model",
+                         "--output-format", fmt], tmp_path, env=NO_RETRIES)
+    unreachable = run_ketch(["-p", "hi", "--wire", "openai-chat", "--model", "fake-model", "--output-format", fmt,
+                             "--base-url", "http://deploy:hunter2-pass@127.0.0.1:9/v1?token=tok-query-secret"],
+                            tmp_path, env=NO_RETRIES)
+    for result in (run, unreachable):
+        assert result.code == 1, (result.stdout, result.stderr)
+        _one_line_error(result.stderr)
+        for secret in ("hunter2-pass", "sk-query-secret-1234", "tok-query-secret"):
+            assert secret not in result.stderr and secret not in result.stdout
+    named = _one_line_error(unreachable.stderr)  # the URL is still named, less its secrets
+    assert "http://[redacted]@127.0.0.1:9/v1?token=[redacted]" in named
+    data = Path(os.environ["KETCH_DATA_DIR"])
+    stored = b"".join(p.read_bytes() for p in data.rglob("*") if p.is_file())
+    assert stored and b"hunter2-pass" not in stored and b"query-secret" not in stored

@@ -12,11 +12,21 @@ from typing import Any
 _KEYLIKE = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9_\-\.]{8,})")
 
 
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@]+@")
+"""The ``user:password@`` (or ``token@``) part of a URL."""
+_URL_SECRET_PARAM = re.compile(
+    r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|secret|password|sig|signature)=)[^&\s#]+"
+)
+"""A query parameter that carries a credential (``?api_key=…``, ``&token=…``)."""
+
+
 def redact(text: str, secrets: tuple[str | None, ...] = ()) -> str:
-    """Remove known secrets and anything shaped like an API key."""
+    """Remove known secrets, anything shaped like an API key, and credentials written into URLs."""
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "[redacted]")
+    text = _URL_USERINFO.sub(r"\1[redacted]@", text)
+    text = _URL_SECRET_PARAM.sub(r"\1[redacted]", text)
     return _KEYLIKE.sub("[redacted]", text)
 
 
@@ -82,7 +92,7 @@ def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str,
             ), True
         return "provider", _one_line(redact(f"malformed response from {name}: {exc.message}", secrets)), True
     if isinstance(exc, ModelConnectionError):
-        url = getattr(connection, "base_url", "") or "its base URL"
+        url = redact(getattr(connection, "base_url", "") or "its base URL")
         text = _one_line(redact(_transport_cause(exc), secrets))
         if isinstance(exc, ModelTimeoutError):
             return "provider", f"{name} at {url} did not answer in time ({text}); try again later", True
