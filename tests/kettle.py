@@ -87,3 +87,12 @@ def _run_in_process(args: list[str], cwd: Path, *, env: dict[str, str] | None, i
         os.environ.clear()
         os.environ.update(saved_env)
     return Run(code, out.getvalue(), err.getvalue())
+
+
+def one_line_error(stderr: str) -> str:
+    """The one ``ketch: …`` line a failure prints on stderr (no traceback, nothing else)."""
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("ketch: ")
+    return lines[0]

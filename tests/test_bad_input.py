@@ -6,35 +6,27 @@ from pathlib import Path
 
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn
-from kettle import adhoc, run_ketch, write_project_config
-
-
-def _one_line_error(stderr: str) -> str:
-    assert "Traceback" not in stderr
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, stderr
-    assert lines[0].startswith("ketch: ")
-    return lines[0]
+from kettle import adhoc, one_line_error, run_ketch, write_project_config
 
 
 def test_missing_key_names_the_variable_and_auth_login(tmp_path: Path) -> None:
     run = run_ketch(["-p", "hi", "-m", "openai:gpt-5"], tmp_path)
     assert run.code == 2
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert "OPENAI_API_KEY" in line and "ketch auth login openai" in line
 
 
 def test_unknown_connection_says_how_to_list(tmp_path: Path) -> None:
     run = run_ketch(["-p", "hi", "-m", "nosuch:model"], tmp_path)
     assert run.code == 2
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert "unknown connection 'nosuch'" in line and "ketch models" in line
 
 
 def test_model_without_connection_says_how_to_write_it(tmp_path: Path) -> None:
     run = run_ketch(["-p", "hi", "-m", "gpt-5"], tmp_path)
     assert run.code == 2
-    assert "CONNECTION:MODEL" in _one_line_error(run.stderr)
+    assert "CONNECTION:MODEL" in one_line_error(run.stderr)
 
 
 def test_unknown_model_on_the_provider_says_how_to_list(tmp_path: Path) -> None:
@@ -42,7 +34,7 @@ def test_unknown_model_on_the_provider_says_how_to_list(tmp_path: Path) -> None:
     with FakeProvider([Turn(status=404, error_body=body)]) as fake:
         run = run_ketch(["-p", "hi", *adhoc(fake, "openai-chat", "gpt-9")], tmp_path)
     assert run.code == 1
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert "gpt-9" in line and "ketch models" in line
 
 
@@ -50,7 +42,7 @@ def test_unknown_config_key_names_file_and_key(tmp_path: Path) -> None:
     path = write_project_config(tmp_path, 'model = "openai:gpt-5"\nmodle_typo = 1\n')
     run = run_ketch(["-p", "hi"], tmp_path, env={"OPENAI_API_KEY": "sk-x"})
     assert run.code == 2
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert str(path) in line and "modle_typo" in line
 
 
@@ -58,7 +50,7 @@ def test_unknown_nested_config_key(tmp_path: Path) -> None:
     path = write_project_config(tmp_path, '[connections.x]\npreset = "openai"\nbase_urll = "http://x"\n')
     run = run_ketch(["-p", "hi", "-m", "x:y"], tmp_path)
     assert run.code == 2
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert str(path) in line and "connections.x.base_urll" in line
 
 
@@ -66,7 +58,7 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     path = write_project_config(tmp_path, "model = \n")
     run = run_ketch(["-p", "hi"], tmp_path)
     assert run.code == 2
-    assert str(path) in _one_line_error(run.stderr)
+    assert str(path) in one_line_error(run.stderr)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +75,7 @@ def test_provider_http_errors_end_with_one_line_and_exit_1(status: int, needle: 
             env={"MY_KEY": secret, "KETCH_MAX_RETRIES": "0"},
         )
     assert run.code == 1
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert needle in line
     assert secret not in run.stderr and secret not in run.stdout
 
@@ -95,7 +87,7 @@ def test_broken_stream_is_a_provider_error(wire: str, kind: str, tmp_path: Path)
     with FakeProvider([turn]) as fake:
         run = run_ketch(["-p", "hi", *adhoc(fake, wire)], tmp_path)
     assert run.code == 1, (run.stdout, run.stderr)
-    _one_line_error(run.stderr)
+    one_line_error(run.stderr)
 
 
 def test_failed_turn_leaves_earlier_files_untouched(tmp_path: Path) -> None:
@@ -111,29 +103,29 @@ def test_failed_turn_leaves_earlier_files_untouched(tmp_path: Path) -> None:
 def test_empty_prompt_is_a_usage_error(tmp_path: Path) -> None:
     run = run_ketch(["-p", "   "], tmp_path)
     assert run.code == 2
-    assert "prompt is empty" in _one_line_error(run.stderr)
+    assert "prompt is empty" in one_line_error(run.stderr)
 
 
 def test_ad_hoc_endpoint_needs_a_wire(tmp_path: Path) -> None:
     run = run_ketch(["-p", "hi", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"], tmp_path)
     assert run.code == 2
-    assert "--wire" in _one_line_error(run.stderr)
+    assert "--wire" in one_line_error(run.stderr)
 
 
 def test_nothing_listening_names_the_url_and_exits_1(tmp_path: Path) -> None:
     run = run_ketch(["-p", "hi", "--base-url", "http://127.0.0.1:9/v1", "--wire", "openai-chat", "--model", "m"], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
     assert run.code == 1
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert "could not reach" in line and "http://127.0.0.1:9/v1" in line
 
 
 def test_step_limit_below_one_is_a_usage_error(tmp_path: Path) -> None:
     run = run_ketch(["-p", "hi", "--max-steps", "0", "--base-url", "http://127.0.0.1:9/v1", "--wire", "openai-chat", "--model", "m"], tmp_path)
     assert run.code == 2
-    assert "max_steps" in _one_line_error(run.stderr)
+    assert "max_steps" in one_line_error(run.stderr)
 
 
 def test_an_added_directory_that_does_not_exist_is_a_usage_error(tmp_path: Path) -> None:
     run = run_ketch(["-p", "hi", "--add-dir", str(tmp_path / "missing"), "--base-url", "http://127.0.0.1:9/v1", "--wire", "openai-chat", "--model", "m"], tmp_path)
     assert run.code == 2
-    assert "missing" in _one_line_error(run.stderr)
+    assert "missing" in one_line_error(run.stderr)

@@ -13,18 +13,10 @@ from pathlib import Path
 
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn
-from kettle import adhoc, run_ketch, write_project_config
+from kettle import adhoc, one_line_error, run_ketch, write_project_config
 
 WIRES = ["openai-chat", "openai-responses", "anthropic-messages"]
 NO_RETRIES = {"KETCH_MAX_RETRIES": "0"}
-
-
-def _one_line_error(stderr: str) -> str:
-    assert "Traceback" not in stderr
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, stderr
-    assert lines[0].startswith("ketch: ")
-    return lines[0]
 
 
 class _Canned(BaseHTTPRequestHandler):
@@ -73,7 +65,7 @@ def test_a_stream_that_ends_cleanly_before_its_end_event_is_an_error_not_an_answ
     with FakeProvider([Turn(text=partial, end_early=True), Turn(text="second answer")]) as fake:
         run = run_ketch(["-p", "first question", "--output-format", "json", *adhoc(fake, wire)], tmp_path, env=NO_RETRIES)
         assert run.code == 1, (run.stdout, run.stderr)
-        line = _one_line_error(run.stderr)
+        line = one_line_error(run.stderr)
         assert "broke before the answer was complete" in line and "could not reach" not in line
         payload = json.loads(run.stdout)
         assert payload["is_error"] is True and payload["reason"] == "error"
@@ -92,7 +84,7 @@ def test_a_stream_cut_mid_answer_is_not_reported_as_an_unreachable_server(wire: 
     with FakeProvider([Turn(text="an answer cut off in the middle", truncate=True)]) as fake:
         run = run_ketch(["-p", "hi", *adhoc(fake, wire)], tmp_path, env=NO_RETRIES)
     assert run.code == 1
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert "broke before the answer was complete" in line, line
     assert "is the server running" not in line
 
@@ -113,7 +105,7 @@ def test_an_error_event_mid_stream_is_reported_as_such_not_as_retried(wire: str,
         url = url.removesuffix("/v1")
     run = run_ketch(["-p", "hi", "--base-url", url, "--wire", wire, "--model", "m"], tmp_path, env=NO_RETRIES)
     assert run.code == 1
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert "in the middle of its answer" in line and "overloaded mid-answer" in line
     assert "after retries" not in line
 
@@ -123,7 +115,7 @@ def test_an_html_error_page_is_reported_by_its_title(canned, tmp_path: Path) -> 
     url = canned(502, "text/html", page)
     run = run_ketch(["-p", "hi", "--base-url", url, "--wire", "openai-chat", "--model", "m"], tmp_path, env=NO_RETRIES)
     assert run.code == 1
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert "HTTP 502" in line and "502 Bad Gateway" in line
     assert "<" not in line
 
@@ -136,7 +128,7 @@ def test_a_rejected_key_on_an_ad_hoc_endpoint_points_at_api_key_env(tmp_path: Pa
         fake.fail_path("/v1/chat/completions", status=401)
         run = run_ketch(["-p", "hi", *adhoc(fake, "openai-chat")], tmp_path, env=NO_RETRIES)
     assert run.code == 1
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert "rejected the API key" in line and "--api-key-env" in line
     assert "auth login" not in line  # an ad-hoc endpoint never reads stored keys
 
@@ -146,7 +138,7 @@ def test_a_model_that_keeps_sending_invalid_calls_ends_with_advice_for_the_user(
     with FakeProvider(bad) as fake:
         run = run_ketch(["-p", "hi", *adhoc(fake, "openai-chat")], tmp_path)
     assert run.code == 1
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert "read_file" in line and "another model" in line
     assert "pydantic" not in line and "retry limit" not in line
 
@@ -158,7 +150,7 @@ def test_a_model_that_keeps_sending_invalid_calls_ends_with_advice_for_the_user(
 def test_a_bad_command_line_is_one_line_not_the_usage_block(argv: list[str], tmp_path: Path) -> None:
     run = run_ketch(argv, tmp_path, subprocess_=True)
     assert run.code == 2
-    assert "--help" in _one_line_error(run.stderr)
+    assert "--help" in one_line_error(run.stderr)
 
 
 def test_p_without_a_prompt_reads_it_from_stdin(tmp_path: Path) -> None:
@@ -173,7 +165,7 @@ def test_p_without_a_prompt_reads_it_from_stdin(tmp_path: Path) -> None:
 def test_a_base_url_that_is_not_a_url_is_a_usage_error(url: str, tmp_path: Path) -> None:
     run = run_ketch(["-p", "hi", "--base-url", url, "--wire", "openai-chat", "--model", "m"], tmp_path, env=NO_RETRIES)
     assert run.code == 2, run.stderr
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert "--base-url" in line and repr(url) in line and "internal error" not in line
 
 
@@ -181,7 +173,7 @@ def test_a_configured_base_url_without_a_scheme_names_the_connection(tmp_path: P
     write_project_config(tmp_path, '[connections.local]\npreset = "openai-compatible"\nbase_url = "localhost:8080/v1"\n')
     run = run_ketch(["-p", "hi", "-m", "local:m"], tmp_path)
     assert run.code == 2
-    assert "connection 'local' base_url" in _one_line_error(run.stderr)
+    assert "connection 'local' base_url" in one_line_error(run.stderr)
 
 
 def test_a_config_file_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
@@ -189,7 +181,7 @@ def test_a_config_file_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
     path.write_bytes(b'model = "caf\xe9"\n')
     run = run_ketch(["-p", "hi"], tmp_path)
     assert run.code == 2
-    line = _one_line_error(run.stderr)
+    line = one_line_error(run.stderr)
     assert str(path) in line and "UTF-8" in line
 
 
@@ -202,14 +194,14 @@ def test_json_output_of_a_failed_turn_carries_the_error(tmp_path: Path) -> None:
     assert run.code == 1
     payload = json.loads(run.stdout)
     assert payload["is_error"] is True
-    assert payload["error"] == {"kind": "provider", "message": _one_line_error(run.stderr).removeprefix("ketch: ")}
+    assert payload["error"] == {"kind": "provider", "message": one_line_error(run.stderr).removeprefix("ketch: ")}
 
 
 @pytest.mark.parametrize("fmt", ["json", "stream-json"])
 def test_a_configuration_error_still_prints_json(fmt: str, tmp_path: Path) -> None:
     run = run_ketch(["-p", "hi", "-m", "nosuch:model", "--output-format", fmt], tmp_path)
     assert run.code == 2
-    message = _one_line_error(run.stderr).removeprefix("ketch: ")
+    message = one_line_error(run.stderr).removeprefix("ketch: ")
     [line] = run.stdout.splitlines()
     payload = json.loads(line)
     if fmt == "json":
@@ -236,10 +228,10 @@ def test_credentials_written_into_the_base_url_never_reach_output_or_the_store(f
                             tmp_path, env=NO_RETRIES)
     for result in (run, unreachable):
         assert result.code == 1, (result.stdout, result.stderr)
-        _one_line_error(result.stderr)
+        one_line_error(result.stderr)
         for secret in ("hunter2-pass", "sk-query-secret-1234", "tok-query-secret"):
             assert secret not in result.stderr and secret not in result.stdout
-    named = _one_line_error(unreachable.stderr)  # the URL is still named, less its secrets
+    named = one_line_error(unreachable.stderr)  # the URL is still named, less its secrets
     assert "http://[redacted]@127.0.0.1:9/v1?token=[redacted]" in named
     data = Path(os.environ["KETCH_DATA_DIR"])
     stored = b"".join(p.read_bytes() for p in data.rglob("*") if p.is_file())

@@ -32,6 +32,8 @@ from typing import Any
 
 import httpx2
 
+from .sse import wrappable_sse
+
 DEFAULT_WINDOW_MS = 100.0
 
 _CHAT_TEXT_KEYS = ("content", "reasoning_content", "reasoning")
@@ -64,14 +66,8 @@ def response_hook(window: float | None = None) -> Any:
     seconds = window_seconds() if window is None else window
 
     async def coalesce_sse(response: httpx2.Response) -> None:
-        if seconds <= 0 or response.status_code != 200:
-            return
-        if not response.headers.get("content-type", "").startswith("text/event-stream"):
-            return
-        if response.headers.get("content-encoding", "identity").lower() != "identity":
-            return  # the hook sees the bytes before decompression
-        if isinstance(response.stream, httpx2.AsyncByteStream):
-            response.stream = CoalescedStream(response.stream, seconds)
+        if seconds > 0 and wrappable_sse(response):
+            response.stream = CoalescedStream(response.stream, seconds)  # type: ignore[arg-type]
 
     return coalesce_sse
 

@@ -26,6 +26,8 @@ from typing import Any
 
 import httpx2
 
+from .sse import wrappable_sse
+
 _TYPE = rb'"type"\s*:\s*"'
 _TERMINAL: dict[str, re.Pattern[bytes]] = {
     "openai-chat": re.compile(rb'(?:^|\n)data: ?\[DONE\]|"finish_reason"\s*:\s*"'),
@@ -67,13 +69,7 @@ def response_hook(wire: str) -> Any:
     marker = _TERMINAL.get(wire)
 
     async def guard_sse(response: httpx2.Response) -> None:
-        if marker is None or response.status_code != 200:
-            return
-        if not response.headers.get("content-type", "").startswith("text/event-stream"):
-            return
-        if response.headers.get("content-encoding", "identity").lower() != "identity":
-            return  # the hook sees the bytes before decompression
-        if isinstance(response.stream, httpx2.AsyncByteStream):
-            response.stream = TerminatedStream(response.stream, marker)
+        if marker is not None and wrappable_sse(response):
+            response.stream = TerminatedStream(response.stream, marker)  # type: ignore[arg-type]
 
     return guard_sse
