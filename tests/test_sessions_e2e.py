@@ -218,3 +218,73 @@ def test_cost_is_priced_for_a_known_model_and_null_for_an_unknown_one(tmp_path: 
     # gpt-5: $1.25 per million input tokens, $10 per million output tokens
     assert cost is not None and abs(cost - (1000 * 1.25 + 500 * 10) / 1e6) < 1e-9
     assert unknown.code == 0 and json.loads(unknown.stdout)["cost_usd"] is None
+
+
+# ---------------------------------------------------------------- listing many sessions, and no store at all
+
+
+def _stored_sessions(cwd: Path, count: int) -> list[str]:
+    """``count`` sessions of one message each in ``cwd``, written to the real store; newest first."""
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    from ketch.store import Store
+
+    ids = []
+    with Store.open(_db()) as store:
+        for i in range(count):
+            sid = store.reserve_session(str(cwd.resolve()), "fake:model", "build")
+            store.append_step(sid, [ModelRequest(parts=[UserPromptPart(content=f"prompt {i}")])])
+            ids.append(sid)
+    return ids[::-1]
+
+
+def _listed(stdout: str, ids: list[str]) -> list[str]:
+    known = set(ids)
+    return [line.split()[0] for line in stdout.splitlines() if line.split() and line.split()[0] in known]
+
+
+def test_sessions_says_when_it_cut_the_list_and_lists_more_on_request(tmp_path: Path) -> None:
+    ids = _stored_sessions(tmp_path, 55)
+
+    default = run_ketch(["sessions"], tmp_path)
+    assert default.code == 0, default.stderr
+    assert _listed(default.stdout, ids) == ids[:50]  # the 50 most recent, newest first
+    [note] = [line for line in default.stdout.splitlines() if "most recent of" in line]
+    assert "50 most recent of 55 sessions" in note and "--limit N" in note and "--all" in note
+
+    three = run_ketch(["sessions", "--limit", "3"], tmp_path)
+    assert three.code == 0, three.stderr
+    assert _listed(three.stdout, ids) == ids[:3] and "3 most recent of 55 sessions" in three.stdout
+    assert _listed(run_ketch(["sessions", "-n", "3"], tmp_path).stdout, ids) == ids[:3]
+
+    for args in (["--all"], ["--limit", "55"], ["--limit", "500"]):
+        everything = run_ketch(["sessions", *args], tmp_path)
+        assert everything.code == 0, everything.stderr
+        assert _listed(everything.stdout, ids) == ids, args
+        assert "most recent of" not in everything.stdout, args  # nothing was cut
+
+    for args in (["--limit", "0"], ["--limit", "-2"], ["--limit", "lots"], ["--limit"], ["--limit", "3", "--all"]):
+        bad = run_ketch(["sessions", *args], tmp_path, subprocess_=True)  # argparse exits the process
+        assert bad.code == 2 and bad.stdout == "", (args, bad)
+        assert len(bad.stderr.strip().splitlines()) == 1 and "--limit" in bad.stderr, (args, bad.stderr)
+        assert "Traceback" not in bad.stderr
+
+    help_text = run_ketch(["sessions", "--help"], tmp_path, subprocess_=True).stdout
+    assert "--limit N" in help_text and "--all" in help_text and "50" in help_text
+
+
+def test_reading_commands_create_no_store(tmp_path: Path) -> None:
+    data = Path(os.environ["KETCH_DATA_DIR"])
+    assert not data.exists()
+    listing = run_ketch(["sessions"], tmp_path)
+    assert listing.code == 0 and listing.stdout.strip() == "No sessions in this directory yet.", listing
+    for args in (["export", "0123abcd"], ["export", "0123abcd", "--format", "json"]):
+        run = run_ketch(args, tmp_path)
+        assert run.code == 2 and run.stdout == "", run
+        assert run.stderr.strip().splitlines() == ["ketch: no session '0123abcd'; list them with 'ketch sessions'"]
+    assert not data.exists()
+
+    data.mkdir()  # a data dir without a store: still nothing is made in it
+    assert run_ketch(["sessions", "--all"], tmp_path).code == 0
+    assert run_ketch(["export", "0123abcd"], tmp_path).code == 2
+    assert list(data.iterdir()) == []

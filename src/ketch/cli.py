@@ -39,8 +39,9 @@ def _main_parser() -> argparse.ArgumentParser:
     p = _parser_class()(
         prog="ketch",
         description="ketch: a terminal AI coding agent. Without -p it opens the interactive UI in this repository.",
-        epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | ketch sessions | "
-        "ketch export ID --format md|json | ketch mcp list | ketch registry list|show|install|remove",
+        epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | "
+        "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch mcp list | "
+        "ketch registry list|show|install|remove",
     )
     p.add_argument("--version", action="version", version=f"ketch {__version__}")
     p.add_argument(
@@ -78,7 +79,15 @@ def _sub_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("auth", help="store a key")
     a.add_argument("action", choices=("login", "logout"))
     a.add_argument("name")
-    sub.add_parser("sessions", help="list sessions in this directory")
+    ss = sub.add_parser(
+        "sessions",
+        help="list sessions in this directory",
+        description="List the sessions started in this directory, most recently used first: "
+        "the 50 most recent unless --limit or --all says otherwise.",
+    )
+    shown = ss.add_mutually_exclusive_group()
+    shown.add_argument("-n", "--limit", type=_positive_int, metavar="N", help="list the N most recent sessions (default 50)")
+    shown.add_argument("--all", action="store_true", help="list every session in this directory")
     e = sub.add_parser("export", help="export a session")
     e.add_argument("id")
     e.add_argument("--format", choices=("md", "json"), default="md")
@@ -89,6 +98,18 @@ def _sub_parser() -> argparse.ArgumentParser:
     r.add_argument("name", nargs="?")
     r.add_argument("--yes", action="store_true", help="install without the interactive confirmation (after showing the text)")
     return p
+
+
+def _positive_int(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, not {text!r}")
+    return value
 
 
 def error(message: str) -> None:

@@ -211,18 +211,25 @@ class Store:
     # ----- opening
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None, *, write: bool = True) -> Store:
+    def open(cls, path: str | os.PathLike[str] | None = None, *, write: bool = True, create: bool = True) -> Store:
         """Open (creating and migrating if needed) the store at ``path`` or the default path.
 
         ``write``: the caller will store sessions, so a store it may only read is refused now,
         before any model request, rather than at the first step (listing and exporting pass
-        False and work on a read-only file)."""
+        False and work on a read-only file).
+
+        ``create``: False opens only a file that exists (a ``StoreError`` otherwise) and makes
+        neither it nor its folder; see ``open_existing``."""
         db_path = Path(path) if path is not None else default_db_path()
         _refuse_foreign_file(db_path)
         _refuse_orphan_wal(db_path)
         try:
-            db_path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
+            if create:
+                db_path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
+            else:  # mode=rw: SQLite never creates the file (and opens a write-protected one read-only)
+                uri = db_path.absolute().as_uri() + "?mode=rw"
+                conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the session store {db_path}: {exc}; check the path and its permissions") from exc
         try:
@@ -243,6 +250,19 @@ class Store:
             conn.close()
             raise _store_error(db_path, exc, "open") from exc
         return cls(conn, db_path)
+
+    @classmethod
+    def open_existing(cls, path: str | os.PathLike[str] | None = None) -> Store | None:
+        """The store at ``path`` (or the default path) opened for reading, or ``None`` when there
+        is no store yet: commands that only read (listing, exporting) create no file or folder.
+
+        A log left without its store is still refused (it is someone's data), as by ``open``."""
+        db_path = Path(path) if path is not None else default_db_path()
+        _refuse_foreign_file(db_path)
+        _refuse_orphan_wal(db_path)
+        if not db_path.exists():
+            return None
+        return cls.open(db_path, write=False, create=False)
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
@@ -353,9 +373,13 @@ class Store:
             ).fetchone()
         return _row(row) if row else None
 
-    def list_sessions(self, cwd: str | os.PathLike[str] | None = None, limit: int = 50) -> list[SessionRow]:
+    def list_sessions(self, cwd: str | os.PathLike[str] | None = None, limit: int | None = 50) -> list[SessionRow]:
         """Sessions holding a message, most recently updated first, optionally only those of
-        ``cwd`` (an empty row, left by a ketch before reserved sessions, is not listed)."""
+        ``cwd`` (an empty row, left by a ketch before reserved sessions, is not listed).
+
+        At most ``limit`` of them; ``None`` lists them all."""
+        if limit is None:
+            limit = -1  # SQLite: a negative LIMIT has no upper bound
         with self._reading() as conn:
             if cwd is None:
                 rows = conn.execute(
@@ -368,6 +392,17 @@ class Store:
                     (str(cwd), limit),
                 ).fetchall()
         return [_row(r) for r in rows]
+
+    def count_sessions(self, cwd: str | os.PathLike[str] | None = None) -> int:
+        """How many sessions ``list_sessions`` would give without a limit."""
+        with self._reading() as conn:
+            if cwd is None:
+                (count,) = conn.execute("SELECT COUNT(*) FROM sessions s WHERE " + _HAS_MESSAGES).fetchone()
+            else:
+                (count,) = conn.execute(
+                    "SELECT COUNT(*) FROM sessions s WHERE s.cwd = ? AND " + _HAS_MESSAGES, (str(cwd),)
+                ).fetchone()
+        return int(count)
 
     def set_title(self, session_id: str, title: str) -> None:
         """Name the session (shown in pickers and exports); a reserved one gets it with its row."""

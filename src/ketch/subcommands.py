@@ -104,10 +104,11 @@ def _auth(args: Any) -> int:
 
 
 def _open_store() -> Any:
-    """The store for reading (a read-only file will do); a ``StoreError`` is a one-line ``ConfigError``."""
+    """The store for reading (a read-only file will do), or ``None`` when there is none yet
+    (reading creates no file or folder); a ``StoreError`` is a one-line ``ConfigError``."""
     from .store import Store
 
-    return Store.open(write=False)
+    return Store.open_existing()
 
 
 def _write_out(text: str, what: str) -> int:
@@ -130,18 +131,35 @@ def _write_out(text: str, what: str) -> int:
     return EXIT_OK
 
 
+SESSIONS_LIMIT = 50
+"""Sessions ``ketch sessions`` lists without ``--limit`` or ``--all``."""
+
+
 def _sessions(args: Any) -> int:
     import time
 
+    limit = None if getattr(args, "all", False) else (getattr(args, "limit", None) or SESSIONS_LIMIT)
+    rows: list[Any] = []
+    total = 0
     store = _open_store()
-    try:
-        rows = store.list_sessions(str(_cwd()))
-    finally:
-        store.close()
+    if store is not None:
+        try:
+            cwd = str(_cwd())
+            rows = store.list_sessions(cwd, limit=limit)
+            total = len(rows)
+            if limit is not None and len(rows) >= limit:
+                total = store.count_sessions(cwd)
+        finally:
+            store.close()
     lines = []
     for row in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.updated))
         lines.append(f"{row.id}  {when}  {row.message_count:>5} msgs  {row.model}  {row.title or '(untitled)'}")
+    if total > len(rows):
+        lines.append(
+            f"Showing the {len(rows)} most recent of {total} sessions in this directory; "
+            "'ketch sessions --limit N' lists N, 'ketch sessions --all' lists them all."
+        )
     if rows:
         lines.append("Resume one with 'ketch --resume ID' (a unique prefix of the ID will do).")
     else:
@@ -150,11 +168,14 @@ def _sessions(args: Any) -> int:
 
 
 def _export(args: Any) -> int:
+    missing = ConfigError(f"no session '{args.id}'; list them with 'ketch sessions'")
     store = _open_store()
+    if store is None:  # no store yet, so no session either
+        raise missing
     try:
         row = store.get_session(args.id)  # a StoreError for an ambiguous prefix or a damaged file
         if row is None:
-            raise ConfigError(f"no session '{args.id}'; list them with 'ketch sessions'")
+            raise missing
         text = store.export(row.id, args.format)
     finally:
         store.close()
