@@ -99,3 +99,25 @@ def test_a_failing_warm_up_reports_it_and_raises_nothing():
         """
     )
     assert out == "False"
+
+
+def test_a_headless_run_warms_up_as_its_first_responses_request_goes_out_and_chat_never_does(tmp_path):
+    """The request hook starts the warm-up on the Responses wire only, and the turn completes."""
+    from fakeprovider import FakeProvider, Turn
+
+    child = """
+        import sys
+        from ketch import sdk_warmup
+        from ketch.cli import main
+        sys.argv = ["ketch", "-p", "hi", "--base-url", {url!r}, "--wire", {wire!r}, "--model", "fake-model"]
+        try:
+            code = main()
+        except SystemExit as exit:
+            code = exit.code
+        print("exit", code, "warmed", sdk_warmup._thread is not None and not sdk_warmup._thread.is_alive())
+    """
+    for wire, warmed in (("openai-responses", "True"), ("openai-chat", "False")):
+        with FakeProvider([Turn(text="the answer")]) as fake:
+            out = run_fresh(child.format(url=fake.base_url, wire=wire), KETCH_DATA_DIR=str(tmp_path / wire))
+        assert out.splitlines()[-1] == f"exit 0 warmed {warmed}", out
+        assert "the answer" in out

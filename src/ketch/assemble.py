@@ -223,7 +223,9 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         gate.kinds = {**gate.kinds, **extra_kinds}
 
     try:
-        model = model_override if model_override is not None else build_model(conn, search.wire, profile=search.model_profile())
+        model = model_override if model_override is not None else build_model(
+            conn, search.wire, profile=search.model_profile(), warm_up_now=interactive
+        )
     except UserError as exc:  # the SDK refuses the model name or settings before any request
         raise ConfigError(f"model '{conn.ref}': {' '.join(str(exc).split())}") from None
     think = variant.think or config.think

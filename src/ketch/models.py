@@ -37,13 +37,16 @@ def _response_hooks(wire: str) -> list[Any]:
 def _openai_provider(conn: Connection, wire: str) -> Any:
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-    from .sdk_warmup import wait_before_reading
+    from . import sdk_warmup
 
+    hooks: dict[str, list[Any]] = {"response": [sdk_warmup.wait_before_reading, *_response_hooks(wire)]}
+    if wire == "openai-responses":
+        hooks["request"] = [sdk_warmup.start_when_sending]  # at the latest, while the provider thinks
     client = AsyncOpenAI(
         base_url=conn.base_url,
         api_key=conn.api_key or _NO_KEY,
         max_retries=conn.max_retries,
-        http_client=DefaultAsyncHttpxClient(event_hooks={"response": [wait_before_reading, *_response_hooks(wire)]}),
+        http_client=DefaultAsyncHttpxClient(event_hooks=hooks),
     )
     if conn.preset.official_openai:
         from pydantic_ai.providers.openai import OpenAIProvider
@@ -63,11 +66,15 @@ def _openai_provider(conn: Connection, wire: str) -> Any:
     return OpenAICompatibleProvider(conn.preset.name if conn.preset.name != "openai-compatible" else conn.name, openai_client=client)
 
 
-def build_model(conn: Connection, wire: str | None = None, *, profile: dict[str, Any] | None = None) -> Model:
+def build_model(
+    conn: Connection, wire: str | None = None, *, profile: dict[str, Any] | None = None, warm_up_now: bool = False
+) -> Model:
     """The pydantic-ai model for ``conn`` over ``wire`` (default: the connection's wire).
 
     ``profile`` overrides model-profile settings (``websearch.model_profile_overrides``: the
-    hosted search tool version follows model metadata, not the SDK's guess)."""
+    hosted search tool version follows model metadata, not the SDK's guess). ``warm_up_now``
+    starts the Responses warm-up (``sdk_warmup``) at once, for the interactive app, which then
+    waits for the user; otherwise it starts when the first request is sent."""
     wire = wire or conn.wire
     extra: dict[str, Any] = {"profile": profile} if profile else {}
     if wire == "anthropic-messages":
@@ -85,9 +92,10 @@ def build_model(conn: Connection, wire: str | None = None, *, profile: dict[str,
     if wire == "openai-responses":
         from pydantic_ai.models.openai import OpenAIResponsesModel
 
-        from . import sdk_warmup
+        if warm_up_now:
+            from . import sdk_warmup
 
-        sdk_warmup.start()  # the SDK's stream-event models, built while start-up goes on
+            sdk_warmup.start()
         return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
     from pydantic_ai.models.openai import OpenAIChatModel
 

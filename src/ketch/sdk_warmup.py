@@ -14,8 +14,11 @@ stream-event constructor (private: ``openai._models.construct_type``, so it is b
 the nested models that are built only when touched. If anything there moves or fails, the
 warm-up stops and the first stream builds what is left, as before.
 
-``start`` runs it on a daemon thread as soon as a Responses model is built, so it overlaps the
-rest of start-up and the wait for the provider. ``wait_before_reading`` is an HTTP response hook
+``start`` runs it on a daemon thread. Python threads share one interpreter lock, so it only
+comes for free where the process would otherwise wait: the interactive app starts it as soon as
+its Responses model is built (the user is typing); a headless run starts it from an HTTP request
+hook (``start_when_sending``) as its first request goes out, so it overlaps the provider's time
+to first token instead of delaying the request. ``wait_before_reading`` is an HTTP response hook
 that holds a successful response until a running warm-up is done, so the SDK never builds a model
 while the warm-up thread builds it too. ``KETCH_SDK_WARMUP=0`` turns the warm-up off.
 """
@@ -28,7 +31,7 @@ import threading
 import time
 from typing import Annotated, Any, get_args, get_origin
 
-__all__ = ["finished", "start", "wait_before_reading", "warm_responses_events"]
+__all__ = ["finished", "start", "start_when_sending", "wait_before_reading", "warm_responses_events"]
 
 _thread: threading.Thread | None = None
 _lock = threading.Lock()
@@ -129,6 +132,11 @@ def start() -> None:
         if _thread is None:
             _thread = threading.Thread(target=warm_responses_events, name="ketch-sdk-warmup", daemon=True)
             _thread.start()
+
+
+async def start_when_sending(request: Any) -> None:
+    """An httpx2 ``request`` event hook: start the warm-up (once) as a request goes out."""
+    start()
 
 
 async def finished() -> None:
