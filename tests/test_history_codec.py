@@ -522,3 +522,106 @@ def test_field_lists_cover_every_dataclass_field() -> None:
     """The decoder builds ``__dict__`` itself: a field it did not know of would be missing."""
     for shape in history_codec._SHAPES:
         assert shape.names == [f.name for f in dataclasses.fields(shape.cls)]
+
+
+# ---------------------------------------------------------------- post-init hooks
+
+from pydantic_core import SchemaValidator  # noqa: E402
+from pydantic_core import core_schema as cs  # noqa: E402
+
+
+def test_the_sdk_hooks_that_only_add_constants_are_replaced_by_the_constants() -> None:
+    """On the installed SDK these hooks change nothing in a decoded message but a tool call's
+    ``otel_metadata = None``; the shapes set that themselves, the rest of the hooks run."""
+    skipped = {shape.cls.__name__ for shape in history_codec._SHAPES if shape.post_init_skipped}
+    assert skipped == {"UserPromptPart", "ToolCallPart", "NativeToolCallPart", "ModelRequest", "ModelResponse"}
+    decoded = decode_messages(serialize_messages(FAST_MESSAGES))
+    calls = [part for message in decoded for part in message.parts if isinstance(part, ToolCallPart | NativeToolCallPart)]
+    assert calls and all(list(vars(part))[-1] == "otel_metadata" and part.otel_metadata is None for part in calls)
+
+
+@dataclasses.dataclass
+class _Bag:
+    items: list[str]
+    label: str = "bag"
+
+
+@dataclasses.dataclass
+class _AddsConstant(_Bag):
+    def __post_init__(self) -> None:
+        self.cache_key = None
+        self.version = 2
+
+
+@dataclasses.dataclass
+class _ReplacesField(_Bag):
+    def __post_init__(self) -> None:
+        self.items = [item.strip() for item in self.items]
+
+
+@dataclasses.dataclass
+class _RewritesItems(_Bag):
+    def __post_init__(self) -> None:
+        for index, item in enumerate(self.items):
+            self.items[index] = item.upper()
+
+
+@dataclasses.dataclass
+class _Refuses(_Bag):
+    def __post_init__(self) -> None:
+        if not self.items:
+            raise ValueError("empty bag")
+
+
+@dataclasses.dataclass
+class _AddsMutable(_Bag):
+    def __post_init__(self) -> None:
+        self.seen: set[str] = set()
+
+
+@dataclasses.dataclass
+class _AddsDerived(_Bag):
+    def __post_init__(self) -> None:
+        self.count = len(self.items)
+
+
+_BAG_PROBES = lambda: [{"items": []}, {"items": ["a", "b"], "label": "x"}]  # noqa: E731
+
+
+@pytest.mark.parametrize(
+    ("cls", "expected"),
+    [
+        (_AddsConstant, {"cache_key": None, "version": 2}),
+        (_ReplacesField, None),
+        (_RewritesItems, None),
+        (_Refuses, None),
+        (_AddsMutable, None),
+        (_AddsDerived, None),  # a different value per probe: not a constant
+    ],
+)
+def test_a_hook_is_replaced_only_when_every_probe_shows_it_adding_the_same_constants(cls: type, expected: Any) -> None:
+    assert history_codec._post_init_constants(cls, _BAG_PROBES) == expected
+    assert history_codec._post_init_constants(cls, None) is None  # no probes: the hook runs
+
+
+def _bag_validator(cls: type) -> tuple[history_codec._Shape, SchemaValidator]:
+    fields = [("items", "list[str]", history_codec._REQUIRED, cs.list_schema(cs.str_schema())), ("label", "str", "bag", cs.str_schema())]
+    shape = history_codec._Shape(cls, fields, _BAG_PROBES)
+    return shape, SchemaValidator(shape.schema)
+
+
+def test_a_replaced_hook_still_leaves_what_it_would_have_added_and_a_working_hook_still_runs() -> None:
+    shape, validator = _bag_validator(_AddsConstant)
+    assert shape.post_init_skipped
+    bag = validator.validate_json('{"items": ["a"]}')
+    assert vars(bag) == {"items": ["a"], "label": "bag", "cache_key": None, "version": 2}
+    assert list(vars(bag)) == list(vars(_AddsConstant(["a"])))
+
+    shape, validator = _bag_validator(_ReplacesField)
+    assert not shape.post_init_skipped
+    assert validator.validate_json('{"items": [" a "]}').items == ["a"]
+
+    shape, validator = _bag_validator(_Refuses)
+    assert not shape.post_init_skipped
+    with pytest.raises(ValidationError, match="empty bag"):
+        validator.validate_json('{"items": []}')

@@ -26,7 +26,8 @@ itself off, and its messages take the adapter path.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from datetime import datetime, timezone
+from collections.abc import Callable, Sequence
 from typing import Any, get_args
 
 from pydantic_ai import messages as _sdk
@@ -69,16 +70,26 @@ value is validated with."""
 
 
 class _Shape:
-    """One SDK dataclass and the schema that validates its JSON form straight into an instance."""
+    """One SDK dataclass and the schema that validates its JSON form straight into an instance.
 
-    def __init__(self, cls: type, fields: Sequence[_Field]) -> None:
+    ``probes`` gives sets of field values standing for what the schema lets through. When the
+    class has a ``__post_init__`` and, run on instances made of each set, it changes no field and
+    only adds the same attributes holding the same constants (a tool call's ``otel_metadata = None``, say), the
+    schema sets those constants itself instead of calling the hook for every instance. Without
+    a probe, or when the probe shows the hook doing anything else, the hook runs as under pydantic.
+    """
+
+    def __init__(self, cls: type, fields: Sequence[_Field], probes: _Probes | None = None) -> None:
         self.cls = cls
         self.names = [name for name, *_ in fields]
         self.enabled = _matches_sdk(cls, fields)
-        post_init = hasattr(cls, "__post_init__")
+        constants = _post_init_constants(cls, probes) if hasattr(cls, "__post_init__") else {}
+        post_init = constants is None
+        self.post_init_skipped = hasattr(cls, "__post_init__") and not post_init
         kw_only = {f.name: f.kw_only for f in dataclasses.fields(cls)}
         # What pydantic builds for the class, less the SDK's hooks: the instance is made with
-        # `__new__`, its `__dict__` set from the validated fields, then `__post_init__` is called.
+        # `__new__`, its `__dict__` set from the validated fields, then `__post_init__` is called
+        # (or the constants it would add are set after the fields, in its order).
         self.schema = cs.dataclass_schema(
             cls,
             cs.dataclass_args_schema(
@@ -91,15 +102,74 @@ class _Shape:
                         init=True,
                     )
                     for name, _, default, schema in fields
+                ]
+                + [
+                    cs.dataclass_field(name, cs.with_default_schema(_ANY, default=value), init=False)
+                    for name, value in (constants or {}).items()
                 ],
                 collect_init_only=post_init,
                 extra_behavior="forbid",  # a key that is not a field (a legacy alias, say): adapter
             ),
-            self.names,
+            [*self.names, *(constants or {})],
             post_init=post_init,
             frozen=cls.__dataclass_params__.frozen,  # type: ignore[attr-defined]
             slots=False,
         )
+
+
+def _probe_time() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+_Probes = Callable[[], list[dict[str, Any]]]
+"""Sets of field values for a class's instances, made when the shape is built."""
+
+_CONSTANT_TYPES = (type(None), bool, int, float, str)
+
+
+def _post_init_constants(cls: type, probes: _Probes | None) -> dict[str, Any] | None:
+    """The attributes ``cls.__post_init__`` adds to instances built from each of ``probes``,
+    when adding the same constants is all it does; ``None`` when it must run (no probes, or on
+    one of them it raised, replaced or reordered a field, replaced an item of a list field, or
+    added something else).
+    """
+    if probes is None:
+        return None
+    try:
+        found = [_added_by_post_init(cls, values) for values in probes()]
+    except Exception:
+        return None
+    if not found or any(added is None or list(added.items()) != list(found[0].items()) for added in found):
+        return None
+    return found[0]
+
+
+def _added_by_post_init(cls: type, values: dict[str, Any]) -> dict[str, Any] | None:
+    """What ``__post_init__`` adds to an instance of these values, if adding constants is all it does.
+
+    The instance is made as pydantic-core makes it: ``__new__``, then the fields as ``__dict__``.
+    """
+    fields = {
+        f.name: values[f.name]
+        if f.name in values
+        else f.default
+        if f.default is not dataclasses.MISSING
+        else f.default_factory()  # type: ignore[misc]
+        for f in dataclasses.fields(cls)
+    }
+    instance = cls.__new__(cls)
+    instance.__dict__.update(fields)
+    items = {name: list(value) for name, value in fields.items() if type(value) is list}
+    instance.__post_init__()  # type: ignore[attr-defined]
+    after = instance.__dict__
+    if list(after)[: len(fields)] != list(fields) or any(after[name] is not value for name, value in fields.items()):
+        return None
+    if any(len(after[name]) != len(old) or any(a is not b for a, b in zip(after[name], old)) for name, old in items.items()):
+        return None
+    added = {name: value for name, value in after.items() if name not in fields}
+    if not all(type(value) in _CONSTANT_TYPES for value in added.values()):
+        return None
+    return added
 
 
 def _matches_sdk(cls: type, fields: Sequence[_Field]) -> bool:
@@ -183,6 +253,7 @@ _USER_PROMPT = _Shape(
         ("timestamp", "datetime", _REQUIRED, _DATETIME),
         ("part_kind", "Literal['user-prompt']", "user-prompt", cs.literal_schema(["user-prompt"])),
     ],
+    lambda: [{"content": text, "timestamp": _probe_time()} for text in ("", "text")],
 )
 
 
@@ -259,6 +330,7 @@ def _tool_call(cls: type, part_kind: str) -> _Shape:
             ("provider_details", "dict[str, Any] | None", None, _OPT_JSON_OBJECT),
             ("part_kind", f"Literal['{part_kind}']", part_kind, cs.literal_schema([part_kind])),
         ],
+        lambda: [{"tool_name": "t", "args": args, "tool_call_id": "c"} for args in (None, "{}", {"k": ["v"]})],
     )
 
 
@@ -356,6 +428,18 @@ _REQUEST = _Shape(
         ("metadata", "dict[str, Any] | None", None, _OPT_JSON_OBJECT),
         ("state", "ModelRequestState", "complete", _literal(_sdk.ModelRequestState)),
     ],
+    lambda: [
+        {"parts": []},
+        {
+            "parts": [
+                _sdk.SystemPromptPart("s"),
+                _sdk.UserPromptPart("u"),
+                _sdk.ToolReturnPart("t", "r", "c"),
+                _sdk.ToolReturnPart("t", ["r", {"k": 1}], "c", outcome="failed", retry=_sdk.RetryInfo("unknown_tool")),
+                _sdk.RetryFeedbackPart("r", retry=_sdk.RetryInfo("no_output")),
+            ]
+        },
+    ],
 )
 _RESPONSE = _Shape(
     _sdk.ModelResponse,
@@ -391,6 +475,19 @@ _RESPONSE = _Shape(
         ("history_digest", "str | None", None, _OPT_STR),
         ("failed_attempts", "list[ModelRequestAttempt] | None", None, _NONE),
         ("state", "ModelResponseState", "complete", _literal(_sdk.ModelResponseState)),
+    ],
+    lambda: [
+        {"parts": parts, "usage": RequestUsage(), "timestamp": _probe_time()}
+        for parts in (
+            [],
+            [
+                _sdk.TextPart("t"),
+                _sdk.ThinkingPart("t", signature="s"),
+                _sdk.ToolCallPart("t", {"k": "v"}, "c"),
+                _sdk.NativeToolCallPart("t", "{}", "c"),
+                _sdk.NativeToolReturnPart("t", {"k": "v"}, "c"),
+            ],
+        )
     ],
 )
 
