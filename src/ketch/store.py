@@ -185,6 +185,10 @@ def serialize_messages(messages: Sequence[ModelMessage]) -> list[str]:
     return [adapter.dump_json([m])[1:-1].decode() for m in messages]
 
 
+_LOAD_BATCH = 256
+"""Rows decoded at a time when a session is loaded."""
+
+
 def deserialize_messages(rows: Sequence[str]) -> list[ModelMessage]:
     """The inverse of ``serialize_messages``: the messages the SDK's adapter would give.
 
@@ -489,12 +493,18 @@ class Store:
         from .collector import collector_paused
 
         query = "SELECT data FROM messages WHERE session_id = ? ORDER BY seq"
+        messages: list[ModelMessage] = []
         try:
             # Reading and building a long history allocates much and frees nothing to collect.
-            with collector_paused():
-                with self._lock:
-                    rows = [row for (row,) in self._conn.execute(query, (session_id,))]
-                return deserialize_messages(rows)
+            # Rows are decoded a few hundred at a time, so the memory of one batch of JSON text is
+            # reused for the next instead of holding all of it (megabytes of fresh pages, each
+            # one a page fault) until the end.
+            with collector_paused(), self._lock:
+                cursor = self._conn.execute(query, (session_id,))
+                while batch := cursor.fetchmany(_LOAD_BATCH):
+                    messages += deserialize_messages([row for (row,) in batch])
+                    del batch
+            return messages
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise StoreError(
