@@ -200,6 +200,32 @@ def test_the_shapes_of_a_session_take_the_fast_path_and_match_the_adapter() -> N
     assert type(decoded[0].timestamp.tzinfo).__name__ == "TzInfo"
 
 
+def sdk_rows(messages: list[ModelMessage]) -> list[str]:
+    """Rows as ketch wrote them before it left default fields out: the SDK's whole JSON."""
+    return [ModelMessagesTypeAdapter.dump_json([m])[1:-1].decode() for m in messages]
+
+
+def assert_left_out_fields_come_back(messages: list[ModelMessage]) -> None:
+    """A stored row leaves out fields at their default; the SDK's adapter and the fast path both
+    read it as the whole row, and as the messages that were stored."""
+    rows, whole = serialize_messages(messages), sdk_rows(messages)
+    assert reference(rows) == reference(whole)
+    assert decode_messages(rows) == decode_messages(whole)
+    assert [m is not None for m in build_messages(rows)] == [m is not None for m in build_messages(whole)]
+
+
+def test_rows_leave_out_default_fields_and_older_whole_rows_still_take_the_fast_path() -> None:
+    rows, whole = serialize_messages(FAST_MESSAGES), sdk_rows(FAST_MESSAGES)
+    assert sum(row.count(":null") for row in rows) < sum(row.count(":null") for row in whole) / 4
+    assert '"state":"complete"' in whole[-1] and '"state"' not in rows[-1]
+    assert all('"kind":' in row and row.count('"part_kind":') == whole_row.count('"part_kind":') for row, whole_row in zip(rows, whole))
+    assert_left_out_fields_come_back(FAST_MESSAGES)
+    assert decode_messages(rows) == FAST_MESSAGES
+    assert_left_out_fields_come_back(ADAPTER_MESSAGES)
+    assert built(FAST_MESSAGES) == [m is not None for m in build_messages(whole)] == [True] * len(FAST_MESSAGES)
+    assert_decodes_like_the_adapter(whole)
+
+
 def test_decoded_messages_serialize_back_to_the_same_bytes() -> None:
     rows = serialize_messages(FAST_MESSAGES)
     assert serialize_messages(decode_messages(rows)) == rows
@@ -503,6 +529,8 @@ def test_generated_histories_decode_exactly_like_the_adapter(history: list[Model
     rows = serialize_messages(history)
     decoded = assert_decodes_like_the_adapter(rows)
     assert serialize_messages(decoded) == rows
+    assert_left_out_fields_come_back(history)
+    assert_decodes_like_the_adapter(sdk_rows(history))
 
 
 @settings(max_examples=200, deadline=None)

@@ -171,18 +171,14 @@ def new_session_id(after: str | None = None) -> str:
     return f"{millis:011x}{secrets.token_hex(2)}"
 
 
-def _message_adapter() -> Any:
-    from pydantic_ai.messages import ModelMessagesTypeAdapter
-
-    return ModelMessagesTypeAdapter
-
-
 def serialize_messages(messages: Sequence[ModelMessage]) -> list[str]:
-    """Each message as its own JSON object, in the SDK's serialized form."""
+    """Each message as its own JSON object, in the SDK's serialized form (fields at their plain
+    default left out: see ``history_codec.encode_messages``)."""
     if not messages:
         return []
-    adapter = _message_adapter()
-    return [adapter.dump_json([m])[1:-1].decode() for m in messages]
+    from .history_codec import encode_messages
+
+    return encode_messages(messages)
 
 
 _LOAD_BATCH = 256
