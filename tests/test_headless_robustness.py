@@ -236,3 +236,70 @@ def test_credentials_written_into_the_base_url_never_reach_output_or_the_store(f
     data = Path(os.environ["KETCH_DATA_DIR"])
     stored = b"".join(p.read_bytes() for p in data.rglob("*") if p.is_file())
     assert stored and b"hunter2-pass" not in stored and b"query-secret" not in stored
+
+
+# ------------------------------------------------------------------ a provider that goes silent
+
+
+class _Silent(BaseHTTPRequestHandler):
+    """Reads the request, then (``stall_after_headers``) sends the SSE headers, and says nothing more."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.server.requests += 1  # type: ignore[attr-defined]
+        if self.server.stall_after_headers:  # type: ignore[attr-defined]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.flush()
+        self.server.release.wait(10)  # type: ignore[attr-defined]
+        self.close_connection = True  # then hang up: without a limit the client would wait on
+
+
+@pytest.mark.parametrize(("wire", "stall_after_headers"), [("openai-chat", False), ("openai-responses", True), ("anthropic-messages", True)])
+def test_a_provider_that_goes_silent_times_out_with_the_limit_and_how_to_raise_it(
+    wire: str, stall_after_headers: bool, tmp_path: Path
+) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Silent)
+    server.daemon_threads = True
+    server.requests, server.stall_after_headers, server.release = 0, stall_after_headers, threading.Event()  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}" + ("" if wire == "anthropic-messages" else "/v1")
+    try:
+        import time
+
+        started = time.monotonic()
+        run = run_ketch(
+            ["-p", "hello", "--base-url", base, "--wire", wire, "--model", "m"],
+            tmp_path,
+            env={"KETCH_TIMEOUT": "1.5", "KETCH_MAX_RETRIES": "1"},
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        server.release.set()  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()
+    assert run.code == 1, (run.stdout, run.stderr)
+    line = one_line_error(run.stderr)
+    assert "sent nothing for 1.5 s" in line and "KETCH_TIMEOUT=SECONDS" in line, line
+    # Silent before answering: the first try and one retry, each given up after the limit. Silent
+    # in the middle of a stream: given up once (the SDKs never retry a stream that had started).
+    tries = 1 if stall_after_headers else 2
+    assert server.requests == tries  # type: ignore[attr-defined]
+    assert 1.5 * tries <= elapsed < 20, elapsed
+
+
+def test_a_configured_timeout_is_named_in_the_advice_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    write_project_config(tmp_path, '[connections.box]\npreset = "openai-compatible"\nbase_url = "http://127.0.0.1:9/v1"\ntimeout = 0\n')
+    run = run_ketch(["-p", "hi", "--model", "box:m"], tmp_path)
+    assert run.code == 2
+    assert "timeout" in one_line_error(run.stderr)
+    write_project_config(tmp_path, '[connections.box]\npreset = "openai-compatible"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    bad_env = run_ketch(["-p", "hi", "--model", "box:m"], tmp_path, env={"KETCH_TIMEOUT": "soon"})
+    assert bad_env.code == 2
+    assert "KETCH_TIMEOUT must be a number of seconds above 0, not 'soon'" in one_line_error(bad_env.stderr)

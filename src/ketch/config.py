@@ -29,6 +29,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+DEFAULT_TIMEOUT = 300.0
+"""Seconds a provider may stay silent before a request times out (Codex's stream idle limit)."""
+
+
 class ConnectionConfig(_Strict):
     """A named provider access path."""
 
@@ -43,6 +47,9 @@ class ConnectionConfig(_Strict):
     """Environment variable that holds the key."""
     max_retries: int = 2
     """Retries the SDK makes on 429, 5xx and timeouts, with backoff."""
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, allow_inf_nan=False)
+    """Seconds to wait for the provider's next bytes (its first, or the next of a stream) before
+    the request fails as timed out (and is retried); also the connect limit, capped at 30 s."""
 
 
 class ModelMeta(_Strict):
@@ -237,6 +244,7 @@ class Connection:
     key_env: str
     max_retries: int = 2
     meta: ModelMeta | None = None
+    timeout: float = DEFAULT_TIMEOUT
 
     @property
     def ref(self) -> str:
@@ -308,6 +316,7 @@ def resolve_connection(
     retries_override = environ.get("KETCH_MAX_RETRIES")
     if retries_override is not None and not retries_override.isdigit():
         raise ConfigError(f"KETCH_MAX_RETRIES must be a whole number, not {retries_override!r}")
+    timeout_override = _timeout_override(environ.get("KETCH_TIMEOUT"))
     if not model_ref:
         raise ConfigError("no model chosen: pass --model CONNECTION:MODEL (list them with 'ketch models') or set model in config")
     if base_url:  # ad-hoc endpoint: no config file needed
@@ -322,7 +331,10 @@ def resolve_connection(
                 raise ConfigError(f"--api-key-env {api_key_env} is set but the variable is empty or missing")
         preset = PRESETS["openai-compatible"]
         retries = int(retries_override) if retries_override is not None else 2
-        return Connection(name, preset, wire, base_url, model_name, key, api_key_env or "", retries, config.models.get(model_ref))
+        return Connection(
+            name, preset, wire, base_url, model_name, key, api_key_env or "", retries, config.models.get(model_ref),
+            timeout=timeout_override or DEFAULT_TIMEOUT,
+        )
     if wire is not None and wire not in WIRES:
         raise ConfigError(f"unknown wire '{wire}'; use one of: {', '.join(WIRES)}")
     name, sep, model_name = model_ref.partition(":")
@@ -349,4 +361,20 @@ def resolve_connection(
     if not key and key_env:
         raise ConfigError(f"missing API key for connection '{name}': set {key_env} or run 'ketch auth login {name}'")
     retries = int(retries_override) if retries_override is not None else conn_cfg.max_retries
-    return Connection(name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref))
+    return Connection(
+        name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref),
+        timeout=timeout_override or conn_cfg.timeout,
+    )
+
+
+def _timeout_override(text: str | None) -> float | None:
+    """``KETCH_TIMEOUT``: seconds, a positive number, overriding every connection's ``timeout``."""
+    if text is None:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"KETCH_TIMEOUT must be a number of seconds above 0, not {text!r}")
+    return seconds

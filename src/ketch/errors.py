@@ -95,7 +95,17 @@ def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str,
         url = redact(getattr(connection, "base_url", "") or "its base URL")
         text = _one_line(redact(_transport_cause(exc), secrets))
         if isinstance(exc, ModelTimeoutError):
-            return "provider", f"{name} at {url} did not answer in time ({text}); try again later", True
+            limit = getattr(connection, "timeout", None)
+            if not limit:
+                waited = "did not answer in time"
+            elif getattr(exc, "phase", None) == "connect":
+                waited = f"did not accept a connection within {min(limit, 30.0):g} s"
+            else:
+                waited = f"sent nothing for {limit:g} s"
+            where = f"timeout = SECONDS under [connections.{name}] or " if name != "adhoc" else ""
+            return "provider", (
+                f"{name} at {url} {waited} ({text}); try again later, or allow longer with {where}KETCH_TIMEOUT=SECONDS"
+            ), True
         if exc.phase in ("read", "write"):
             return "provider", f"the connection to {name} at {url} broke before the answer was complete ({text}); try again", True
         return "provider", f"could not reach {name} at {url} ({text}); is the server running and the URL right?", True

@@ -34,6 +34,14 @@ def _response_hooks(wire: str) -> list[Any]:
     return [stream_end.response_hook(wire), coalesce.response_hook()]
 
 
+def _timeout(conn: Connection) -> Any:
+    """The connection's silence limit for reads (the first byte, then between bytes), writes
+    and the pool; connecting gets at most 30 s of it."""
+    from openai import Timeout
+
+    return Timeout(conn.timeout, connect=min(conn.timeout, 30.0))
+
+
 def _openai_provider(conn: Connection, wire: str) -> Any:
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
@@ -46,6 +54,7 @@ def _openai_provider(conn: Connection, wire: str) -> Any:
         base_url=conn.base_url,
         api_key=conn.api_key or _NO_KEY,
         max_retries=conn.max_retries,
+        timeout=_timeout(conn),
         http_client=DefaultAsyncHttpxClient(event_hooks=hooks),
     )
     if conn.preset.official_openai:
@@ -86,6 +95,7 @@ def build_model(
             base_url=conn.base_url,
             api_key=conn.api_key or _NO_KEY,
             max_retries=conn.max_retries,
+            timeout=_timeout(conn),
             http_client=DefaultAsyncHttpxClient(event_hooks={"response": _response_hooks(wire)}),
         )
         return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
