@@ -288,3 +288,19 @@ def test_reading_commands_create_no_store(tmp_path: Path) -> None:
     assert run_ketch(["sessions", "--all"], tmp_path).code == 0
     assert run_ketch(["export", "0123abcd"], tmp_path).code == 2
     assert list(data.iterdir()) == []
+
+
+def test_resuming_a_session_from_another_directory_says_where_it_was_started(tmp_path: Path) -> None:
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    with FakeProvider([Turn(text="one"), Turn(text="two"), Turn(text="three")]) as fake:
+        started = run_ketch(["-p", "hello", "--output-format", "json", *adhoc(fake, WIRE)], first_dir)
+        sid = json.loads(started.stdout)["session_id"]
+        here = run_ketch(["-p", "again", "--resume", sid, *adhoc(fake, WIRE)], first_dir)
+        elsewhere = run_ketch(["-p", "and again", "--resume", sid, *adhoc(fake, WIRE)], second_dir)
+    assert here.code == 0 and "was started in" not in here.stderr, here.stderr
+    assert elsewhere.code == 0, elsewhere.stderr
+    assert elsewhere.stdout.strip() == "three"
+    assert f"session {sid} was started in {first_dir.resolve()}; it continues here, in {second_dir.resolve()}" in elsewhere.stderr
+    assert user_texts(fake.model_requests[-1]) == ["hello", "again", "and again"]  # the history came along

@@ -71,8 +71,8 @@ def _open_store() -> Any:
         raise ConfigError(str(exc)) from None
 
 
-def _resume_target(args: Any, store: Any, cwd: Path, *, interactive: bool = True) -> str | None:
-    """The id of the session ``--continue``/``--resume`` names, or None for a new session."""
+def _resume_target(args: Any, store: Any, cwd: Path, *, interactive: bool = True) -> Any:
+    """The row of the session ``--continue``/``--resume`` names, or None for a new session."""
     from .store import StoreError
 
     try:
@@ -81,12 +81,12 @@ def _resume_target(args: Any, store: Any, cwd: Path, *, interactive: bool = True
         raise ConfigError(str(exc)) from None
 
 
-def _find_target(args: Any, store: Any, cwd: Path, interactive: bool) -> str | None:
+def _find_target(args: Any, store: Any, cwd: Path, interactive: bool) -> Any:
     if getattr(args, "continue_", False):
         row = store.latest_session(str(cwd))
         if row is None:
             raise ConfigError(f"no earlier session in {cwd} to continue; start one with ketch -p or ketch")
-        return row.id
+        return row
     resume = getattr(args, "resume", None)
     if resume == "" and not interactive:
         raise ConfigError("--resume needs a session ID with -p; list them with 'ketch sessions', or use --continue")
@@ -94,7 +94,7 @@ def _find_target(args: Any, store: Any, cwd: Path, interactive: bool) -> str | N
         row = store.get_session(resume)
         if row is None:
             raise ConfigError(f"no session '{resume}'; list them with 'ketch sessions'")
-        return row.id
+        return row
     return None
 
 
@@ -127,11 +127,18 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         raise ConfigError(f"added directory: {exc}") from None
 
     store = _open_store()
-    resumed = _resume_target(args, store, cwd, interactive=interactive)
+    warnings: list[str] = []
+    resumed_row = _resume_target(args, store, cwd, interactive=interactive)
+    resumed = resumed_row.id if resumed_row is not None else None
     if resumed:
         from .store import StoreError
 
         session_id = resumed
+        if resumed_row.cwd != str(cwd):
+            warnings.append(
+                f"session {resumed} was started in {resumed_row.cwd}; it continues here, in {cwd}, "
+                "and its tools work in this directory"
+            )
         try:
             history = store.load_messages(resumed)
         except StoreError as exc:
@@ -153,7 +160,6 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
 
     task_kinds = subagent_kinds(config, {s.name: s.kind for s in specs}, web_research=web_research_available(search))
     specs.append(task_tool_spec(task_kinds))
-    warnings: list[str] = []
     manifests = load_installed(user_config_dir(), root, warnings.append)
     try:
         guard = compile_guard(manifests, config_rules(config.guards), root=root)
