@@ -321,7 +321,11 @@ def test_check_address_allows_public_and_refuses_embedded_private():
     assert check_address("93.184.215.14") is None
     assert check_address("2606:4700::1111") is None
     assert check_address("::ffff:8.8.8.8") is None
-    assert check_address("::ffff:10.0.0.1") == "::ffff:a00:1 is IPv4-mapped and 10.0.0.1 is a private address"
+    # Python 3.13 spells an IPv4-mapped address with its dotted tail, older versions in hex
+    assert check_address("::ffff:10.0.0.1") in (
+        "::ffff:a00:1 is IPv4-mapped and 10.0.0.1 is a private address",
+        "::ffff:10.0.0.1 is IPv4-mapped and 10.0.0.1 is a private address",
+    )
     assert check_address("127.0.0.9", allow_loopback=True) is None
     assert check_address("::1", allow_loopback=True) is None
 
