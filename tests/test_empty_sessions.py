@@ -147,3 +147,33 @@ def test_sessions_and_continue_skip_empty_rows_an_older_ketch_left(tmp_path: Pat
     run = run_ketch(["--continue", "-p", "second", *adhoc(fake, WIRE)], tmp_path)
     assert run.code == 0, run.stderr
     assert user_texts(fake.model_requests[-1]) == ["first", "second"]
+
+
+async def test_slash_sessions_says_when_it_cut_the_list_and_lists_more_on_request(tmp_path: Path, fake_provider: Any) -> None:
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    fake = fake_provider([])
+    cwd = str(tmp_path.resolve())
+    with Store.open(Path(os.environ["KETCH_DATA_DIR"]) / "ketch.db") as store:
+        ids = []
+        for n in range(23):
+            ids.append(store.create_session(cwd, "adhoc:fake-model", "build"))
+            store.append_step(ids[-1], [ModelRequest(parts=[UserPromptPart(f"question {n}")])])
+            store.set_title(ids[-1], f"topic number {n}")
+    async with running(tmp_path, *adhoc(fake, WIRE)) as (h, runtime):
+        await h.wait_text("adhoc:fake-model")
+        await h.type("/sessions\r")
+        await h.wait_text("Showing the newest 20 of 23; /sessions all lists every one.")
+        import re
+
+        listed = "\n".join(h.sink.all_lines())
+        assert "topic number 22" in listed and "topic number 3" in listed
+        assert re.search(r"topic number 2\b", listed) is None  # the 21st newest is left out
+        await h.type("/sessions 2\r")
+        await h.wait_text("Showing the newest 2 of 23")
+        await h.type("/sessions all\r")
+        await h.wait_text("topic number 0")
+        await h.type("/sessions soon\r")
+        await h.wait_text("/sessions takes a number of sessions or 'all', not 'soon'.")
+        await _quit(h)
+    assert fake.model_requests == []

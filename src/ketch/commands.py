@@ -63,7 +63,7 @@ _BUILTINS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     ("clear", ("new",), "", "Start a fresh conversation"),
     ("compact", (), "[focus]", "Summarize the conversation to free context"),
     ("resume", (), "[session]", "Resume an earlier session"),
-    ("sessions", (), "", "List saved sessions"),
+    ("sessions", (), "[N|all]", "List saved sessions (the newest 20, N, or all)"),
     ("fork", (), "", "Continue in a copy of this session"),
     ("tools", (), "", "List the tools the model can use"),
     ("cost", ("usage",), "", "Show token usage and cost"),

@@ -184,13 +184,20 @@ class SlashActions:
 
     async def sessions(self, arg: str) -> str:
         session = self.session
-        rows = session.store.list_sessions(str(self.cwd), limit=20)
+        wanted = arg.strip().lower()
+        if wanted not in ("", "all") and not (wanted.isdigit() and int(wanted) > 0):
+            return f"/sessions takes a number of sessions or 'all', not '{arg.strip()}'."
+        limit = None if wanted == "all" else int(wanted or 20)
+        rows = session.store.list_sessions(str(self.cwd), limit=limit)
         if not rows:
             return "No sessions in this directory yet."
         lines = [f"Sessions in {self.cwd} (newest first):"]
         for row in rows:
             mark = "*" if row.id == session.session_id else " "
             lines.append(f"{mark} {_session_line(row)}")
+        total = session.store.count_sessions(str(self.cwd)) if limit is not None and len(rows) == limit else len(rows)
+        if total > len(rows):
+            lines.append(f"Showing the newest {len(rows)} of {total}; /sessions all lists every one.")
         lines.append("Resume one with /resume ID.")
         return "\n".join(lines)
 
