@@ -30,6 +30,7 @@ from ketch.budget import estimate_messages
 from ketch.prune import (
     SUMMARY_HEADER,
     is_item_not_found,
+    placeholder_for,
     prune,
     repair,
     strip_item_ids,
@@ -428,3 +429,15 @@ async def test_impossible_budget_still_keeps_the_current_turn(limit: int):
     assert result.stage == "summary"
     prompts = [p.content for m in result.messages for p in m.parts if isinstance(p, UserPromptPart)]
     assert prompts[-1] == "question 2"
+
+
+def test_placeholder_text_says_what_each_kind_of_result_held():
+    call = ToolCallPart("read_file", {"path": "src/a.py"}, tool_call_id="c1")
+    long_text = ToolReturnPart("read_file", "x\n" * 600, tool_call_id="c1")
+    assert placeholder_for(long_text, call) == "[pruned: read_file src/a.py → 600 lines, 1,200 chars]"
+    no_newline = ToolReturnPart("run", "y" * 300, tool_call_id="c2")
+    assert placeholder_for(no_newline, None) == "[pruned: run → 1 lines, 300 chars]"
+    rows = ToolReturnPart("query", {"rows": ["r" * 200]}, tool_call_id="c3")
+    assert placeholder_for(rows, ToolCallPart("query", {}, tool_call_id="c3")) == "[pruned: query → 213 chars]"
+    assert placeholder_for(ToolReturnPart("run", "short", tool_call_id="c4"), None) is None
+    assert placeholder_for(ToolReturnPart("run", placeholder_for(no_newline, None) + " " * 90), None) is None

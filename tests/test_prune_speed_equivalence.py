@@ -364,3 +364,38 @@ def test_pruning_its_own_output_again() -> None:
     for index, message in enumerate(first):
         message.run_id = f"m{index}"  # the summary has none; the rest are copies with their old tags
     check_against_reference(first, estimate_messages(first) - 500, reserved=0)
+
+
+def test_provider_details_and_every_payload_kind_count_as_budget_counts_them() -> None:
+    """The plan writes budget's per-part counts out; a history whose parts carry provider
+    details, signatures and non-string payloads is held to ``estimate_messages`` at each rung."""
+    details = {"encrypted_content": "e" * 300, "status": "done", "n": 3}
+    msgs: list[ModelMessage] = []
+    for turn in range(6):
+        msgs.append(ModelRequest(parts=[UserPromptPart(f"turn {turn}")]))
+        for step in range(4):
+            call_id = f"call_{turn}_{step}"
+            msgs.append(
+                ModelResponse(
+                    parts=[
+                        ThinkingPart("t" * 90, id=f"rs_{turn}_{step}", signature="s" * 120, provider_name=OPENAI, provider_details=details),
+                        TextPart("w" * 40, id=f"msg_{turn}_{step}", provider_name=OPENAI, provider_details=details),
+                        ToolCallPart("read_file", {"path": f"f{step}.py", "lines": [1, 2]}, tool_call_id=call_id, id=f"fc_{turn}_{step}", provider_name=OPENAI, provider_details=details),
+                        ToolCallPart("run", '{"command": "ls"}', tool_call_id=call_id + "_run", provider_name=OPENAI),
+                    ],
+                    provider_name=OPENAI,
+                )
+            )
+            msgs.append(
+                ModelRequest(
+                    parts=[
+                        ToolReturnPart("read_file", "x\n" * 200, tool_call_id=call_id),
+                        ToolReturnPart("run", {"rows": ["r" * 150], "code": 0}, tool_call_id=call_id + "_run"),
+                    ]
+                )
+            )
+    for index, message in enumerate(msgs):
+        message.run_id = f"m{index}"
+    total = estimate_messages(msgs)
+    for limit in (total + 1, total * 9 // 10, total * 7 // 10, total // 2, total // 5):  # each rung
+        check_against_reference(msgs, limit, reserved=0)

@@ -152,12 +152,17 @@ def placeholder_for(part: ToolReturnPart, call: ToolCallPart | None) -> str | No
             return None
         chars = len(content)
         lines = content.count("\n") + (0 if not content or content[-1] == "\n" else 1)
-        # Below 1,000 the thousands separator changes nothing, and plain str() is much cheaper.
-        size = f"{lines} lines, {chars if chars < 1000 else format(chars, ',')} chars"
+        key = _key_arg(call)
+        # One f-string (no separate size string); below 1,000 the thousands separator
+        # changes nothing, and plain str() is much cheaper.
+        text = (
+            f"{PLACEHOLDER_PREFIX}{part.tool_name}{' ' if key else ''}{key}"
+            f" → {lines} lines, {chars if chars < 1000 else format(chars, ',')} chars]"
+        )
     else:
         size, chars = _size_text(content)
-    key = _key_arg(call)
-    text = f"{PLACEHOLDER_PREFIX}{part.tool_name}{' ' + key if key else ''} → {size}]"
+        key = _key_arg(call)
+        text = f"{PLACEHOLDER_PREFIX}{part.tool_name}{' ' if key else ''}{key} → {size}]"
     return text if len(text) < chars else None
 
 
@@ -318,16 +323,6 @@ def _copier(sample: Any, *replaced: str) -> Callable[..., Any]:
     return namespace["copy"]
 
 
-def _with_parts(message: Any, parts: list[Any], changed: bool, fast_cls: type, fast_copy: Callable[..., Any]) -> Any:
-    """``message`` itself when nothing changed, else a copy carrying ``parts`` (the generated
-    copier for the common exact class, ``dataclasses.replace`` for anything else)."""
-    if not changed:
-        return message
-    if message.__class__ is fast_cls:
-        return fast_copy(message, parts)
-    return _evolve(message, parts=parts)
-
-
 # Copies for the exact classes that make up nearly all of a long history.
 _text_without_id = _copier(TextPart(""), "id")
 _call_without_id = _copier(ToolCallPart("tool"), "id")
@@ -427,7 +422,9 @@ def _rebuild(
                 parts.append(part)
             if not parts:
                 continue
-            new_message = _with_parts(m, parts, changed, ModelResponse, _response_with_parts)
+            new_message = m
+            if changed:  # a copy carrying ``parts`` (the generated copier for the exact class)
+                new_message = _response_with_parts(m, parts) if cls is ModelResponse else _evolve(m, parts=parts)
             if plan is not None:
                 if not changed:
                     tokens += full[i]
@@ -462,7 +459,9 @@ def _rebuild(
                 parts.append(part)
             if not parts:
                 continue
-            new_message = _with_parts(m, parts, changed, ModelRequest, _request_with_parts)
+            new_message = m
+            if changed:
+                new_message = _request_with_parts(m, parts) if cls is ModelRequest else _evolve(m, parts=parts)
             if plan is not None:
                 if not changed:
                     tokens += full[i]
