@@ -241,13 +241,8 @@ def test_credentials_written_into_the_base_url_never_reach_output_or_the_store(f
 # ------------------------------------------------------------------ a provider that goes silent
 
 
-class _Silent(BaseHTTPRequestHandler):
+class _Silent(_Canned):
     """Reads the request, then (``stall_after_headers``) sends the SSE headers, and says nothing more."""
-
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
-        pass
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
