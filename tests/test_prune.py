@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 from typing import Any
@@ -441,3 +442,50 @@ def test_placeholder_text_says_what_each_kind_of_result_held():
     assert placeholder_for(rows, ToolCallPart("query", {}, tool_call_id="c3")) == "[pruned: query → 213 chars]"
     assert placeholder_for(ToolReturnPart("run", "short", tool_call_id="c4"), None) is None
     assert placeholder_for(ToolReturnPart("run", placeholder_for(no_newline, None) + " " * 90), None) is None
+
+
+def placeholdered_tokens(msgs: list[ModelMessage]) -> int:
+    """Tokens of ``msgs`` with reasoning dropped and every tool result placeholdered."""
+    calls = {p.tool_call_id: p for m in msgs for p in m.parts if isinstance(p, ToolCallPart)}
+    thinned: list[ModelMessage] = []
+    for m in msgs:
+        parts = []
+        for p in m.parts:
+            if isinstance(p, ThinkingPart):
+                continue
+            if isinstance(p, ToolReturnPart):
+                text = placeholder_for(p, calls.get(p.tool_call_id))
+                p = dataclasses.replace(p, content=text) if text is not None else p
+            parts.append(p)
+        thinned.append(dataclasses.replace(m, parts=parts))
+    return estimate_messages(thinned)
+
+
+async def test_a_summary_keeps_half_the_budget_free_so_the_next_one_is_far_off():
+    """Stage 3 replaces old turns until the rest, placeholdered, fits half the budget. The
+    session then runs for many steps on placeholders alone before it needs another summary
+    call; cut only to the limit, it would be back over within a few steps."""
+    limit = 20_000
+    summaries: list[int] = []
+    msgs: list[ModelMessage] = []
+    steps = 0
+
+    async def summarize(text: str) -> str:
+        summaries.append(steps)
+        return "earlier: read many files"
+
+    for turn in range(120):
+        msgs.append(ModelRequest(parts=[UserPromptPart(f"question {turn}")]))
+        for step in range(5):
+            msgs += reasoning_step(turn, step)
+            steps += 1
+            result = await prune(msgs, limit=limit, summarize=summarize)
+            msgs = list(result.messages)
+            assert result.tokens_after <= limit
+            if result.stage == "summary":
+                assert placeholdered_tokens(msgs[1:]) <= limit // 2
+
+    per_step = placeholdered_tokens(reasoning_step(0, 0))
+    assert len(summaries) >= 2, summaries
+    gaps = [later - earlier for earlier, later in zip(summaries, summaries[1:])]
+    assert min(gaps) >= (limit // 2 - 2_000) // per_step, (gaps, per_step)

@@ -38,6 +38,7 @@ from ketch.prune import (
     PLACEHOLDER_PREFIX,
     SUMMARY_HEADER,
     SUMMARY_RESERVE_TOKENS,
+    SUMMARY_TAIL_SHARE,
     placeholder_for,
     prune,
     render_for_summary,
@@ -177,9 +178,10 @@ class Reference:
         return shrinking[-1] + 1 if shrinking else start
 
     def summary_start(self, budget: int) -> int:
-        """The first turn whose tail, placeholdered, leaves room for the summary."""
+        """The first turn whose tail, placeholdered, fits the kept share of the budget
+        beside room for the summary."""
         for start in self.candidates:
-            if sum(self.small[start:]) + SUMMARY_RESERVE_TOKENS <= budget:
+            if sum(self.small[start:]) + SUMMARY_RESERVE_TOKENS <= int(budget * SUMMARY_TAIL_SHARE):
                 return start
         return self.candidates[-1] if self.candidates else 0
 
@@ -316,6 +318,20 @@ def check_against_reference(msgs: list[ModelMessage], limit: int, reserved: int)
 def test_generated_histories_prune_as_the_ladder_says(msgs: list[ModelMessage], fraction: float, reserved: int) -> None:
     limit = int(estimate_messages(msgs) * fraction)
     check_against_reference(msgs, limit, reserved)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(msgs=histories())
+def test_the_plans_bound_is_never_below_what_placeholders_save(msgs: list[ModelMessage]) -> None:
+    """The ladder skips pricing when even the most placeholders could save leaves the history
+    over budget; that bound must never be less than what every placeholder does save."""
+    from ketch.prune import _plan
+
+    plan = _plan(msgs)
+    plan.price_from(0)
+    ref = Reference(msgs)
+    assert sum(plan.saved) == sum(ref.saved[i] for i in range(len(msgs)) if isinstance(msgs[i], ModelRequest))
+    assert plan.most_saved >= sum(plan.saved)
 
 
 def long_history(turns: int, steps: int, result_lines: int) -> list[ModelMessage]:

@@ -43,7 +43,8 @@ DEFAULT_CONTEXT_WINDOW = 128_000
 BINARY_ITEM_TOKENS = 1_500
 """Flat cost of one image, audio clip or document attachment."""
 
-_PART_OVERHEAD_CHARS = 12
+PART_OVERHEAD_CHARS = 12
+"""Framing counted for each part on top of its fields."""
 MESSAGE_OVERHEAD_CHARS = 16
 """Framing counted for each message on top of its parts."""
 
@@ -155,7 +156,7 @@ _PART_FIELDS = (
 
 def _generic_part_chars(part: Any) -> int:
     fields = part.__dict__
-    total = _PART_OVERHEAD_CHARS
+    total = PART_OVERHEAD_CHARS
     for name in _PART_FIELDS:
         value = fields.get(name)
         if value is None:
@@ -172,7 +173,7 @@ def _generic_part_chars(part: Any) -> int:
 def text_chars(part: TextPart) -> int:
     pid, details = part.id, part.provider_details
     return (
-        _PART_OVERHEAD_CHARS
+        PART_OVERHEAD_CHARS
         + len(part.content)
         + (len(pid) if pid else 0)
         + (_chars(details) if details else 0)
@@ -182,7 +183,7 @@ def text_chars(part: TextPart) -> int:
 def thinking_chars(part: ThinkingPart) -> int:
     pid, signature, details = part.id, part.signature, part.provider_details
     return (
-        _PART_OVERHEAD_CHARS
+        PART_OVERHEAD_CHARS
         + len(part.content)
         + (len(pid) if pid else 0)
         + (len(signature) if signature else 0)
@@ -193,7 +194,7 @@ def thinking_chars(part: ThinkingPart) -> int:
 def call_chars(part: ToolCallPart) -> int:
     args, pid, details = part.args, part.id, part.provider_details
     return (
-        _PART_OVERHEAD_CHARS
+        PART_OVERHEAD_CHARS
         + len(part.tool_name)
         + len(part.tool_call_id)
         + (len(args) if args.__class__ is str else _mapping_chars(args) if args.__class__ is dict else _chars(args))
@@ -205,7 +206,7 @@ def call_chars(part: ToolCallPart) -> int:
 def return_chars(part: ToolReturnPart) -> int:
     content = part.content
     return (
-        _PART_OVERHEAD_CHARS
+        PART_OVERHEAD_CHARS
         + len(part.tool_name)
         + len(part.tool_call_id)
         + (len(content) if content.__class__ is str else _chars(content))
@@ -214,7 +215,7 @@ def return_chars(part: ToolReturnPart) -> int:
 
 def prompt_chars(part: UserPromptPart) -> int:
     content = part.content
-    return _PART_OVERHEAD_CHARS + (len(content) if content.__class__ is str else _chars(content))
+    return PART_OVERHEAD_CHARS + (len(content) if content.__class__ is str else _chars(content))
 
 
 # Exact types only: subclasses (tool search, native parts) carry more and take the generic path.
@@ -266,7 +267,7 @@ def _tool_def_chars(tool: Any) -> int:
         len(getattr(tool, "name", "") or "")
         + len(getattr(tool, "description", "") or "")
         + _chars(schema)
-        + _PART_OVERHEAD_CHARS
+        + PART_OVERHEAD_CHARS
     )
 
 

@@ -11,7 +11,9 @@ unchanged ones are shared. The ladder, tried in order until the history fits its
    content of older ``ToolReturnPart``s with a one-line placeholder. The call and its
    (placeholder) result stay paired.
 3. ``summary`` — replace the oldest whole turns by a summary from an auxiliary model call
-   (``summarize``). Whole turns only, so provider-executed call/result pairs never split.
+   (``summarize``), until the turns kept, placeholdered, fit half the budget
+   (:data:`SUMMARY_TAIL_SHARE`); results within the widest recent run that fits the whole
+   budget stay whole. Whole turns only, so provider-executed call/result pairs never split.
 
 A turn starts at a ``ModelRequest`` holding a ``UserPromptPart``. The current turn's
 prompt and any call still awaiting its result (a suspended approval) always stay.
@@ -49,13 +51,13 @@ from pydantic_core import to_json
 from .budget import (
     CHARS_PER_TOKEN,
     MESSAGE_OVERHEAD_CHARS,
+    PART_OVERHEAD_CHARS,
     call_chars,
     chars_to_tokens,
     content_chars,
     message_tokens,
     part_chars,
     prompt_chars,
-    return_chars,
     text_chars,
     thinking_chars,
 )
@@ -69,6 +71,14 @@ PLACEHOLDER_PREFIX = "[pruned: "
 SUMMARY_RESERVE_TOKENS = 2_000
 """Room kept for the summary when choosing how many turns stage 3 replaces."""
 MIN_SUMMARY_CHARS = 200
+SUMMARY_TAIL_SHARE = 0.5
+"""Share of the budget the turns kept after a summary may fill once placeholdered.
+
+Stage 3 replaces the oldest turns until the rest, placeholdered, fits this share rather than
+the whole budget: cut only to the limit, the history would be back over it within a few
+dozen steps and each time cost another summary call; cut to half, the next summary is
+hundreds of steps away. The room freed is not left empty: the widest recent run of whole
+tool results that fits the full budget stays whole, as in stage 2."""
 
 ITEM_REPLAY_PROVIDERS: frozenset[str] = frozenset({"openai", "azure"})
 """Providers whose provider-executed tool items are replayed *by id* (OpenAI Responses).
@@ -138,6 +148,11 @@ def _size_text(content: Any) -> tuple[str, int]:
         return f"{lines} lines, {len(content):,} chars", len(content)
     chars = content_chars(content)
     return f"{chars:,} chars", chars
+
+
+_SHORTEST_PLACEHOLDER = len(PLACEHOLDER_PREFIX) + len(" → 0 chars]")
+"""Characters of the shortest placeholder :func:`placeholder_for` writes, besides the tool
+name (no key argument, a one-digit size without lines)."""
 
 
 def placeholder_for(part: ToolReturnPart, call: ToolCallPart | None) -> str | None:
@@ -548,6 +563,9 @@ class _Plan:
     """Indices of the requests holding plain tool results (``ToolReturnPart``), in order."""
     result_chars: list[int]
     """For each of ``result_at``: the request's characters."""
+    most_saved: int
+    """An upper bound of the tokens placeholdering every result could save (each result's
+    content counted as the shortest placeholder its tool name allows)."""
     saved: list[int] = field(default_factory=list)
     """Tokens placeholdering a message's tool results would save; exact from
     ``priced_from`` on, 0 before it (see ``price_from``)."""
@@ -590,6 +608,14 @@ class _Plan:
             self._price(position)
         self._priced_position = min(self._priced_position, first)
         self.priced_from = index
+
+    def cannot_fit(self, tokens: Sequence[int], budget: int) -> bool:
+        """Whether ``tokens`` stay over ``budget`` even if placeholders saved all they could.
+
+        A bound from ``most_saved``, with no placeholder written: when it holds, stage 2
+        cannot be enough, and results need pricing only as far back as a summary cut looks.
+        """
+        return sum(tokens) - self.most_saved > budget
 
     def fits_placeholdered(self, tokens: Sequence[int], budget: int) -> bool:
         """Whether ``tokens`` fit ``budget`` once every tool result is placeholdered.
@@ -636,6 +662,7 @@ def _plan(messages: Sequence[ModelMessage]) -> _Plan:
     plain: list[bool] = []
     result_at: list[int] = []
     result_chars: list[int] = []
+    most_saved = 0
     # The character counts of the exact part classes are budget's own, called directly
     # (they are nearly every part of a long history); other parts take ``part_chars``.
     for i, m in enumerate(messages):
@@ -675,11 +702,18 @@ def _plan(messages: Sequence[ModelMessage]) -> _Plan:
             plain.append(is_plain)
             continue
         has_results = False
+        shrink_most = 0
         for p in m.parts:
             part_cls = p.__class__
             if part_cls is ToolReturnPart:
-                chars += return_chars(p)
+                # ``return_chars`` inlined, to share the content's size with the bound below.
+                content = p.content
+                size = len(content) if content.__class__ is str else content_chars(content)
+                name = len(p.tool_name)
                 call_id = p.tool_call_id
+                chars += PART_OVERHEAD_CHARS + name + len(call_id) + size
+                if size - name > _SHORTEST_PLACEHOLDER:  # the most its placeholder can save
+                    shrink_most += size - name - _SHORTEST_PLACEHOLDER
                 answered.add(call_id)
                 if "|" in call_id:
                     is_plain = False
@@ -702,10 +736,13 @@ def _plan(messages: Sequence[ModelMessage]) -> _Plan:
             result_at.append(i)
             result_chars.append(chars)
         tokens = -(-chars // CHARS_PER_TOKEN)
+        if shrink_most:
+            most_saved += tokens + (chars - shrink_most) // -CHARS_PER_TOKEN
         full.append(tokens)
         thinned.append(tokens)
         plain.append(is_plain)
-    return _Plan(full, thinned, starts, set(calls) - answered, plain, calls, messages, result_at, result_chars)
+    pending = set(calls) - answered
+    return _Plan(full, thinned, starts, pending, plain, calls, messages, result_at, result_chars, most_saved)
 
 
 def _results_cut(tokens: Sequence[int], saved: Sequence[int], budget: int) -> tuple[int, bool]:
@@ -725,13 +762,20 @@ def _results_cut(tokens: Sequence[int], saved: Sequence[int], budget: int) -> tu
     return cut, fits
 
 
+def _summary_target(budget: int) -> int:
+    """Tokens the turns kept after a summary may take, placeholdered."""
+    return int(budget * SUMMARY_TAIL_SHARE)
+
+
 def _summary_cut(
     starts: list[int], tokens: Sequence[int], saved: Sequence[int], budget: int, limit_index: int, lowest: int = 0
 ) -> int:
-    """The smallest turn start (≤ ``limit_index``) whose tail fits once placeholdered.
+    """The smallest turn start (≤ ``limit_index``) whose tail, placeholdered, fits
+    :data:`SUMMARY_TAIL_SHARE` of ``budget`` beside the summary.
 
-    ``saved`` is exact from ``lowest`` on; no tail starting before ``lowest`` fits.
+    ``saved`` is exact from ``lowest`` on; no tail starting before ``lowest`` fits the target.
     """
+    target = _summary_target(budget)
     starts = [s for s in starts if 0 < s <= limit_index]
     if not starts:
         return 0
@@ -743,7 +787,7 @@ def _summary_cut(
             if index:
                 previous = candidates[index - 1]
                 tail -= sum(tokens[previous:start]) - sum(saved[previous:start])
-            if tail + SUMMARY_RESERVE_TOKENS <= budget:
+            if tail + SUMMARY_RESERVE_TOKENS <= target:
                 return start
     return starts[-1]
 
@@ -799,7 +843,12 @@ def _decide(messages: Sequence[ModelMessage], plan: _Plan, budget: int, lap: _St
     if sum(tokens) <= budget:
         return decision
     decision.stage = "tool_results"
-    fits = plan.fits_placeholdered(tokens, budget)
+    if plan.cannot_fit(tokens, budget):
+        # Stage 3 for certain: price only the tail a summary cut may keep.
+        plan.fits_placeholdered(tokens, _summary_target(budget))
+        fits = False
+    else:
+        fits = plan.fits_placeholdered(tokens, budget)
     if lap:
         lap("price")
     if fits:
