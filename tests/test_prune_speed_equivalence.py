@@ -178,10 +178,10 @@ class Reference:
         return shrinking[-1] + 1 if shrinking else start
 
     def summary_start(self, budget: int) -> int:
-        """The first turn whose tail, placeholdered, fits the kept share of the budget
-        beside room for the summary."""
+        """The first turn whose tail, as sent, fits the kept share of the budget beside
+        room for the summary."""
         for start in self.candidates:
-            if sum(self.small[start:]) + SUMMARY_RESERVE_TOKENS <= int(budget * SUMMARY_TAIL_SHARE):
+            if sum(self.tokens[start:]) + SUMMARY_RESERVE_TOKENS <= int(budget * SUMMARY_TAIL_SHARE):
                 return start
         return self.candidates[-1] if self.candidates else 0
 
@@ -334,10 +334,10 @@ def test_the_plans_bound_is_never_below_what_placeholders_save(msgs: list[ModelM
     assert plan.most_saved >= sum(plan.saved)
 
 
-def long_history(turns: int, steps: int, result_lines: int) -> list[ModelMessage]:
+def long_history(turns: int, steps: int, result_lines: int, first_turn: int = 0) -> list[ModelMessage]:
     msgs: list[ModelMessage] = []
-    n = 0
-    for turn in range(turns):
+    n = first_turn * steps
+    for turn in range(first_turn, first_turn + turns):
         msgs.append(ModelRequest(parts=[UserPromptPart(f"Turn {turn}: fix module {turn}.")]))
         for _ in range(steps):
             n += 1

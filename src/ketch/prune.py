@@ -11,9 +11,10 @@ unchanged ones are shared. The ladder, tried in order until the history fits its
    content of older ``ToolReturnPart``s with a one-line placeholder. The call and its
    (placeholder) result stay paired.
 3. ``summary`` — replace the oldest whole turns by a summary from an auxiliary model call
-   (``summarize``), until the turns kept, placeholdered, fit half the budget
-   (:data:`SUMMARY_TAIL_SHARE`); results within the widest recent run that fits the whole
-   budget stay whole. Whole turns only, so provider-executed call/result pairs never split.
+   (``summarize``), as many as it takes for the turns kept, as they are, to fit half the
+   budget (:data:`SUMMARY_TAIL_SHARE`). Whole turns only, so provider-executed call/result
+   pairs never split. When the current turn alone is too big, every earlier turn goes and
+   the current turn's older results are placeholdered as in stage 2.
 
 A turn starts at a ``ModelRequest`` holding a ``UserPromptPart``. The current turn's
 prompt and any call still awaiting its result (a suspended approval) always stay.
@@ -72,13 +73,13 @@ SUMMARY_RESERVE_TOKENS = 2_000
 """Room kept for the summary when choosing how many turns stage 3 replaces."""
 MIN_SUMMARY_CHARS = 200
 SUMMARY_TAIL_SHARE = 0.5
-"""Share of the budget the turns kept after a summary may fill once placeholdered.
+"""Share of the budget the summary and the turns kept after it may fill.
 
-Stage 3 replaces the oldest turns until the rest, placeholdered, fits this share rather than
-the whole budget: cut only to the limit, the history would be back over it within a few
-dozen steps and each time cost another summary call; cut to half, the next summary is
-hundreds of steps away. The room freed is not left empty: the widest recent run of whole
-tool results that fits the full budget stays whole, as in stage 2."""
+Cut only to the limit, the history would be back over it within a few dozen steps, each
+time costing another summary call, and every step in between would rewrite part of the
+history (so no provider prompt cache survives it). Cut to half, the kept turns stay whole,
+the next steps send an unchanged, growing prefix, and the next summary is hundreds of
+steps away."""
 
 ITEM_REPLAY_PROVIDERS: frozenset[str] = frozenset({"openai", "azure"})
 """Providers whose provider-executed tool items are replayed *by id* (OpenAI Responses).
@@ -613,7 +614,7 @@ class _Plan:
         """Whether ``tokens`` stay over ``budget`` even if placeholders saved all they could.
 
         A bound from ``most_saved``, with no placeholder written: when it holds, stage 2
-        cannot be enough, and results need pricing only as far back as a summary cut looks.
+        cannot be enough, and the summary cut is chosen without pricing any result.
         """
         return sum(tokens) - self.most_saved > budget
 
@@ -621,8 +622,8 @@ class _Plan:
         """Whether ``tokens`` fit ``budget`` once every tool result is placeholdered.
 
         Prices results newest first and stops at the first message from which the tail
-        alone, placeholdered, is over budget: then the whole cannot fit either, and no
-        summary cut can lie at or before that message, so older results need no pricing.
+        alone, placeholdered, is over budget: then the whole cannot fit either, so older
+        results need no pricing.
         """
         at = self.result_at
         n = len(tokens)
@@ -762,34 +763,22 @@ def _results_cut(tokens: Sequence[int], saved: Sequence[int], budget: int) -> tu
     return cut, fits
 
 
-def _summary_target(budget: int) -> int:
-    """Tokens the turns kept after a summary may take, placeholdered."""
-    return int(budget * SUMMARY_TAIL_SHARE)
-
-
-def _summary_cut(
-    starts: list[int], tokens: Sequence[int], saved: Sequence[int], budget: int, limit_index: int, lowest: int = 0
-) -> int:
-    """The smallest turn start (≤ ``limit_index``) whose tail, placeholdered, fits
-    :data:`SUMMARY_TAIL_SHARE` of ``budget`` beside the summary.
-
-    ``saved`` is exact from ``lowest`` on; no tail starting before ``lowest`` fits the target.
-    """
-    target = _summary_target(budget)
+def _summary_cut(starts: list[int], tokens: Sequence[int], budget: int, limit_index: int) -> int:
+    """The smallest turn start (≤ ``limit_index``) whose tail, as ``tokens`` counts it (earlier
+    turns without reasoning), fits :data:`SUMMARY_TAIL_SHARE` of ``budget`` beside room for
+    the summary; the latest allowed start when none fits (0: no turn may be cut)."""
+    target = int(budget * SUMMARY_TAIL_SHARE) - SUMMARY_RESERVE_TOKENS
     starts = [s for s in starts if 0 < s <= limit_index]
     if not starts:
         return 0
-    candidates = [s for s in starts if s >= lowest]
-    if candidates:
-        first = candidates[0]
-        tail = sum(tokens[first:]) - sum(saved[first:])
-        for index, start in enumerate(candidates):
-            if index:
-                previous = candidates[index - 1]
-                tail -= sum(tokens[previous:start]) - sum(saved[previous:start])
-            if tail + SUMMARY_RESERVE_TOKENS <= target:
-                return start
-    return starts[-1]
+    best = starts[-1]
+    tail = sum(tokens[best:])
+    for start in reversed(starts[:-1]):
+        tail += sum(tokens[start:best])
+        if tail > target:
+            break
+        best = start
+    return best
 
 
 def _suspended_limit(messages: Sequence[ModelMessage], plan: _Plan) -> int:
@@ -843,12 +832,8 @@ def _decide(messages: Sequence[ModelMessage], plan: _Plan, budget: int, lap: _St
     if sum(tokens) <= budget:
         return decision
     decision.stage = "tool_results"
-    if plan.cannot_fit(tokens, budget):
-        # Stage 3 for certain: price only the tail a summary cut may keep.
-        plan.fits_placeholdered(tokens, _summary_target(budget))
-        fits = False
-    else:
-        fits = plan.fits_placeholdered(tokens, budget)
+    # When the bound says stage 2 cannot be enough, no placeholder is priced to say so.
+    fits = not plan.cannot_fit(tokens, budget) and plan.fits_placeholdered(tokens, budget)
     if lap:
         lap("price")
     if fits:
@@ -856,7 +841,7 @@ def _decide(messages: Sequence[ModelMessage], plan: _Plan, budget: int, lap: _St
         return decision
     decision.tail_cut = True
     limit_index = _suspended_limit(messages, plan)
-    start = _summary_cut(plan.starts, tokens, plan.saved, budget, limit_index, plan.priced_from)
+    start = _summary_cut(plan.starts, tokens, budget, limit_index)
     room = min(SUMMARY_RESERVE_TOKENS, sum(tokens[:start]) // 2) * CHARS_PER_TOKEN - len(SUMMARY_HEADER)
     # A head too small to be worth a summary (it would not come out shorter) stays.
     if start > 0 and room >= MIN_SUMMARY_CHARS:
@@ -869,9 +854,11 @@ def _tail_cut(plan: _Plan, decision: _Decision, head: ModelRequest | None) -> in
     """The placeholder cut when placeholdering everything does not fit: chosen on the tail
     after the summary ``head`` (or on the whole history, as a best effort, without one)."""
     start, tokens = decision.start, decision.tokens
+    room = decision.budget - (message_tokens(head) if head is not None else 0)
+    if sum(tokens[start:]) <= room:
+        return start  # the kept turns fit whole
     plan.price_from(start)
-    reserve = message_tokens(head) if head is not None else 0
-    tail_cut, _ = _results_cut(tokens[start:], plan.saved[start:], decision.budget - reserve)
+    tail_cut, _ = _results_cut(tokens[start:], plan.saved[start:], room)
     return start + tail_cut
 
 
