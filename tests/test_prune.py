@@ -29,6 +29,7 @@ from pydantic_ai.models import ModelRequestParameters
 
 from ketch.budget import estimate_messages
 from ketch.prune import (
+    EARLIER_SUMMARY_HEADING,
     SUMMARY_HEADER,
     is_item_not_found,
     placeholder_for,
@@ -489,3 +490,27 @@ async def test_a_summary_keeps_half_the_budget_free_so_the_next_one_is_far_off()
     assert len(summaries) >= 2, summaries
     gaps = [later - earlier for earlier, later in zip(summaries, summaries[1:])]
     assert min(gaps) >= (limit // 2 - 2_000) // per_step, (gaps, per_step)
+
+
+async def test_an_earlier_summary_is_carried_whole_into_the_next_one():
+    """The transcript keeps its newest lines within a cap; a summary from an earlier
+    compaction is the oldest message, so it would be the first thing dropped. It leads the
+    next transcript whole instead, however long the conversation since has been."""
+    earlier = "Goal: fix the parser.\n" + "".join(f"- fact {i} worth keeping\n" for i in range(300))
+    msgs: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(SUMMARY_HEADER + earlier)])]
+    for turn in range(60):  # about 400k characters of transcript: over the 300k cap
+        msgs += reasoning_turn(turn, steps=10)
+    seen: list[str] = []
+
+    async def summarize(text: str) -> str:
+        seen.append(text)
+        return "new summary"
+
+    result = await prune(msgs, limit=20_000, summarize=summarize)
+    assert result.stage == "summary" and len(seen) == 1
+    transcript = seen[0]
+    assert transcript.startswith(EARLIER_SUMMARY_HEADING + earlier.strip() + "\n")
+    assert "[older conversation omitted]" in transcript  # the conversation since was capped
+    assert transcript.count("fact 299 worth keeping") == 1
+    assert len(transcript) <= 300_000 + 200
+    assert result.messages[0].parts[0].content == SUMMARY_HEADER + "new summary"

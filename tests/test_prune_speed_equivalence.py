@@ -34,11 +34,14 @@ from pydantic_ai.messages import (
 
 from ketch.budget import MESSAGE_OVERHEAD_CHARS, chars_to_tokens, estimate_messages, message_tokens, part_chars
 from ketch.prune import (
+    EARLIER_SUMMARY_HEADING,
     MIN_SUMMARY_CHARS,
     PLACEHOLDER_PREFIX,
     SUMMARY_HEADER,
     SUMMARY_RESERVE_TOKENS,
     SUMMARY_TAIL_SHARE,
+    TRANSCRIPT_HEADING,
+    earlier_summary,
     placeholder_for,
     prune,
     render_for_summary,
@@ -187,17 +190,23 @@ class Reference:
 
 
 def reference_transcript(head: list[ModelMessage]) -> str:
-    """Every line of the head rendered oldest first, then the newest kept within the cap."""
+    """Every line of the head rendered oldest first, then the newest kept within the cap;
+    an earlier summary at the start leads it whole."""
+    earlier = earlier_summary(head[0]) if head else None
+    if earlier is not None:
+        head = head[1:]
+    cap = TRANSCRIPT_CAP - (len(earlier) if earlier is not None else 0)
     lines = [line for m in head for line in render_for_summary([m]).split("\n") if line]
     kept: list[str] = []
     total = 0
     for line in reversed(lines):
         total += len(line) + 1
-        if total > TRANSCRIPT_CAP:
+        if total > cap:
             kept.append("[older conversation omitted]")
             break
         kept.append(line)
-    return "\n".join(reversed(kept))
+    body = "\n".join(reversed(kept))
+    return body if earlier is None else f"{EARLIER_SUMMARY_HEADING}{earlier}{TRANSCRIPT_HEADING}{body}"
 
 
 def dump(messages: list[ModelMessage]) -> bytes:
@@ -380,6 +389,21 @@ def test_pruning_its_own_output_again() -> None:
     for index, message in enumerate(first):
         message.run_id = f"m{index}"  # the summary has none; the rest are copies with their old tags
     check_against_reference(first, estimate_messages(first) - 500, reserved=0)
+
+
+def test_summarizing_again_carries_the_earlier_summary() -> None:
+    msgs = long_history(turns=40, steps=10, result_lines=30)
+    first, shown = asyncio.run(run_prune(msgs, estimate_messages(msgs) // 20, 0))
+    assert first.stage == "summary" and shown
+    again = first.messages + long_history(turns=60, steps=10, result_lines=30, first_turn=40)
+    for index, message in enumerate(again):
+        message.run_id = f"m{index}"
+    check_against_reference(again, estimate_messages(again) // 20, reserved=0)
+    second, shown = asyncio.run(run_prune(again, estimate_messages(again) // 20, 0))
+    assert second.stage == "summary"
+    earlier = first.messages[0].parts[0].content.removeprefix(SUMMARY_HEADER)
+    assert shown[0].startswith(f"{EARLIER_SUMMARY_HEADING}{earlier}{TRANSCRIPT_HEADING}")
+    assert "[older conversation omitted]" in shown[0]
 
 
 def test_provider_details_and_every_payload_kind_count_as_budget_counts_them() -> None:

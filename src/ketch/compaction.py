@@ -35,7 +35,8 @@ SUMMARY_INSTRUCTIONS = (
     "agent can continue the work without it. Write a compact, factual summary: the user's goals "
     "and requests, decisions made, files read or changed (with paths), commands run and their "
     "outcomes, errors met, and what was still open. Keep identifiers, paths and numbers exact. "
-    "Do not address the user and do not add advice."
+    "When the transcript opens with a summary of what came before it, carry what still matters "
+    "from it into yours. Do not address the user and do not add advice."
 )
 """Instructions of the auxiliary summary call (stage 3 of the ladder)."""
 

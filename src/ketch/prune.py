@@ -232,26 +232,43 @@ def _render_part(part: Any) -> str | None:
     return None
 
 
+EARLIER_SUMMARY_HEADING = "Summary of the conversation before this transcript:\n"
+TRANSCRIPT_HEADING = "\n\nThe conversation since:\n"
+
+
+def earlier_summary(message: ModelMessage) -> str | None:
+    """The text of a summary an earlier compaction left as ``message``, or None."""
+    if message.__class__ is ModelRequest and len(message.parts) == 1:
+        part = message.parts[0]
+        if isinstance(part, UserPromptPart) and isinstance(part.content, str) and part.content.startswith(SUMMARY_HEADER):
+            return part.content[len(SUMMARY_HEADER) :].strip()
+    return None
+
+
 def render_for_summary(messages: Sequence[ModelMessage]) -> str:
     """A compact transcript of ``messages`` for the summarizing call.
 
     Reasoning is left out, long parts are clipped, and when the whole exceeds the cap the
-    oldest lines are dropped first.
+    oldest lines are dropped first. A summary an earlier compaction left at the start is
+    never dropped or clipped: it leads the transcript whole, so what it held is carried
+    into the new summary however long the conversation since has been.
     """
+    earlier = earlier_summary(messages[0]) if messages else None
+    if earlier is not None:
+        messages = messages[1:]
+    cap = _SUMMARY_TOTAL_CHARS - (len(earlier) if earlier is not None else 0)
     # Rendered newest first, so the parts that would be dropped are never rendered.
     total = 0
     kept: list[str] = []
-    for m in reversed(messages):
-        for p in reversed(m.parts):
-            line = _render_part(p)
-            if line is None:
-                continue
-            total += len(line) + 1
-            if total > _SUMMARY_TOTAL_CHARS:
-                kept.append("[older conversation omitted]")
-                return "\n".join(reversed(kept))
-            kept.append(line)
-    return "\n".join(reversed(kept))
+    newest_first = (line for m in reversed(messages) for p in reversed(m.parts) if (line := _render_part(p)) is not None)
+    for line in newest_first:
+        total += len(line) + 1
+        if total > cap:
+            kept.append("[older conversation omitted]")
+            break
+        kept.append(line)
+    body = "\n".join(reversed(kept))
+    return body if earlier is None else EARLIER_SUMMARY_HEADING + earlier + TRANSCRIPT_HEADING + body
 
 
 # ----------------------------------------------------------------------------- structure
