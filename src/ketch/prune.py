@@ -31,7 +31,6 @@ import time
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Any, Literal
 
 from pydantic_ai.messages import (
@@ -585,23 +584,23 @@ class _Plan:
     """An upper bound of the tokens placeholdering every result could save (each result's
     content counted as the shortest placeholder its tool name allows)."""
     saved: list[int] = field(default_factory=list)
-    """Tokens placeholdering a message's tool results would save; exact from
-    ``priced_from`` on, 0 before it (see ``price_from``)."""
+    """Tokens placeholdering a message's tool results would save; exact for every message
+    :meth:`results_cut` priced (all before any cut it returned), 0 for the rest."""
     placeholders: dict[int, str] = field(default_factory=dict)
     """Placeholder text by ``id()`` of the ``ToolReturnPart`` it would replace."""
-    priced_from: int = field(default=0, init=False)
-    """Index from which every message's results are priced (the history's length: none)."""
-    _priced_position: int = field(default=0, init=False, repr=False)
-    """Position in ``result_at`` from which every request is priced."""
+    _priced: list[bool] = field(default_factory=list, init=False, repr=False)
+    """By position in ``result_at``: whether that request's results are priced."""
 
     def __post_init__(self) -> None:
         self.saved = [0] * len(self.full)
-        self.priced_from = len(self.full)
-        self._priced_position = len(self.result_at)
+        self._priced = [False] * len(self.result_at)
 
     def _price(self, position: int) -> int:
-        """Price the results of ``result_at[position]``: its ``saved`` tokens, their texts."""
+        """Price the results of ``result_at[position]`` (once): its ``saved`` tokens, their texts."""
         i = self.result_at[position]
+        if self._priced[position]:
+            return self.saved[i]
+        self._priced[position] = True
         shrink = 0
         calls, placeholders = self.calls, self.placeholders
         for p in self.messages[i].parts:
@@ -617,16 +616,6 @@ class _Plan:
         saved = self.saved[i] = self.full[i] - chars_to_tokens(self.result_chars[position] - shrink)
         return saved
 
-    def price_from(self, index: int) -> None:
-        """Price the results of every message from ``index`` on (each message once)."""
-        if index >= self.priced_from:
-            return
-        first = bisect_left(self.result_at, index)
-        for position in range(self._priced_position - 1, first - 1, -1):
-            self._price(position)
-        self._priced_position = min(self._priced_position, first)
-        self.priced_from = index
-
     def cannot_fit(self, tokens: Sequence[int], budget: int) -> bool:
         """Whether ``tokens`` stay over ``budget`` even if placeholders saved all they could.
 
@@ -635,26 +624,28 @@ class _Plan:
         """
         return sum(tokens) - self.most_saved > budget
 
-    def fits_placeholdered(self, tokens: Sequence[int], budget: int) -> bool:
-        """Whether ``tokens`` fit ``budget`` once every tool result is placeholdered.
+    def results_cut(self, tokens: Sequence[int], budget: int, start: int = 0) -> tuple[int, bool]:
+        """Where whole results begin: the earliest index such that placeholdering the results
+        of the messages from ``start`` up to it makes ``tokens[start:]`` fit ``budget`` (the
+        widest recent run of whole results), and whether any such index exists.
 
-        Prices results newest first and stops at the first message from which the tail
-        alone, placeholdered, is over budget: then the whole cannot fit either, so older
-        results need no pricing.
+        Results are priced oldest first and only until they save enough, so the results
+        that stay whole are never written as placeholders. When nothing fits, every result
+        from ``start`` on is priced and the cut falls after the last one that saves anything.
         """
+        excess = sum(tokens[start:]) - budget
+        if excess <= 0:
+            return start, True
         at = self.result_at
-        n = len(tokens)
-        tail_tokens = list(accumulate(reversed(tokens)))  # [k]: tokens of the last k + 1 messages
-        saved = 0
-        price = self._price
-        for position in range(self._priced_position - 1, -1, -1):
-            i = at[position]
-            saved += price(position)
-            if tail_tokens[n - 1 - i] - saved > budget:
-                self._priced_position, self.priced_from = position, i
-                return False
-        self._priced_position = self.priced_from = 0
-        return (tail_tokens[-1] if tokens else 0) - saved <= budget
+        cut, saved = start, 0
+        for position in range(bisect_left(at, start), len(at)):
+            shrink = self._price(position)
+            if shrink:
+                saved += shrink
+                cut = at[position] + 1
+                if saved >= excess:
+                    return cut, True
+        return cut, False
 
 
 def _response_part_chars(part: Any, calls: dict[str, ToolCallPart]) -> tuple[int, int | None, bool]:
@@ -763,23 +754,6 @@ def _plan(messages: Sequence[ModelMessage]) -> _Plan:
     return _Plan(full, thinned, starts, pending, plain, calls, messages, result_at, result_chars, most_saved)
 
 
-def _results_cut(tokens: Sequence[int], saved: Sequence[int], budget: int) -> tuple[int, bool]:
-    """The earliest index such that placeholdering results before it fits ``budget``
-    (the widest recent run of whole results), and whether it fits at all."""
-    excess = sum(tokens) - budget
-    if excess <= 0:
-        return 0, True
-    if not tokens:
-        return 0, False
-    cumulative = list(accumulate(saved))
-    cut = min(bisect_left(cumulative, excess) + 1, len(tokens))
-    fits = cumulative[cut - 1] >= excess
-    # Messages whose placeholder saves nothing need not be inside the placeholdered run.
-    while cut > 0 and saved[cut - 1] == 0:
-        cut -= 1
-    return cut, fits
-
-
 def _summary_cut(starts: list[int], tokens: Sequence[int], budget: int, limit_index: int) -> int:
     """The smallest turn start (≤ ``limit_index``) whose tail, as ``tokens`` counts it (earlier
     turns without reasoning), fits :data:`SUMMARY_TAIL_SHARE` of ``budget`` beside room for
@@ -850,12 +824,15 @@ def _decide(messages: Sequence[ModelMessage], plan: _Plan, budget: int, lap: _St
         return decision
     decision.stage = "tool_results"
     # When the bound says stage 2 cannot be enough, no placeholder is priced to say so.
-    fits = not plan.cannot_fit(tokens, budget) and plan.fits_placeholdered(tokens, budget)
+    if not plan.cannot_fit(tokens, budget):
+        cut, fits = plan.results_cut(tokens, budget)
+        if fits:
+            decision.cut = cut
+            if lap:
+                lap("price")
+            return decision
     if lap:
         lap("price")
-    if fits:
-        decision.cut, _ = _results_cut(tokens, plan.saved, budget)
-        return decision
     decision.tail_cut = True
     limit_index = _suspended_limit(messages, plan)
     start = _summary_cut(plan.starts, tokens, budget, limit_index)
@@ -872,11 +849,7 @@ def _tail_cut(plan: _Plan, decision: _Decision, head: ModelRequest | None) -> in
     after the summary ``head`` (or on the whole history, as a best effort, without one)."""
     start, tokens = decision.start, decision.tokens
     room = decision.budget - (message_tokens(head) if head is not None else 0)
-    if sum(tokens[start:]) <= room:
-        return start  # the kept turns fit whole
-    plan.price_from(start)
-    tail_cut, _ = _results_cut(tokens[start:], plan.saved[start:], room)
-    return start + tail_cut
+    return plan.results_cut(tokens, room, start)[0]
 
 
 async def prune(
