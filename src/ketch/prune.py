@@ -259,7 +259,9 @@ def render_for_summary(messages: Sequence[ModelMessage]) -> str:
     # Rendered newest first, so the parts that would be dropped are never rendered.
     total = 0
     kept: list[str] = []
-    newest_first = (line for m in reversed(messages) for p in reversed(m.parts) if (line := _render_part(p)) is not None)
+    newest_first = (
+        line for m in reversed(messages) for p in reversed(m.parts) if (line := _render_part(p)) is not None
+    )
     for line in newest_first:
         total += len(line) + 1
         if total > cap:
@@ -823,16 +825,14 @@ def _decide(messages: Sequence[ModelMessage], plan: _Plan, budget: int, lap: _St
     if sum(tokens) <= budget:
         return decision
     decision.stage = "tool_results"
+    fits = False
     # When the bound says stage 2 cannot be enough, no placeholder is priced to say so.
     if not plan.cannot_fit(tokens, budget):
-        cut, fits = plan.results_cut(tokens, budget)
-        if fits:
-            decision.cut = cut
-            if lap:
-                lap("price")
-            return decision
+        decision.cut, fits = plan.results_cut(tokens, budget)
     if lap:
         lap("price")
+    if fits:
+        return decision
     decision.tail_cut = True
     limit_index = _suspended_limit(messages, plan)
     start = _summary_cut(plan.starts, tokens, budget, limit_index)
