@@ -1,6 +1,6 @@
 """A process's first turn over the Responses wire, with and without the SDK warm-up.
 
-Two cases, each run alternating ``KETCH_SDK_WARMUP`` on and off (src/ketch/sdk_warmup.py) so that
+Two cases, each run alternating ``KETCH_SDK_WARMUP`` on and off (src/ketch/providers/sdk_warmup.py) so that
 load on a shared machine hits both alike:
 
 - headless: ``ketch -p --output-format stream-json`` against the fake HTTP provider, which answers

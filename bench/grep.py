@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from ketch.tools.base import ToolDeps  # noqa: E402
 from ketch.tools.search import find_rg, grep, search  # noqa: E402
-from ketch.workspace import Workspace  # noqa: E402
+from ketch.tools.workspace import Workspace  # noqa: E402
 
 PATTERN = r"needle_[0-9]+"
 FILES_PER_DIR = 100

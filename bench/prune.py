@@ -35,15 +35,15 @@ from pydantic_ai.messages import (  # noqa: E402
     UserPromptPart,
 )
 
-from ketch.budget import context_window, estimate_messages, token_limit  # noqa: E402
-from ketch.prompt import (  # noqa: E402
+from ketch.context.budget import context_window, estimate_messages, token_limit  # noqa: E402
+from ketch.core.prompt import (  # noqa: E402
     CachedGitSummary,
     InstructionFileCache,
     PromptState,
     build_instructions,
     git_summary,
 )  # noqa: E402
-from ketch.prune import prune  # noqa: E402
+from ketch.context.prune import prune  # noqa: E402
 
 MESSAGES = 5_000
 
@@ -79,7 +79,7 @@ def build_history() -> list[ModelMessage]:
 
 
 def history_chars(msgs: list[ModelMessage]) -> int:
-    from ketch.budget import message_chars
+    from ketch.context.budget import message_chars
 
     return sum(message_chars(m) for m in msgs)
 

@@ -49,8 +49,8 @@ from pydantic_ai.messages import (  # noqa: E402
 )
 from pydantic_ai.usage import RequestUsage  # noqa: E402
 
-from ketch.events import ToolCallFinished, ToolCallStarted, Usage  # noqa: E402
-from ketch.store import Store  # noqa: E402
+from ketch.core.events import ToolCallFinished, ToolCallStarted, Usage  # noqa: E402
+from ketch.state.store import Store  # noqa: E402
 
 MESSAGES = 10_000
 RESUME_TARGET_MS = 300
@@ -125,7 +125,7 @@ _COLD_CHILD = """
 import gc, sys, time
 sys.path.insert(0, sys.argv[1])
 import pydantic_ai.messages
-from ketch.store import Store
+from ketch.state.store import Store
 start, cpu = time.perf_counter(), time.process_time()
 store = Store.open(sys.argv[2])
 messages = store.load_messages(sys.argv[3])
@@ -155,7 +155,7 @@ def cold_resume(db: Path, sid: str) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    from ketch.history_codec import build_messages, validate_messages
+    from ketch.context.history_codec import build_messages, validate_messages
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "ketch.db"

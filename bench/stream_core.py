@@ -5,7 +5,7 @@ a second, Chat Completions by default) and samples the child's CPU time (psutil)
 first words of the answer reach its stdout and again when the turn-finished event does, so
 start-up and shutdown are left out. This is the floor under bench/render.py: what the SDK stream
 path costs before anything is drawn. ``KETCH_COALESCE_MS=0`` in the environment shows the
-cost without merging deltas (src/ketch/coalesce.py).
+cost without merging deltas (src/ketch/providers/coalesce.py).
 Usage: .venv/bin/python bench/stream_core.py [--rate 200] [--tokens 4000] [--wire openai-chat]
 """
 

@@ -35,7 +35,7 @@ def run_ketch(
 ) -> Run:
     """Run ketch with ARGS in ``cwd`` and capture everything.
 
-    By default in this process through ``ketch.cli.main`` (the same code path, without
+    By default in this process through ``ketch.frontends.cli.main`` (the same code path, without
     paying the SDK import per test); ``subprocess_=True`` runs the real binary."""
     if not subprocess_:
         return _run_in_process(args, cwd, env=env, input=input)
@@ -67,7 +67,7 @@ def _run_in_process(args: list[str], cwd: Path, *, env: dict[str, str] | None, i
     import contextlib
     import io
 
-    from ketch.cli import main
+    from ketch.frontends.cli import main
 
     saved_env = dict(os.environ)
     saved_cwd = os.getcwd()

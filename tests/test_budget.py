@@ -16,7 +16,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import ToolDefinition
 
-from ketch.budget import (
+from ketch.context.budget import (
     BINARY_ITEM_TOKENS,
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_THRESHOLD,

@@ -19,7 +19,7 @@ HEAVY = ("pydantic_ai", "openai", "anthropic", "prompt_toolkit", "rich", "pydant
 @pytest.mark.parametrize("flag", ["--version", "--help"])
 def test_version_and_help_import_neither_sdk_nor_ui(flag: str, tmp_path: Path) -> None:
     code = (
-        "import sys\nfrom ketch.cli import main\n"
+        "import sys\nfrom ketch.frontends.cli import main\n"
         f"try:\n    main([{flag!r}])\nexcept SystemExit:\n    pass\n"
         f"print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
     )
@@ -32,7 +32,7 @@ def test_opening_a_new_store_for_prompt_history_imports_no_sdk(tmp_path: Path) -
     """The UI loads prompt history before its first frame; on a first run that creates and
     migrates the database, which must not pull in pydantic-ai (seconds of imports)."""
     code = (
-        "import sys\nfrom ketch.store import Store\n"
+        "import sys\nfrom ketch.state.store import Store\n"
         f"store = Store.open({str(tmp_path / 'new' / 'ketch.db')!r})\n"
         "store.add_prompt('/p', 'hi')\nassert store.prompt_history('/p') == ['hi']\n"
         "print('TABLES', sorted(r[0] for r in store.connection.execute(\"SELECT name FROM sqlite_master WHERE type='table'\")))\n"

@@ -1,4 +1,4 @@
-"""Merging token-per-event SSE streams (src/ketch/coalesce.py).
+"""Merging token-per-event SSE streams (src/ketch/providers/coalesce.py).
 
 The pure part (which events merge, what the merged bytes are) is checked on SSE bytes of
 all three wires; the stream part runs the real provider SDKs over the fake HTTP provider
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from fakeprovider import FakeProvider, ToolCall, Turn
 from kettle import adhoc, run_ketch
 
-from ketch.coalesce import _split_events, coalesce_events, response_hook, window_seconds
+from ketch.providers.coalesce import _split_events, coalesce_events, response_hook, window_seconds
 
 
 def sse(data: Any, event: str | None = None) -> bytes:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from ketch.commands import (
+from ketch.extensions.commands import (
     Command,
     CommandRegistry,
     builtin_commands,

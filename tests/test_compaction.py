@@ -16,8 +16,8 @@ from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn, tool_res
 from kettle import run_ketch, write_project_config
 from pydantic_ai.messages import ToolReturnPart
 
-from ketch.prune import SUMMARY_HEADER
-from ketch.store import Store
+from ketch.context.prune import SUMMARY_HEADER
+from ketch.state.store import Store
 
 KEY = {"OPENAI_API_KEY": "sk-test-1234567890"}
 FILES = 30

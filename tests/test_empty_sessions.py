@@ -18,7 +18,7 @@ from kettle import adhoc, run_ketch, write_project_config
 from test_interactive import running
 from test_tmux_e2e import Tmux, tmux  # noqa: F401  (the fixture)
 
-from ketch.store import Store
+from ketch.state.store import Store
 
 WIRE = "openai-chat"
 

@@ -16,8 +16,8 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from kettle import adhoc, run_ketch, write_project_config
 
-from ketch import events as ev
-from ketch.assemble import build_session
+from ketch.core import events as ev
+from ketch.frontends.assemble import build_session
 
 WIRE = "openai-chat"
 
@@ -251,8 +251,8 @@ def test_reading_outside_the_workspace_is_refused_before_any_io(target: str, tmp
 
 
 async def test_allow_for_session_of_a_shell_command_is_literal() -> None:
-    from ketch.approval import ApprovalGate
-    from ketch.rules import RuleSet
+    from ketch.core.approval import ApprovalGate
+    from ketch.extensions.rules import RuleSet
 
     gate = ApprovalGate(kinds={"shell": "shell"}, key_args={"shell": "command"}, rules=RuleSet())
     gate.allow_for_session("shell", {"command": "ls *.py && echo done > out.txt"})

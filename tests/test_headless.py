@@ -9,7 +9,7 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from kettle import adhoc, run_ketch
 
-from ketch import events
+from ketch.core import events
 
 WIRES = ["openai-chat", "openai-responses", "anthropic-messages"]
 

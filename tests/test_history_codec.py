@@ -50,9 +50,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
-from ketch import history_codec
-from ketch.history_codec import build_messages, decode_messages
-from ketch.store import serialize_messages
+from ketch.context import history_codec
+from ketch.context.history_codec import build_messages, decode_messages
+from ketch.state.store import serialize_messages
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)
 IST = timezone(timedelta(hours=5, minutes=30))

@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ketch.hooks import HookConfigError, HookRunner, parse_hooks
+from ketch.extensions.hooks import HookConfigError, HookRunner, parse_hooks
 
 
 def script(tmp_path: Path, name: str, body: str) -> str:

@@ -17,10 +17,10 @@ from kettle import adhoc, run_ketch, write_project_config
 from prompt_toolkit.input import create_pipe_input
 from uifakes import Harness, ScreenSink, make_output
 
-import ketch.session  # noqa: F401
-from ketch.cli import _main_parser
-from ketch.interactive import Interactive, resume_program, run_with
-from ketch.store import Store
+import ketch.core.session  # noqa: F401
+from ketch.frontends.cli import _main_parser
+from ketch.frontends.interactive import Interactive, resume_program, run_with
+from ketch.state.store import Store
 
 
 def parse(tmp_path: Path, *argv: str) -> argparse.Namespace:

@@ -16,8 +16,8 @@ import psutil
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from kettle import adhoc, ketch_env
 
-from ketch import events as ev
-from ketch.assemble import build_session
+from ketch.core import events as ev
+from ketch.frontends.assemble import build_session
 COMMAND = "bash -c 'sleep 60 & sleep 60; echo after'"
 FINAL = "The command was stopped; nothing more to do."
 INTERRUPTED_MESSAGE = "The user interrupted this command. It did not finish, so its effects are unknown."

@@ -1,4 +1,4 @@
-"""MCP servers through ketch.mcp: real stdio and streamable-HTTP servers in subprocesses.
+"""MCP servers through ketch.extensions.mcp: real stdio and streamable-HTTP servers in subprocesses.
 
 Slow-ish (about 8-10 s on two cores): every server is a Python process importing the MCP SDK.
 The servers of the main scenario start once per module.
@@ -18,7 +18,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from ketch.mcp import (
+from ketch.extensions.mcp import (
     TOOL_NAME_PATTERN,
     ServerStatus,
     namespaced_tool_name,

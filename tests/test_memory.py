@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic_ai.exceptions import ToolFailed
 
-from ketch.memory import TOOLS, MemoryBook, memory
-from ketch.store import Store
+from ketch.state.memory import TOOLS, MemoryBook, memory
+from ketch.state.store import Store
 from ketch.tools.base import ToolDeps
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ketch.plugins import (
+from ketch.extensions.plugins import (
     ManifestError,
     Refusal,
     compile_guard,

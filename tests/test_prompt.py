@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ketch.prompt import (
+from ketch.core.prompt import (
     BASE_PROMPT,
     CachedGitSummary,
     InstructionFileCache,

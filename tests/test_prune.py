@@ -27,8 +27,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestParameters
 
-from ketch.budget import estimate_messages
-from ketch.prune import (
+from ketch.context.budget import estimate_messages
+from ketch.context.prune import (
     EARLIER_SUMMARY_HEADING,
     SUMMARY_HEADER,
     is_item_not_found,

@@ -32,8 +32,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from ketch.budget import MESSAGE_OVERHEAD_CHARS, chars_to_tokens, estimate_messages, message_tokens, part_chars
-from ketch.prune import (
+from ketch.context.budget import MESSAGE_OVERHEAD_CHARS, chars_to_tokens, estimate_messages, message_tokens, part_chars
+from ketch.context.prune import (
     EARLIER_SUMMARY_HEADING,
     MIN_SUMMARY_CHARS,
     PLACEHOLDER_PREFIX,
@@ -334,7 +334,7 @@ def test_generated_histories_prune_as_the_ladder_says(msgs: list[ModelMessage], 
 def test_the_plans_bound_is_never_below_what_placeholders_save(msgs: list[ModelMessage]) -> None:
     """The ladder skips pricing when even the most placeholders could save leaves the history
     over budget; that bound must never be less than what every placeholder does save."""
-    from ketch.prune import _plan
+    from ketch.context.prune import _plan
 
     plan = _plan(msgs)
     plan.results_cut(plan.full, -1)  # nothing fits a negative budget: every result is priced

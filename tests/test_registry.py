@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ketch.plugins import compile_guard, load_manifest
-from ketch.registry import Registry, RegistryError, Staged
+from ketch.extensions.plugins import compile_guard, load_manifest
+from ketch.extensions.registry import Registry, RegistryError, Staged
 
 SKILL_BODY = "---\nname: pytest-fixer\ndescription: Fix failing tests\n---\n\nRun the tests, read the failure, fix it.\n"
 PLUGIN = {"name": "no-force-push", "version": "1", "rules": [{"kind": "command_prefix", "prefix": "git push --force", "reason": "no force push"}]}

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ketch.rules import (
+from ketch.extensions.rules import (
     Rule,
     RuleError,
     RuleSet,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx2
 
-from ketch import sdk_warmup
+from ketch.providers import sdk_warmup
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -31,7 +31,7 @@ def run_fresh(code: str, **env: str) -> str:
 def test_warm_up_builds_every_stream_event_model_the_sdk_would_build_lazily():
     out = run_fresh(
         """
-        from ketch import sdk_warmup
+        from ketch.providers import sdk_warmup
         classes = sdk_warmup._event_classes()
         before = sum(cls.__pydantic_complete__ for cls in classes)
         ok = sdk_warmup.warm_responses_events()
@@ -50,11 +50,11 @@ def test_warm_up_builds_every_stream_event_model_the_sdk_would_build_lazily():
 
 def test_start_is_off_with_the_switch_and_runs_once_otherwise():
     assert run_fresh(
-        "from ketch import sdk_warmup; sdk_warmup.start(); print(sdk_warmup._thread)", KETCH_SDK_WARMUP="0"
+        "from ketch.providers import sdk_warmup; sdk_warmup.start(); print(sdk_warmup._thread)", KETCH_SDK_WARMUP="0"
     ) == "None"
     out = run_fresh(
         """
-        from ketch import sdk_warmup
+        from ketch.providers import sdk_warmup
         sdk_warmup.start(); first = sdk_warmup._thread
         sdk_warmup.start()
         first.join(60)
@@ -94,7 +94,7 @@ def test_a_failing_warm_up_reports_it_and_raises_nothing():
         def broken(**kwargs):
             raise RuntimeError("the SDK changed")
         openai._models.construct_type = broken
-        from ketch import sdk_warmup
+        from ketch.providers import sdk_warmup
         print(sdk_warmup.warm_responses_events())
         """
     )
@@ -107,8 +107,8 @@ def test_a_headless_run_warms_up_as_its_first_responses_request_goes_out_and_cha
 
     child = """
         import sys
-        from ketch import sdk_warmup
-        from ketch.cli import main
+        from ketch.providers import sdk_warmup
+        from ketch.frontends.cli import main
         sys.argv = ["ketch", "-p", "hi", "--base-url", {url!r}, "--wire", {wire!r}, "--model", "fake-model"]
         try:
             code = main()

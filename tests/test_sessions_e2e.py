@@ -13,8 +13,8 @@ from typing import Any
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results, user_texts
 from kettle import adhoc, run_ketch, write_project_config
 
-from ketch import events as ev
-from ketch.assemble import build_session
+from ketch.core import events as ev
+from ketch.frontends.assemble import build_session
 
 WIRE = "openai-chat"
 
@@ -72,7 +72,7 @@ def test_continue_resume_sessions_and_export(tmp_path: Path) -> None:
 
 
 def test_fork_copies_history_and_leaves_the_parent_alone(tmp_path: Path) -> None:
-    from ketch.store import Store
+    from ketch.state.store import Store
 
     with FakeProvider([Turn(text="one")]) as fake:
         assert run_ketch(["-p", "first", *adhoc(fake, WIRE)], tmp_path).code == 0
@@ -110,7 +110,7 @@ def test_resume_errors_are_one_line(tmp_path: Path) -> None:
 
 
 def test_unusable_store_is_reported_with_its_path_and_left_untouched(tmp_path: Path) -> None:
-    from ketch.store import Store
+    from ketch.state.store import Store
 
     db = _db()
     db.parent.mkdir(parents=True, exist_ok=True)
@@ -227,7 +227,7 @@ def _stored_sessions(cwd: Path, count: int) -> list[str]:
     """``count`` sessions of one message each in ``cwd``, written to the real store; newest first."""
     from pydantic_ai.messages import ModelRequest, UserPromptPart
 
-    from ketch.store import Store
+    from ketch.state.store import Store
 
     ids = []
     with Store.open(_db()) as store:

@@ -30,8 +30,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
-from ketch.events import ToolCallFinished, TurnStarted
-from ketch.store import SCHEMA_VERSION, Store, StoreError
+from ketch.core.events import ToolCallFinished, TurnStarted
+from ketch.state.store import SCHEMA_VERSION, Store, StoreError
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)
@@ -370,7 +370,7 @@ def test_old_schema_is_migrated_in_place(tmp_path: Path) -> None:
 
 CRASH_SCRIPT = """
 import os, signal, sys
-from ketch.store import Store
+from ketch.state.store import Store
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
 
 store = Store.open(sys.argv[1])

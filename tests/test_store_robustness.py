@@ -19,7 +19,7 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results, user_texts
 from kettle import adhoc, ketch_env, run_ketch
 
-from ketch.store import Store, StoreError
+from ketch.state.store import Store, StoreError
 
 WIRE = "openai-chat"
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -146,7 +146,7 @@ def test_a_newer_ketch_migrating_meanwhile_is_refused_and_never_downgraded(tmp_p
 
 KILLED_WRITER = """
 import os, signal, sys
-from ketch.store import Store
+from ketch.state.store import Store
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 store = Store.open(sys.argv[1])
 sid = store.reserve_session(sys.argv[2], "m", "a")
@@ -216,7 +216,7 @@ def test_a_read_only_store_is_refused_before_any_request_and_still_listed(tmp_pa
 
 OPEN_TWICE = """
 import sys
-from ketch.store import Store, StoreError
+from ketch.state.store import Store, StoreError
 try:
     Store.open(sys.argv[1]).close()
     print("opened to write")

@@ -21,8 +21,8 @@ import psutil
 from fakeprovider import RecordedRequest, ToolCall, Turn, tool_names, tool_results, user_texts
 from kettle import adhoc, run_ketch, write_project_config
 
-from ketch import events as ev
-from ketch.assemble import build_session
+from ketch.core import events as ev
+from ketch.frontends.assemble import build_session
 from ketch.tools.shell import INTERRUPTED_MESSAGE
 
 Step = Callable[[RecordedRequest, int], Turn]

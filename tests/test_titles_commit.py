@@ -11,11 +11,11 @@ from typing import Any
 
 from fakeprovider import FakeProvider, Turn, instructions, user_texts
 
-from ketch.assemble import build_session
-from ketch.commit import propose_commit_message
-from ketch.config import load_config, resolve_connection
-from ketch.models import build_model
-from ketch.titles import sanitize_title
+from ketch.frontends.assemble import build_session
+from ketch.core.commit import propose_commit_message
+from ketch.core.config import load_config, resolve_connection
+from ketch.providers.models import build_model
+from ketch.state.titles import sanitize_title
 from ketch.tools.git import staged_diff
 
 WIRE = "openai-chat"

@@ -22,7 +22,7 @@ from ketch.tools.files import (
     unified_diff,
     write_file,
 )
-from ketch.workspace import PathOutsideWorkspace, Workspace
+from ketch.tools.workspace import PathOutsideWorkspace, Workspace
 
 
 @dataclass

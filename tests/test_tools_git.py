@@ -11,7 +11,7 @@ from pydantic_ai.exceptions import ToolFailed
 
 from ketch.tools.base import ToolDeps, ToolSettings
 from ketch.tools.git import TOOLS, git_blame, git_diff, git_log, git_show, git_status, staged_diff
-from ketch.workspace import PathOutsideWorkspace, Workspace
+from ketch.tools.workspace import PathOutsideWorkspace, Workspace
 
 
 @dataclass

@@ -12,7 +12,7 @@ from pydantic_ai.exceptions import ToolFailed
 
 from ketch.tools.base import ToolDeps, ToolSettings
 from ketch.tools.search import TOOLS, find_rg, grep, search
-from ketch.workspace import PathOutsideWorkspace, Workspace
+from ketch.tools.workspace import PathOutsideWorkspace, Workspace
 
 RG = find_rg()
 BACKENDS = [pytest.param(RG, id="rg"), pytest.param(None, id="python")]

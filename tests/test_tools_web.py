@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from pydantic_ai.exceptions import ToolFailed
 
-from ketch.netguard import check_address, parse_host_address
+from ketch.tools.netguard import check_address, parse_host_address
 from ketch.tools.base import ToolDeps, ToolSettings
 from ketch.tools.web import TOOLS, HtmlToMarkdown, web_fetch
 

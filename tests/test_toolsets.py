@@ -11,7 +11,7 @@ import pytest
 from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn, instructions, tool_names
 from kettle import adhoc, run_ketch, write_project_config
 
-from ketch.assemble import build_session
+from ketch.frontends.assemble import build_session
 
 WIRES = ["openai-chat", "openai-responses", "anthropic-messages"]
 TOOLS_HEADING = "# Tools available on this step"

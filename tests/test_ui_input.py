@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from uifakes import FakeSession, Harness
 
-from ketch.events import TextDelta
+from ketch.core.events import TextDelta
 
 
 def answer(text: str):
@@ -128,7 +128,7 @@ async def test_bracketed_paste_submits_the_full_text() -> None:
 
 
 def registry():
-    from ketch.commands import Command, CommandRegistry, builtin_commands
+    from ketch.extensions.commands import Command, CommandRegistry, builtin_commands
 
     reg = CommandRegistry(builtin_commands())
     reg.register(Command("review", help="Review a file", template="Review $ARGUMENTS carefully.", source="x.md"))
@@ -145,7 +145,7 @@ async def test_slash_menu_lists_matching_commands_and_unknown_gets_suggestion() 
 
 
 async def test_cost_panel_prints_from_session_status() -> None:
-    from ketch.frontend import SessionStatus
+    from ketch.core.frontend import SessionStatus
 
     status = SessionStatus(session_id="s9", model="m", cost_usd=0.0123, input_tokens=1200, output_tokens=34)
     async with Harness(FakeSession(status=status)) as h:

@@ -1,4 +1,4 @@
-"""Hosted web search routing (ketch.websearch): capability, route, wire shape and normalization.
+"""Hosted web search routing (ketch.websearch.capability): capability, route, wire shape and normalization.
 
 The wire tests run a real pydantic-ai model against the fake provider on 127.0.0.1 and assert on
 the recorded request; the parts handed to ``normalize_native_result`` are the ones pydantic-ai
@@ -15,7 +15,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import NativeToolCallPart, NativeToolReturnPart
 from pydantic_ai.native_tools import WebSearchTool
 
-from ketch.websearch import (
+from ketch.websearch.capability import (
     CAPABILITY_RULES,
     Capability,
     SearchRoute,
@@ -234,7 +234,7 @@ async def test_responses_route_sends_web_search_and_normalizes_url_only_sources(
     from pydantic_ai.models.openai import OpenAIResponsesModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    from ketch.websearch import normalize_native_result
+    from ketch.websearch.capability import normalize_native_result
 
     fake = fake_provider([
         Turn(text="Ketch is a terminal agent.", native_search=NativeSearch("what is ketch", SOURCES)),
@@ -274,7 +274,7 @@ async def test_anthropic_route_sends_the_pinned_tool_version_and_keeps_provider_
     from pydantic_ai.models.anthropic import AnthropicModel
     from pydantic_ai.providers.anthropic import AnthropicProvider
 
-    from ketch.websearch import normalize_native_result
+    from ketch.websearch.capability import normalize_native_result
 
     fake = fake_provider([
         Turn(text="Ketch is a terminal agent.", native_search=NativeSearch("what is ketch", SOURCES)),
@@ -306,7 +306,7 @@ async def test_anthropic_route_sends_the_pinned_tool_version_and_keeps_provider_
 
 
 def test_normalize_keeps_only_rows_the_provider_supplied():
-    from ketch.websearch import native_search_error, normalize_native_result
+    from ketch.websearch.capability import native_search_error, normalize_native_result
 
     call = NativeToolCallPart(tool_name="web_search", args={"type": "search", "query": "q"}, tool_call_id="ws_1")
     empty = NativeToolReturnPart(tool_name="web_search", content={"status": "completed"}, tool_call_id="ws_1")
@@ -340,7 +340,7 @@ def _tool_ctx(base_url: str, api_key: str | None = TAVILY_KEY):
     from types import SimpleNamespace
 
     from ketch.tools.base import ToolDeps
-    from ketch.tools.tavily import TavilySettings
+    from ketch.websearch.tavily import TavilySettings
 
     events: list = []
     deps = ToolDeps(workspace=None, emit=events.append,
@@ -349,8 +349,8 @@ def _tool_ctx(base_url: str, api_key: str | None = TAVILY_KEY):
 
 
 async def test_tavily_posts_the_query_and_returns_numbered_results(tavily_stub):
-    from ketch.events import WebSearchResult
-    from ketch.tools.tavily import web_search
+    from ketch.core.events import WebSearchResult
+    from ketch.websearch.tavily import web_search
 
     tavily_stub.body = {"query": "ketch", "results": [
         {"title": "Ketch", "url": "https://ketch.example", "content": "A terminal\n agent.", "score": 0.9},
@@ -387,7 +387,7 @@ async def test_tavily_posts_the_query_and_returns_numbered_results(tavily_stub):
 async def test_tavily_errors_are_one_line_and_never_contain_the_key(tavily_stub, status, body, message):
     from pydantic_ai.exceptions import ToolFailed
 
-    from ketch.tools.tavily import web_search
+    from ketch.websearch.tavily import web_search
 
     tavily_stub.status, tavily_stub.body = status, body
     ctx, events = _tool_ctx(tavily_stub.base_url)
@@ -401,7 +401,7 @@ async def test_tavily_errors_are_one_line_and_never_contain_the_key(tavily_stub,
 async def test_tavily_unreachable_and_missing_key(tavily_stub, monkeypatch):
     from pydantic_ai.exceptions import ToolFailed
 
-    from ketch.tools.tavily import web_search
+    from ketch.websearch.tavily import web_search
 
     base = tavily_stub.base_url
     tavily_stub.close()
@@ -418,7 +418,7 @@ async def test_tavily_unreachable_and_missing_key(tavily_stub, monkeypatch):
 
 
 async def test_tavily_key_falls_back_to_the_environment(tavily_stub, monkeypatch):
-    from ketch.tools.tavily import web_search
+    from ketch.websearch.tavily import web_search
 
     monkeypatch.setenv("TAVILY_API_KEY", "tvly-from-env-123")
     ctx, _ = _tool_ctx(tavily_stub.base_url, api_key=None)
@@ -427,7 +427,7 @@ async def test_tavily_key_falls_back_to_the_environment(tavily_stub, monkeypatch
 
 
 def test_replay_size_counts_the_opaque_payload_not_the_display_rows():
-    from ketch.websearch import is_native_search, normalize_native_result, replay_size
+    from ketch.websearch.capability import is_native_search, normalize_native_result, replay_size
 
     rows = [{"type": "web_search_result", "url": f"https://e.example/{n}", "title": "t",
              "encrypted_content": "x" * 2000} for n in range(3)]
@@ -444,6 +444,6 @@ def test_replay_size_counts_the_opaque_payload_not_the_display_rows():
      ({"KETCH_WEB_SEARCH_ENABLED": "0"}, False, False), ({"KETCH_WEB_SEARCH_ENABLED": "TRUE"}, False, True)],
 )
 def test_headless_opt_in(environ, flag, expected):
-    from ketch.websearch import headless_opt_in
+    from ketch.websearch.capability import headless_opt_in
 
     assert headless_opt_in(environ, flag=flag) is expected

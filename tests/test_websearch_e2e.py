@@ -202,10 +202,10 @@ async def test_titles_commit_messages_and_children_get_no_search(tmp_path, fake_
     no search tool, while the session itself does; a child's explicit tool list is a ceiling."""
     from argparse import Namespace
 
-    from ketch.assemble import build_session
-    from ketch.commit import propose_commit_message
-    from ketch.search_wiring import child_search_route, web_research_available
-    from ketch.titles import generate_title
+    from ketch.frontends.assemble import build_session
+    from ketch.core.commit import propose_commit_message
+    from ketch.websearch.wiring import child_search_route, web_research_available
+    from ketch.state.titles import generate_title
 
     fake = fake_provider([Turn(text="root"), Turn(text="A title"), Turn(text="Add a file")])
     write_project_config(tmp_path, _config(fake))
@@ -277,7 +277,7 @@ def test_model_source_on_an_unsupported_pair_never_falls_back_to_tavily(tmp_path
 
 
 def test_models_capabilities_prints_the_one_table(tmp_path):
-    from ketch.websearch import CAPABILITY_RULES
+    from ketch.websearch.capability import CAPABILITY_RULES
 
     run = run_ketch(["models", "--capabilities"], tmp_path)
     assert run.code == 0, run.stderr
@@ -297,8 +297,8 @@ def test_models_capabilities_prints_the_one_table(tmp_path):
 def test_dual_wire_preset_moves_the_whole_session_never_the_search_alone(protocol, wire, searches):
     """DeepSeek's preset speaks Chat Completions; hosted search runs on Responses, so the session
     model is built on Responses. Its Anthropic search lives on another endpoint: no search then."""
-    from ketch.config import Config, resolve_connection
-    from ketch.search_wiring import session_search
+    from ketch.core.config import Config, resolve_connection
+    from ketch.websearch.wiring import session_search
 
     config = Config.model_validate({"web_search": {"enabled": True, "protocol": protocol}})
     conn = resolve_connection(config, "deepseek:deepseek-v4-flash", environ={"DEEPSEEK_API_KEY": "k"})

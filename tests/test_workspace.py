@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_ai.exceptions import ToolFailed
 
-from ketch.workspace import InvalidPath, PathOutsideWorkspace, Workspace, compile_glob, glob_matches
+from ketch.tools.workspace import InvalidPath, PathOutsideWorkspace, Workspace, compile_glob, glob_matches
 
 # --------------------------------------------------------------------------- audit
 
@@ -299,7 +299,7 @@ def test_glob_patterns(pattern: str, path: str, expected: bool) -> None:
 
 
 def test_a_lone_surrogate_is_refused_as_an_invalid_path(tmp_path: Path) -> None:
-    from ketch.workspace import InvalidPath, Workspace
+    from ketch.tools.workspace import InvalidPath, Workspace
 
     with pytest.raises(InvalidPath, match="no file name can hold"):
         Workspace(tmp_path).resolve("src/\ud800.py")

@@ -1,4 +1,4 @@
-"""A stdio MCP server with ``echo`` and ``add`` tools (test fixture for ketch.mcp).
+"""A stdio MCP server with ``echo`` and ``add`` tools (test fixture for ketch.extensions.mcp).
 
 It also exposes ``env_probe`` so a test can see which environment reached the process.
 """

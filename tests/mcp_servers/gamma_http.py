@@ -1,4 +1,4 @@
-"""A streamable-HTTP MCP server on 127.0.0.1 (test fixture for ketch.mcp).
+"""A streamable-HTTP MCP server on 127.0.0.1 (test fixture for ketch.extensions.mcp).
 
 Usage: ``python gamma_http.py HEADER_LOG``. Binds a free port, prints ``PORT <n>`` on stdout
 once listening, and appends the value of each request's ``X-Probe`` header to HEADER_LOG so a

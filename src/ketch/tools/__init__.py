@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from .base import ToolSpec
+from ketch.tools.base import ToolSpec
 
 
 def builtin_tool_specs() -> list[ToolSpec]:
     """Every built-in tool. Imports the tool modules (and pydantic-ai) on first call."""
-    from .. import memory, notebook, skills
-    from . import ask, files, git, search, shell, web
+    from ketch.state import memory
+    from ketch.state import notebook
+    from ketch.extensions import skills
+    from ketch.tools import ask, files, git, search, shell, web
 
     specs: list[ToolSpec] = []
     for module in (files, search, shell, git, web, notebook, memory, skills, ask):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
-from .base import ToolDeps, ToolSpec
+from ketch.tools.base import ToolDeps, ToolSpec
 
 
 async def ask(ctx: RunContext[ToolDeps], question: str, choices: list[str] | None = None) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from ..events import AgentEvent
+    from ketch.core.events import AgentEvent
 
 ToolKind = Literal["read", "write", "shell", "network", "interactive", "meta"]
 """How the gate treats a tool by default: read and meta are allowed; write, shell and
@@ -55,7 +55,7 @@ class ToolDeps:
     """Live services handed to tools through ``RunContext.deps``."""
 
     workspace: Any
-    """A ``ketch.workspace.Workspace``: root, added dirs, the path jail."""
+    """A ``ketch.tools.workspace.Workspace``: root, added dirs, the path jail."""
     emit: Callable[[AgentEvent], None] = _drop_event
     """Publish an event (tool output chunks, todo updates) to the session's stream."""
     processes: Any = None

@@ -22,8 +22,8 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 from typing_extensions import NotRequired, TypedDict
 
-from ..workspace import Workspace, compile_glob, glob_matches
-from .base import ToolDeps, ToolSpec
+from ketch.tools.workspace import Workspace, compile_glob, glob_matches
+from ketch.tools.base import ToolDeps, ToolSpec
 
 BINARY_SNIFF_BYTES = 8192
 MAX_LINE_CHARS = 2000

@@ -17,8 +17,8 @@ from pathlib import Path
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
-from ..workspace import Workspace
-from .base import ToolDeps, ToolSpec
+from ketch.tools.workspace import Workspace
+from ketch.tools.base import ToolDeps, ToolSpec
 
 SAFE_CONFIG = ("-c", "core.fsmonitor=false", "-c", "core.quotePath=false", "-c", "color.ui=never")
 NO_PROGRAMS = ("--no-ext-diff", "--no-textconv")

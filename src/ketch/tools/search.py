@@ -22,9 +22,9 @@ from pathlib import Path
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
-from ..workspace import Workspace, compile_glob, glob_matches
-from .base import ToolDeps, ToolSpec
-from .files import open_regular
+from ketch.tools.workspace import Workspace, compile_glob, glob_matches
+from ketch.tools.base import ToolDeps, ToolSpec
+from ketch.tools.files import open_regular
 
 MAX_LINE_CHARS = 400
 SCAN_LIMIT = 20_000

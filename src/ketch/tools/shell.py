@@ -28,8 +28,8 @@ import psutil
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
-from ..events import ToolOutputChunk
-from .base import ToolDeps, ToolSpec
+from ketch.core.events import ToolOutputChunk
+from ketch.tools.base import ToolDeps, ToolSpec
 
 INTERRUPTED_MESSAGE = "The user interrupted this command. It did not finish, so its effects are unknown."
 

@@ -19,8 +19,8 @@ import httpx
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
-from ..netguard import AddressRefused, GuardedTransport, check_address, parse_host_address
-from .base import ToolDeps, ToolSettings, ToolSpec
+from ketch.tools.netguard import AddressRefused, GuardedTransport, check_address, parse_host_address
+from ketch.tools.base import ToolDeps, ToolSettings, ToolSpec
 
 MAX_REDIRECTS = 5
 USER_AGENT = "ketch-web-fetch/0.1"

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from collections.abc import Iterator
 from typing import Any
 
-from .appconfig import AppConfig
+from ketch.ui.appconfig import AppConfig
 
 __all__ = ["AppConfig", "run_app", "main", "quiet_tty", "early_prompt"]
 
@@ -50,8 +50,8 @@ def quiet_tty() -> Iterator[None]:
 async def run_app(config: AppConfig, *, input: Any = None, output: Any = None) -> int:
     """Run the interactive UI (on this terminal unless ``input``/``output`` are given),
     then print the farewell; returns the exit code."""
-    from .controller import KetchApp
-    from .farewell import farewell_lines
+    from ketch.ui.controller import KetchApp
+    from ketch.ui.farewell import farewell_lines
 
     app = KetchApp(config, input=input, output=output)
     code = await app.run()

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..frontend import SessionLike
+from ketch.core.frontend import SessionLike
 
 
 def _no_history() -> list[str]:

@@ -15,17 +15,17 @@ from prompt_toolkit.application import Application
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.input import Input
 
-from ..events import ApprovalRequested, AskRequested, Decision, ReasoningDelta, TextDelta
-from ..frontend import SessionLike, SessionStatus
-from .appconfig import AppConfig
-from .history import InputHistory, PasteStore
-from .layout import STYLE, build_layout
-from .menus import CommandSource, Menu, accept, menu_for
-from .overlays import ApprovalOverlay, AskOverlay, Overlay
-from .rich_render import AnsiRenderer
-from .slash import UI_COMMANDS, SlashHandler
-from .terminal import FrameOutput, ScrollbackCommitter
-from .transcript import TurnView
+from ketch.core.events import ApprovalRequested, AskRequested, Decision, ReasoningDelta, TextDelta
+from ketch.core.frontend import SessionLike, SessionStatus
+from ketch.ui.appconfig import AppConfig
+from ketch.ui.history import InputHistory, PasteStore
+from ketch.ui.layout import STYLE, build_layout
+from ketch.ui.menus import CommandSource, Menu, accept, menu_for
+from ketch.ui.overlays import ApprovalOverlay, AskOverlay, Overlay
+from ketch.ui.rich_render import AnsiRenderer
+from ketch.ui.slash import UI_COMMANDS, SlashHandler
+from ketch.ui.terminal import FrameOutput, ScrollbackCommitter
+from ketch.ui.transcript import TurnView
 
 
 class KetchApp:
@@ -55,7 +55,7 @@ class KetchApp:
         self._files: list[str] | None = None
         self._dirty = False
         self._tasks: set[asyncio.Task[Any]] = set()
-        from .keys import build_key_bindings
+        from ketch.ui.keys import build_key_bindings
 
         self.app: Application[int] = Application(
             layout=build_layout(self), key_bindings=build_key_bindings(self), style=STYLE,
@@ -106,7 +106,7 @@ class KetchApp:
     def _replay_typeahead(self) -> None:
         """Keys typed while the UI was importing go in first, exactly as typed."""
         if self.config.typeahead:
-            from .typeahead import key_presses
+            from ketch.ui.typeahead import key_presses
 
             self.app.key_processor.feed_multiple(key_presses(self.config.typeahead))  # type: ignore[arg-type]
 

@@ -12,8 +12,8 @@ import re
 import sys
 from collections.abc import AsyncIterator
 
-from ..events import AgentEvent, Decision, TextDelta, TurnFinished
-from ..frontend import SessionStatus
+from ketch.core.events import AgentEvent, Decision, TextDelta, TurnFinished
+from ketch.core.frontend import SessionStatus
 
 
 END_OF_ANSWER = "That is the whole answer."
@@ -82,7 +82,7 @@ class DemoSession:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the demo UI on this terminal."""
-    from .app import early_prompt, quiet_tty
+    from ketch.ui.app import early_prompt, quiet_tty
 
     with quiet_tty():
         early_prompt()
@@ -91,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--tokens", type=int, default=4000, help="length of the answer")
         parser.add_argument("--flush", type=float, default=0.06, help="flush interval (s)")
         args = parser.parse_args(argv)
-        from .app import run_app
-        from .appconfig import AppConfig
+        from ketch.ui.app import run_app
+        from ketch.ui.appconfig import AppConfig
 
         async def factory() -> DemoSession:
             return DemoSession(sample_answer(args.tokens), args.rate)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..frontend import SessionStatus
-from .statusline import format_cost
+from ketch.core.frontend import SessionStatus
+from ketch.ui.statusline import format_cost
 
 
 def farewell_lines(status: SessionStatus | None, program: str = "ketch") -> list[str]:

@@ -10,7 +10,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
 
 if TYPE_CHECKING:
-    from .controller import KetchApp
+    from ketch.ui.controller import KetchApp
 
 _OVERLAY_KEYS = {"up": "up", "down": "down", "enter": "enter", "escape": "escape",
                  "backspace": "backspace", "c-j": "enter", "tab": "down", "s-tab": "up"}

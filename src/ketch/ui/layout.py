@@ -11,11 +11,11 @@ from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl
 from prompt_toolkit.layout.dimension import Dimension
 from prompt_toolkit.styles import Style
 
-from .statusline import status_text
-from .toolfmt import clip, headline
+from ketch.ui.statusline import status_text
+from ketch.ui.toolfmt import clip, headline
 
 if TYPE_CHECKING:
-    from .controller import KetchApp
+    from ketch.ui.controller import KetchApp
 
 Fragments = list[tuple[str, str]]
 INPUT_MAX_ROWS = 10

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from ..events import ApprovalRequested, AskRequested, Decision
+from ketch.core.events import ApprovalRequested, AskRequested, Decision
 
 Fragments = list[tuple[str, str]]
 PREVIEW_LINES = 12

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..frontend import SessionStatus
-from .statusline import format_cost
+from ketch.core.frontend import SessionStatus
+from ketch.ui.statusline import format_cost
 
 _TODO_MARKS = {"done": "✓", "completed": "✓", "in_progress": "▸", "pending": "○"}
 

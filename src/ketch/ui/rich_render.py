@@ -45,7 +45,7 @@ class AnsiRenderer:
             from rich.color import ColorSystem
             from rich.console import Console
 
-            from ._markdown import plain_code_markdown
+            from ketch.ui._markdown import plain_code_markdown
 
             name = _color_system()
             console = Console(
@@ -70,7 +70,7 @@ class AnsiRenderer:
         fenced code block goes straight to pygments (much faster than Rich's Syntax)."""
         fence = _WHOLE_FENCE.match(text)
         if fence:
-            from .codeblock import highlight
+            from ketch.ui.codeblock import highlight
 
             return highlight(fence.group(3), fence.group(2).strip().split(" ")[0], width)
         self._ensure()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .overlays import ListPicker
-from .panels import context_panel, cost_panel, help_panel, todos_panel, tools_panel
+from ketch.ui.overlays import ListPicker
+from ketch.ui.panels import context_panel, cost_panel, help_panel, todos_panel, tools_panel
 
 if TYPE_CHECKING:
-    from .controller import KetchApp
+    from ketch.ui.controller import KetchApp
 
 UI_COMMANDS: dict[str, str] = {
     "help": "show commands and keys",
@@ -55,7 +55,7 @@ class SlashHandler:
                          + (f" Did you mean /{hint}?" if hint else " Type /help for the list.")])
             return
         if command is not None and getattr(command, "template", None) is not None:
-            from ..commands import expand_user_command
+            from ketch.extensions.commands import expand_user_command
 
             await app.stream_turn(expand_user_command(command, args), echo=False)
             return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..frontend import SessionStatus
+from ketch.core.frontend import SessionStatus
 
 
 def format_cost(cost: float | None) -> str:

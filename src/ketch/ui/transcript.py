@@ -13,15 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
-from ..events import (
+from ketch.core.events import (
     AgentEvent, ApprovalRequested, ApprovalResolved, AskRequested, Compacted, Error, Notice,
     ReasoningDelta, SubagentFinished, SubagentProgress, SubagentStarted, TextDelta, TodoUpdated,
     ToolCallFinished, ToolCallStarted, ToolOutputChunk, TurnFinished, TurnStarted, Usage,
     WebSearchResult,
 )
-from .blocks import BlockSplitter
-from .rich_render import AnsiRenderer
-from .toolfmt import clip, paint, result_lines
+from ketch.ui.blocks import BlockSplitter
+from ketch.ui.rich_render import AnsiRenderer
+from ketch.ui.toolfmt import clip, paint, result_lines
 
 TOOL_TAIL_LINES = 5
 

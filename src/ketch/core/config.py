@@ -1,0 +1,380 @@
+"""Configuration: resolution order, connections, and model references.
+
+Resolution, highest first: CLI flags > environment > project ``.ketch/config.toml`` >
+user config (platformdirs) > defaults. Every file is validated on its own so an unknown
+key is reported with the file and the key. Nothing here imports the model SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ketch.core.exceptions import ConfigError
+from ketch.providers.presets import PRESETS, WIRES, Preset
+
+__all__ = ["ConfigError", "Config", "Connection", "load_config", "resolve_connection"]
+
+ThinkLevel = Literal["off", "low", "medium", "high", "max"]
+THINK_LEVELS: tuple[str, ...] = ("off", "low", "medium", "high", "max")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+DEFAULT_TIMEOUT = 300.0
+"""Seconds a provider may stay silent before a request times out (Codex's stream idle limit)."""
+
+
+class ConnectionConfig(_Strict):
+    """A named provider access path."""
+
+    preset: str = "openai-compatible"
+    """One of the presets (openai, anthropic, openrouter, deepseek, groq, xai, mistral,
+    ollama, lmstudio, llamacpp, openai-compatible)."""
+    base_url: str | None = None
+    """Overrides the preset's base URL."""
+    wire: Literal["openai-chat", "openai-responses", "anthropic-messages"] | None = None
+    """Overrides the preset's wire protocol."""
+    api_key_env: str | None = None
+    """Environment variable that holds the key."""
+    max_retries: int = 2
+    """Retries the SDK makes on 429, 5xx and timeouts, with backoff."""
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, allow_inf_nan=False)
+    """Seconds to wait for the provider's next bytes (its first, or the next of a stream) before
+    the request fails as timed out (and is retried); also the connect limit, capped at 30 s."""
+
+
+class ModelMeta(_Strict):
+    """What ketch should assume about one model (``[models."conn:model"]``)."""
+
+    context_window: int | None = None
+    """Tokens the model accepts; defaults come from a table by model family."""
+    capabilities: dict[str, bool] = Field(default_factory=dict)
+    """Explicit capability flags, e.g. ``web_search = true``."""
+
+
+class AgentConfig(_Strict):
+    """A user-defined agent variant or subagent kind."""
+
+    prompt: str = ""
+    """Extra instructions for this agent."""
+    tools: list[str] | None = None
+    """The tools it may use (None: the default set)."""
+    model: str | None = None
+    think: ThinkLevel | None = None
+    description: str = ""
+
+
+class ToolsConfig(_Strict):
+    enabled: list[str] | None = None
+    """When set, only these tools are offered."""
+    disabled: list[str] = Field(default_factory=list)
+    """Tools never offered."""
+
+
+class WebSearchConfig(_Strict):
+    enabled: bool = False
+    """Offer web search at all."""
+    source: Literal["model", "tavily"] = "model"
+    """``model``: hosted by the session's own provider; ``tavily``: a client tool with its own key."""
+    protocol: Literal["auto", "responses", "anthropic"] = "auto"
+    """Force the hosted-search protocol; ``auto`` follows the connection's wire."""
+    tavily_base_url: str = "https://api.tavily.com"
+
+
+class CompactionConfig(_Strict):
+    threshold: float = 0.8
+    """Share of the context window at which pruning starts."""
+    context_window: int | None = None
+    """Override the model's context window (tokens)."""
+
+
+class Config(_Strict):
+    """The whole configuration, as merged from every source."""
+
+    model: str | None = None
+    """The model as ``connection:model`` (for example ``openai:gpt-5``)."""
+    think: ThinkLevel = "off"
+    """Thinking level: off, low, medium, high, max."""
+    agent: str = "build"
+    """The agent variant: build, plan, or a user agent."""
+    max_steps: int = Field(default=100, ge=1)
+    """Model requests one turn may make before it ends with a step-limit event."""
+    titles: bool = True
+    """Name each new interactive session with a short auxiliary model call (no tools)."""
+    privacy: bool = False
+    """Privacy mode: no web search of any kind."""
+    connections: dict[str, ConnectionConfig] = Field(default_factory=dict)
+    models: dict[str, ModelMeta] = Field(default_factory=dict)
+    permissions: dict[str, Any] = Field(default_factory=dict)
+    """Permission rules: ``{tool: action}`` or ``{tool: {pattern: action}}``."""
+    guards: list[dict[str, Any]] = Field(default_factory=list)
+    """Refusal rules in the plugin rule shape; nothing bypasses them."""
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    mcp: dict[str, Any] = Field(default_factory=dict)
+    """``[mcp.servers.NAME]`` with command/args/env or url/headers."""
+    hooks: dict[str, Any] = Field(default_factory=dict)
+    web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    registry_url: str = "https://registry.ketch.dev/index.json"
+    """Where ``/registry`` fetches its index."""
+    added_dirs: list[str] = Field(default_factory=list)
+    """Directories besides the workspace that file tools may touch."""
+
+
+def user_config_dir() -> Path:
+    override = os.environ.get("KETCH_CONFIG_DIR")
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("ketch"))
+
+
+def user_data_dir() -> Path:
+    override = os.environ.get("KETCH_DATA_DIR")
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("ketch"))
+
+
+def find_project_root(cwd: Path) -> Path:
+    """The nearest ancestor holding ``.git`` or ``.ketch``; the cwd itself otherwise."""
+    for candidate in (cwd, *cwd.parents):
+        if (candidate / ".git").exists() or (candidate / ".ketch").is_dir():
+            return candidate
+    return cwd
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the file or remove it") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    _validate(data, str(path))
+    return data
+
+
+def _validate(data: dict[str, Any], source: str) -> None:
+    try:
+        Config.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            raise ConfigError(f"{source}: unknown config key '{where}'") from None
+        raise ConfigError(f"{source}: invalid value for '{where}': {err['msg']}") from None
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+_ENV_KEYS: dict[str, str] = {
+    "KETCH_MODEL": "model",
+    "KETCH_THINK": "think",
+    "KETCH_AGENT": "agent",
+    "KETCH_MAX_STEPS": "max_steps",
+    "KETCH_PRIVACY": "privacy",
+}
+
+
+def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    for var, key in _ENV_KEYS.items():
+        if environ.get(var):
+            layer[key] = environ[var]
+    if environ.get("KETCH_WEB_SEARCH_ENABLED"):
+        layer["web_search"] = {"enabled": environ["KETCH_WEB_SEARCH_ENABLED"].lower() in ("1", "true", "yes")}
+    _validate(layer, "environment (KETCH_*)")
+    return layer
+
+
+def load_config(cwd: Path, flags: dict[str, Any] | None = None, environ: dict[str, str] | None = None) -> Config:
+    """Merge every layer into one validated Config."""
+    environ = dict(os.environ if environ is None else environ)
+    merged: dict[str, Any] = {}
+    user_file = user_config_dir() / "config.toml"
+    if user_file.is_file():
+        merged = _merge(merged, _read_toml(user_file))
+    project_file = find_project_root(cwd) / ".ketch" / "config.toml"
+    if project_file.is_file():
+        merged = _merge(merged, _read_toml(project_file))
+    merged = _merge(merged, _env_layer(environ))
+    flag_layer = {k: v for k, v in (flags or {}).items() if v is not None}
+    _validate(flag_layer, "command line")
+    merged = _merge(merged, flag_layer)
+    return Config.model_validate(merged)
+
+
+# ---------------------------------------------------------------- connections and keys
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A resolved access path to one model. ``api_key`` never leaves this object in text."""
+
+    name: str
+    preset: Preset
+    wire: str
+    base_url: str
+    model_name: str
+    api_key: str | None
+    key_env: str
+    max_retries: int = 2
+    meta: ModelMeta | None = None
+    timeout: float = DEFAULT_TIMEOUT
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}:{self.model_name}"
+
+    def __repr__(self) -> str:  # keep the key out of any repr that reaches a log
+        return f"Connection({self.ref}, wire={self.wire}, base_url={self.base_url})"
+
+
+def keys_file() -> Path:
+    return user_config_dir() / "keys.json"
+
+
+def stored_keys() -> dict[str, str]:
+    path = keys_file()
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def store_key(name: str, key: str) -> Path:
+    """Save a key for a connection in the user config dir, readable by the owner only."""
+    path = keys_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keys = stored_keys()
+    keys[name] = key
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(keys, fh)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+    return path
+
+
+def known_connections(config: Config) -> list[str]:
+    return sorted(set(PRESETS) | set(config.connections))
+
+
+def check_base_url(url: str, where: str) -> None:
+    """Refuse a base URL no HTTP client can use (no scheme, no host, a bad port) as a usage error."""
+    from urllib.parse import urlsplit
+
+    example = "write it like http://localhost:11434/v1"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as exc:
+        raise ConfigError(f"{where} {url!r} is not a valid URL ({exc}); {example}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where} {url!r} is not an http:// or https:// URL with a host; {example}")
+
+
+def resolve_connection(
+    config: Config,
+    model_ref: str | None,
+    *,
+    base_url: str | None = None,
+    wire: str | None = None,
+    api_key_env: str | None = None,
+    environ: dict[str, str] | None = None,
+) -> Connection:
+    """Turn ``connection:model`` (or an ad-hoc ``--base-url``/``--wire`` endpoint) into a Connection."""
+    environ = dict(os.environ if environ is None else environ)
+    retries_override = environ.get("KETCH_MAX_RETRIES")
+    if retries_override is not None and not retries_override.isdigit():
+        raise ConfigError(f"KETCH_MAX_RETRIES must be a whole number, not {retries_override!r}")
+    timeout_override = _timeout_override(environ.get("KETCH_TIMEOUT"))
+    if not model_ref:
+        raise ConfigError("no model chosen: pass --model CONNECTION:MODEL (list them with 'ketch models') or set model in config")
+    if base_url:  # ad-hoc endpoint: no config file needed
+        if wire not in WIRES:
+            raise ConfigError(f"--base-url needs --wire, one of: {', '.join(WIRES)}")
+        check_base_url(base_url, "--base-url")
+        name, model_name = "adhoc", model_ref
+        key = None
+        if api_key_env:
+            key = environ.get(api_key_env)
+            if not key:
+                raise ConfigError(f"--api-key-env {api_key_env} is set but the variable is empty or missing")
+        preset = PRESETS["openai-compatible"]
+        retries = int(retries_override) if retries_override is not None else 2
+        return Connection(
+            name, preset, wire, base_url, model_name, key, api_key_env or "", retries, config.models.get(model_ref),
+            timeout=timeout_override or DEFAULT_TIMEOUT,
+        )
+    if wire is not None and wire not in WIRES:
+        raise ConfigError(f"unknown wire '{wire}'; use one of: {', '.join(WIRES)}")
+    name, sep, model_name = model_ref.partition(":")
+    if not sep or not model_name:
+        raise ConfigError(f"model '{model_ref}' must be written CONNECTION:MODEL, e.g. openai:gpt-5; list models with 'ketch models CONNECTION'")
+    conn_cfg = config.connections.get(name)
+    if conn_cfg is None and name not in PRESETS:
+        raise ConfigError(
+            f"unknown connection '{name}' in model '{model_ref}'; known: {', '.join(known_connections(config))} "
+            "(add [connections.NAME] to config, or list models with 'ketch models CONNECTION')"
+        )
+    conn_cfg = conn_cfg or ConnectionConfig(preset=name)
+    preset = PRESETS.get(conn_cfg.preset)
+    if preset is None:
+        raise ConfigError(f"connection '{name}' uses unknown preset '{conn_cfg.preset}'; presets: {', '.join(PRESETS)}")
+    resolved_wire = wire or conn_cfg.wire or preset.wire
+    url = conn_cfg.base_url or preset.base_url
+    if not url:
+        raise ConfigError(f"connection '{name}' needs base_url (preset {preset.name} has none)")
+    check_base_url(url, f"connection '{name}' base_url")
+    key_env = api_key_env or conn_cfg.api_key_env or preset.key_env
+    key = environ.get(key_env) if key_env else None
+    key = key or stored_keys().get(name)
+    if not key and key_env:
+        raise ConfigError(f"missing API key for connection '{name}': set {key_env} or run 'ketch auth login {name}'")
+    retries = int(retries_override) if retries_override is not None else conn_cfg.max_retries
+    return Connection(
+        name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref),
+        timeout=timeout_override or conn_cfg.timeout,
+    )
+
+
+def _timeout_override(text: str | None) -> float | None:
+    """``KETCH_TIMEOUT``: seconds, a positive number, overriding every connection's ``timeout``."""
+    if text is None:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"KETCH_TIMEOUT must be a number of seconds above 0, not {text!r}")
+    return seconds

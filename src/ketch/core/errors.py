@@ -1,0 +1,160 @@
+"""Turning failures into one line for the user, split by who must act.
+
+configuration (the user), provider (retry or report), tool (the model sees it),
+interrupt (the model learns it was stopped). Keys never appear in the text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_KEYLIKE = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9_\-\.]{8,})")
+
+
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@]+@")
+"""The ``user:password@`` (or ``token@``) part of a URL."""
+_URL_SECRET_PARAM = re.compile(
+    r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|secret|password|sig|signature)=)[^&\s#]+"
+)
+"""A query parameter that carries a credential (``?api_key=…``, ``&token=…``)."""
+
+
+def redact(text: str, secrets: tuple[str | None, ...] = ()) -> str:
+    """Remove known secrets, anything shaped like an API key, and credentials written into URLs."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    text = _URL_USERINFO.sub(r"\1[redacted]@", text)
+    text = _URL_SECRET_PARAM.sub(r"\1[redacted]", text)
+    return _KEYLIKE.sub("[redacted]", text)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+_HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_HTML_TAG = re.compile(r"<[^>]*>")
+
+
+def _body_message(body: Any) -> str:
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            return str(err.get("message") or err.get("type") or "")
+        return str(err or "")
+    text = str(body or "")
+    if text.lstrip()[:1] == "<":  # an HTML error page from a proxy or gateway: its title, or its text
+        title = _HTML_TITLE.search(text)
+        text = title[1] if title else _HTML_TAG.sub(" ", text)
+        text = f"an HTML page: {' '.join(text.split())}"
+    return text
+
+
+def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str, str, bool]:
+    """(kind, one-line message, retryable) for an exception that ended a turn."""
+    from pydantic_ai.exceptions import (
+        ModelAPIError,
+        ModelConnectionError,
+        ModelHTTPError,
+        ModelTimeoutError,
+        UnexpectedModelBehavior,
+        UserError,
+    )
+
+    secrets = (getattr(connection, "api_key", None),)
+    name = getattr(connection, "name", "the provider")
+    if isinstance(exc, ModelHTTPError):
+        status = exc.status_code
+        detail = _one_line(redact(_body_message(exc.body), secrets))
+        if exc.in_stream:  # an error event inside a stream that had started: no retry happened
+            msg = f"{name} sent an error in the middle of its answer; try again"
+        elif status in (401, 403):
+            msg = f"{name} rejected the API key (HTTP {status}): {_key_advice(connection, name)}"
+        elif status == 429:
+            msg = f"{name} is rate limiting requests (HTTP 429) and retries ran out; wait and try again"
+        elif status >= 500:
+            msg = f"{name} failed with HTTP {status} after retries; try again later"
+        elif status == 404 and "model" in detail.lower():
+            msg = f"{name} does not know model '{exc.model_name}' (HTTP 404); list models with 'ketch models {name}'"
+        else:
+            msg = f"{name} rejected the request (HTTP {status})"
+        if detail:
+            msg += f": {detail}"
+        return "provider", msg, status == 429 or status >= 500
+    if isinstance(exc, UnexpectedModelBehavior):
+        if (tool := _TOOL_RETRIES.search(exc.message)) is not None:
+            return "provider", (
+                f"the model kept making invalid calls to tool '{tool[1]}' ({tool[2]} retries); the turn stopped. "
+                "Try again, rephrase the task, or use another model"
+            ), True
+        return "provider", _one_line(redact(f"malformed response from {name}: {exc.message}", secrets)), True
+    if isinstance(exc, ModelConnectionError):
+        url = redact(getattr(connection, "base_url", "") or "its base URL")
+        text = _one_line(redact(_transport_cause(exc), secrets))
+        if isinstance(exc, ModelTimeoutError):
+            limit = getattr(connection, "timeout", None)
+            if not limit:
+                waited = "did not answer in time"
+            elif getattr(exc, "phase", None) == "connect":
+                waited = f"did not accept a connection within {min(limit, 30.0):g} s"
+            else:
+                waited = f"sent nothing for {limit:g} s"
+            where = f"timeout = SECONDS under [connections.{name}] or " if name != "adhoc" else ""
+            return "provider", (
+                f"{name} at {url} {waited} ({text}); try again later, or allow longer with {where}KETCH_TIMEOUT=SECONDS"
+            ), True
+        if exc.phase in ("read", "write"):
+            return "provider", f"the connection to {name} at {url} broke before the answer was complete ({text}); try again", True
+        return "provider", f"could not reach {name} at {url} ({text}); is the server running and the URL right?", True
+    if isinstance(exc, ModelAPIError):
+        text = _one_line(redact(str(exc), secrets))
+        return "provider", f"request to {name} failed: {text}", True
+    if isinstance(exc, UserError):
+        return "config", _one_line(redact(str(exc), secrets)), False
+    from ketch.core.exceptions import ConfigError
+
+    if isinstance(exc, ConfigError):  # e.g. the session store could not take a step
+        return "config", _one_line(redact(str(exc), secrets)), False
+    text = _one_line(redact(f"{type(exc).__name__}: {exc}", secrets))
+    if _looks_like_stream_error(exc):
+        return "provider", f"malformed or truncated stream from {name}: {text}", True
+    return "internal", text, False
+
+
+_TOOL_RETRIES = re.compile(r"Tool '([^']+)' exceeded max retries count of (\d+)")
+
+
+def _key_advice(connection: Any, name: str) -> str:
+    """What to do about a rejected key: an ad-hoc endpoint takes it only from --api-key-env."""
+    key_env = getattr(connection, "key_env", "")
+    if name == "adhoc":
+        return f"check the key in {key_env}" if key_env else "pass the key with --api-key-env VAR"
+    return f"check {key_env or 'its key variable'} or run 'ketch auth login {name}'"
+
+
+def _transport_cause(exc: BaseException) -> str:
+    """The innermost non-empty message of a transport failure (the SDKs wrap it in a generic one)."""
+    text = str(exc)
+    for cause in _chain(exc)[1:]:
+        if isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+            cause = cause.exceptions[0]
+        if str(cause):
+            text = str(cause)
+    return text
+
+
+def _looks_like_stream_error(exc: BaseException) -> bool:
+    names = {type(e).__name__ for e in _chain(exc)}
+    return bool(names & {"JSONDecodeError", "RemoteProtocolError", "ReadError", "APIConnectionError", "ValidationError", "APIError"})
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen and len(seen) < 10:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen

@@ -1,0 +1,64 @@
+"""What a front end (TUI, headless printer, tests) may call on a session.
+
+Front ends see a session only through this protocol and the events in ``events.py``;
+they never import the model SDK. ``Session`` in ``session.py`` implements it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ketch.core.events import AgentEvent, Decision
+
+
+@dataclass
+class SessionStatus:
+    """What the status line and panels show."""
+
+    session_id: str = ""
+    stored: bool = True
+    """Whether the session is in the store: a new one is written with its first message, and
+    only then can it be resumed (the farewell names it only then)."""
+    model: str = ""
+    thinking: str = "off"
+    agent: str = "build"
+    context_used_pct: float = 0.0
+    context_tokens: int = 0
+    context_window: int = 0
+    cost_usd: float | None = 0.0
+    """Session total in USD; None once any response had an unknown price."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cwd: str = ""
+    git_branch: str = ""
+    tools: list[str] = field(default_factory=list)
+    """Names of the tools offered on the next step."""
+    todos: list[dict[str, str]] = field(default_factory=list)
+    context_parts: dict[str, int] = field(default_factory=dict)
+    """Token estimate by part (instructions, messages, tools) for /context."""
+
+
+class SessionLike(Protocol):
+    def run_turn(self, prompt: str) -> AsyncIterator[AgentEvent]:
+        """Run one turn; yields events until TurnFinished."""
+        ...
+
+    def decide(self, request_id: str, decision: Decision, reason: str = "") -> None:
+        """Answer an ApprovalRequested event."""
+        ...
+
+    def answer(self, request_id: str, text: str) -> None:
+        """Answer an AskRequested event."""
+        ...
+
+    def interrupt_command(self) -> bool:
+        """Kill running shell commands (whole trees); False when none was running."""
+        ...
+
+    def cancel_turn(self) -> None:
+        """Abort the running turn (Esc)."""
+        ...
+
+    def status(self) -> SessionStatus: ...

@@ -1,0 +1,397 @@
+"""Core-side slash commands: what ``/model``, ``/resume``, ``/fork`` … do to the session.
+
+The UI (``ui/slash.py``) shows panels it can build from ``SessionStatus`` itself and hands
+every other command here through ``AppConfig.on_command(name, args)``; the text returned
+is printed into the transcript. Errors are raised as exceptions with a one-line message
+(the UI prints ``/name failed: …``). Commands run between turns: the UI queues them
+behind a running turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shutil
+import textwrap
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ketch.core.exceptions import ConfigError
+
+BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
+REPLAY_TEXT_LINES = 12
+"""Lines of each earlier answer shown when a session is resumed."""
+MODEL_LIST_TIMEOUT_S = 3.0
+
+
+class SlashActions:
+    """Runs the core's slash commands on the live session (``get_session()``)."""
+
+    def __init__(self, get_session: Callable[[], Any], args: Any, cwd: Path) -> None:
+        self._get_session = get_session
+        self.args = args
+        self.cwd = cwd
+        self._handlers: dict[str, Callable[[str], Awaitable[str | None]]] = {
+            "model": self.model, "think": self.think, "agent": self.agent, "clear": self.clear,
+            "compact": self.compact, "resume": self.resume, "sessions": self.sessions, "fork": self.fork,
+            "export": self.export, "memory": self.memory, "skills": self.skills, "mcp": self.mcp,
+            "commit": self.commit, "registry": self.registry,
+        }
+
+    @property
+    def session(self) -> Any:
+        session = self._get_session()
+        if session is None:
+            raise ConfigError("the session is still loading")
+        return session
+
+    async def run(self, name: str, args: str) -> str | None:
+        """Run ``/name args``; returns the text to print."""
+        handler = self._handlers.get(name)
+        if handler is None:
+            return f"/{name} is not available here."
+        return await handler(args.strip())
+
+    async def choices(self, name: str) -> list[str]:
+        """Options for the picker of ``/model``, ``/think``, ``/agent`` and ``/resume``."""
+        session = self.session
+        if name == "think":
+            from ketch.core.config import THINK_LEVELS
+
+            return list(THINK_LEVELS)
+        if name == "agent":
+            from ketch.core.agents import agent_names
+
+            return agent_names(session.config)
+        if name == "resume":
+            rows = await asyncio.to_thread(session.store.list_sessions, str(self.cwd))
+            return [_session_line(row) for row in rows if row.id != session.session_id]
+        if name == "model":
+            return await self._model_choices(session)
+        return []
+
+    # -- model, thinking, agent ---------------------------------------------------------
+    async def model(self, arg: str) -> str:
+        session = self.session
+        if not arg:
+            return f"Model: {session.model_ref}"
+        conn = await asyncio.to_thread(self._resolve_model, session, arg)
+        from ketch.providers.models import build_model
+
+        model = await asyncio.to_thread(build_model, conn)  # may import another SDK module
+        old = session.model
+        session.set_model(model, conn)
+        await close_model(old)
+        return f"Model: {conn.ref} (the conversation so far is kept)"
+
+    def _resolve_model(self, session: Any, ref: str) -> Any:
+        conn = session.connection
+        name, sep, model_name = ref.partition(":")
+        if conn is not None and conn.name == "adhoc" and (not sep or name == "adhoc"):
+            # an ad-hoc --base-url endpoint: another model on the same endpoint
+            return dataclasses.replace(conn, model_name=model_name if sep else ref)
+        from ketch.core.config import resolve_connection
+
+        return resolve_connection(session.config, ref)
+
+    async def _model_choices(self, session: Any) -> list[str]:
+        config, conn = session.config, session.connection
+        refs = [session.model_ref, config.model or "", *config.models, *(a.model or "" for a in config.agents.values())]
+        if conn is not None:
+            from ketch.providers.presets import ModelListError, fetch_models
+
+            try:
+                listed = await asyncio.to_thread(
+                    fetch_models, conn.base_url, conn.wire, conn.api_key, timeout=MODEL_LIST_TIMEOUT_S
+                )
+                refs += [f"{conn.name}:{m}" for m in listed]
+            except ModelListError:
+                pass  # the configured ones are still offered
+        return list(dict.fromkeys(r for r in refs if r))
+
+    async def think(self, arg: str) -> str:
+        from ketch.core.config import THINK_LEVELS
+        from ketch.providers.models import model_settings
+
+        session = self.session
+        if not arg:
+            return f"Thinking: {session.config.think}"
+        level = arg.lower()
+        if level not in THINK_LEVELS:
+            raise ConfigError(f"unknown thinking level '{arg}'; use one of: {', '.join(THINK_LEVELS)}")
+        session.set_thinking(level, model_settings(level))
+        return f"Thinking: {level}"
+
+    async def agent(self, arg: str) -> str:
+        from ketch.core.agents import resolve_agent
+
+        session = self.session
+        if not arg:
+            return f"Agent: {session.variant.name}"
+        variant = resolve_agent(arg, session.config)
+        notes = []
+        if variant.model and variant.model != session.model_ref:
+            notes.append(await self.model(variant.model))
+        if variant.think:
+            notes.append(await self.think(variant.think))
+        session.set_variant(variant)
+        head = f"Agent: {variant.name}" + (f" — {variant.description}" if variant.description else "")
+        return "\n".join([head, *notes])
+
+    # -- conversations ------------------------------------------------------------------
+    async def clear(self, arg: str) -> str:
+        session = self.session
+        new_id = session.store.reserve_session(str(self.cwd), session.model_ref, session.variant.name)
+        session.switch_to(new_id, [])
+        notebook = session.deps.extras.get("notebook")
+        if notebook is not None:
+            notebook.write([])
+        return f"New conversation: session {new_id}"
+
+    async def compact(self, arg: str) -> str:
+        session = self.session
+        compact_now = getattr(session, "compact_now", None)
+        if compact_now is None:
+            return "Compaction is not available in this build."
+        events = await compact_now()
+        lines = [_describe_event(e) for e in events]
+        lines = [line for line in lines if line]
+        return "\n".join(lines) if lines else "Nothing to compact yet."
+
+    async def resume(self, arg: str) -> str:
+        session = self.session
+        if not arg:
+            return "Give a session id: /resume ID (or /resume alone for a picker)."
+        wanted = arg.split()[0]
+        from ketch.state.store import StoreError
+
+        try:
+            row = session.store.get_session(wanted)
+        except StoreError as exc:
+            raise ConfigError(str(exc)) from None
+        if row is None:
+            raise ConfigError(f"no session '{wanted}'; list them with /sessions")
+        if row.id == session.session_id:
+            return f"Already in session {row.id}."
+        try:
+            messages = await asyncio.to_thread(session.store.load_messages, row.id)
+        except StoreError as exc:  # an unreadable history: say so and stay where we are
+            raise ConfigError(str(exc)) from None
+        session.switch_to(row.id, messages)
+        return replay(row.id, messages)
+
+    async def sessions(self, arg: str) -> str:
+        session = self.session
+        wanted = arg.strip().lower()
+        if wanted not in ("", "all") and not (wanted.isdigit() and int(wanted) > 0):
+            return f"/sessions takes a number of sessions or 'all', not '{arg.strip()}'."
+        limit = None if wanted == "all" else int(wanted or 20)
+        rows = session.store.list_sessions(str(self.cwd), limit=limit)
+        if not rows:
+            return "No sessions in this directory yet."
+        lines = [f"Sessions in {self.cwd} (newest first):"]
+        for row in rows:
+            mark = "*" if row.id == session.session_id else " "
+            lines.append(f"{mark} {_session_line(row)}")
+        total = session.store.count_sessions(str(self.cwd)) if limit is not None and len(rows) == limit else len(rows)
+        if total > len(rows):
+            lines.append(f"Showing the newest {len(rows)} of {total}; /sessions all lists every one.")
+        lines.append("Resume one with /resume ID.")
+        return "\n".join(lines)
+
+    async def fork(self, arg: str) -> str:
+        session = self.session
+        old = session.session_id
+        if session.store.is_reserved(old):
+            return "Nothing to fork yet: this conversation has no messages."
+        new_id = session.store.fork(old)
+        session.switch_to(new_id, session.messages)
+        return f"Forked {old} into {new_id}; you are now in the copy ({old} stays as it was)."
+
+    async def export(self, arg: str) -> str:
+        session = self.session
+        if session.store.is_reserved(session.session_id):
+            return "Nothing to export yet: this conversation has no messages."
+        fmt = "json" if arg == "json" or arg.endswith(".json") else "md"
+        target = Path(arg).expanduser() if arg and arg not in ("md", "json") else Path(f"ketch-{session.session_id}.{fmt}")
+        if not target.is_absolute():
+            target = self.cwd / target
+        text = session.store.export(session.session_id, fmt)  # type: ignore[arg-type]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        return f"Exported session {session.session_id} as {fmt} to {target}"
+
+    # -- what the session knows ---------------------------------------------------------
+    async def memory(self, arg: str) -> str:
+        book = self.session.deps.extras.get("memory")
+        if book is None:
+            return "Memory is not available in this session."
+        verb, _, rest = arg.partition(" ")
+        if verb == "add":
+            if not rest.strip():
+                raise ConfigError("/memory add needs the note's text")
+            note_id = book.add(rest.strip())
+            return f"Remembered (note {note_id})."
+        if verb in ("remove", "rm", "forget"):
+            if not rest.strip().isdigit():
+                raise ConfigError(f"/memory {verb} needs a note number")
+            return "Forgotten." if book.remove(int(rest)) else f"No note {rest.strip()}."
+        notes = book.all()
+        if not notes:
+            return "No notes yet. Add one with /memory add TEXT."
+        lines = [f"Notes ({len(notes)}):"] + [f"  {n.id:>3} [{n.scope}] {n.text}" for n in notes]
+        return "\n".join(lines + ["Remove one with /memory remove N."])
+
+    async def skills(self, arg: str) -> str:
+        catalog = self.session.deps.extras.get("skills")
+        skills = list(catalog.skills.values()) if catalog is not None else []
+        if not skills:
+            return "No skills found (.ketch/skills/NAME/SKILL.md, or the user skills folder)."
+        lines = [f"Skills ({len(skills)}):"] + [f"  {s.name} — {s.description}" for s in skills]
+        for warning in getattr(catalog, "warnings", []):
+            lines.append(f"  {DIM}{warning}{RESET}")
+        return "\n".join(lines)
+
+    async def mcp(self, arg: str) -> str:
+        hub = getattr(self.session, "mcp_hub", None)
+        statuses = hub.status() if hub is not None else []
+        if not statuses:
+            return "No MCP servers configured ([mcp.servers.NAME] in .ketch/config.toml)."
+        lines = ["MCP servers:"]
+        for status in statuses:
+            tools = ", ".join(status.tools) if status.tools else "-"
+            line = f"  {status.name:<16} {status.state:<7} {tools}"
+            lines.append(line + (f"  ({status.error})" if status.error else ""))
+        return "\n".join(lines)
+
+    async def commit(self, arg: str) -> str:
+        session = self.session
+        try:
+            from ketch.core.commit import NothingStaged, propose_for_repo
+        except ImportError:
+            return "/commit is not available in this build."
+        try:
+            message = await propose_for_repo(session.model, session.workspace.root)
+        except NothingStaged as exc:
+            return str(exc)
+        return "\n".join(["Proposed commit message:", "", *message.rstrip().splitlines(), "",
+                          "Ask to commit with it, or run git commit yourself."])
+
+    async def registry(self, arg: str) -> str:
+        from ketch.core.config import user_config_dir
+        from ketch.frontends.interactive import project_root
+        from ketch.extensions.registry import Registry, RegistryError
+
+        parts = arg.split()
+        action = parts[0] if parts else "list"
+        name = parts[1] if len(parts) > 1 else ""
+        registry = Registry(self.session.config.registry_url, user_config_dir(), project_root(self.cwd))
+        try:
+            if action == "list":
+                entries = await registry.fetch_index()
+                return "\n".join(f"{e.kind:<7} {e.name:<24} {e.description}" for e in entries) or "The registry is empty."
+            if not name:
+                raise ConfigError(f"/registry {action} needs a NAME")
+            if action == "remove":
+                registry.remove(name)
+                return f"Removed {name}."
+            if action not in ("show", "install"):
+                raise ConfigError(f"unknown /registry action '{action}'; use list, show, install or remove")
+            entries_by_name = {e.name: e for e in await registry.fetch_index()}
+            if name not in entries_by_name:
+                raise ConfigError(f"the registry has no entry '{name}'; see /registry list")
+            staged = registry.stage(entries_by_name[name])
+            if action == "show" or "--yes" not in parts:
+                tail = [] if action == "show" else ["", f"It becomes part of every future prompt. Install with: /registry install {name} --yes"]
+                return "\n".join([staged.text.rstrip(), *tail])
+            registry.install(staged, confirmed=True)
+            return f"Installed {name} (from the next session on)."
+        except RegistryError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+async def close_model(model: Any) -> None:
+    """Close the HTTP client of a model that is no longer used (its connections would
+    otherwise be closed by the garbage collector, on whatever loop runs then)."""
+    close = getattr(getattr(model, "client", None), "close", None)
+    if close is None:
+        return
+    try:
+        await close()
+    except Exception:  # noqa: BLE001 - a client that fails to close is no reason to fail
+        pass
+
+
+# -- text -----------------------------------------------------------------------------
+def _session_line(row: Any) -> str:
+    """'ID  3 h ago  12 msgs  title' for /sessions and the /resume picker."""
+    label = row.title or row.model
+    return f"{row.id}  {_age(row.updated)}  {row.message_count} msgs  {label}"
+
+
+def _age(when: float) -> str:
+    seconds = max(0, time.time() - when)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return "just now"
+
+
+def _describe_event(event: Any) -> str:
+    kind = getattr(event, "type", "")
+    if kind == "compacted":
+        return f"Compacted: {event.tokens_before:,} → {event.tokens_after:,} tokens" + (f" ({event.stage})" if event.stage else "")
+    if kind in ("notice", "error"):
+        return str(getattr(event, "text", "") or getattr(event, "message", ""))
+    return ""
+
+
+def replay(session_id: str, messages: Sequence[Any]) -> str:
+    """An earlier conversation as transcript lines: prompts, answers (clipped), tool calls."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+
+    width = max(20, shutil.get_terminal_size().columns - 1)
+    lines = [f"{DIM}Resumed session {session_id} · {len(messages)} messages{RESET}", ""]
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    prompt = part.content.splitlines() or [""]
+                    lines += [f"{BOLD}› {RESET}{prompt[0]}", *(f"  {p}" for p in prompt[1:]), ""]
+        elif isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, ToolCallPart):
+                    lines.append(f"{DIM}● {part.tool_name}({_short_args(part.args_as_dict())}){RESET}")
+                elif isinstance(part, TextPart) and part.content.strip():
+                    text = _wrap(part.content.strip(), width)
+                    lines += text[:REPLAY_TEXT_LINES]
+                    if len(text) > REPLAY_TEXT_LINES:
+                        lines.append(f"{DIM}… {len(text) - REPLAY_TEXT_LINES} more lines{RESET}")
+                    lines.append("")
+    lines.append(f"{DIM}── end of the earlier conversation ──{RESET}")
+    return "\n".join(lines)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Lines of ``text`` wrapped at ``width`` (code and indentation kept as they are)."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if len(line) <= width or line.startswith((" ", "\t")):
+            out.append(line)
+        else:
+            out += textwrap.wrap(line, width) or [""]
+    return out
+
+
+def _short_args(args: dict[str, Any], limit: int = 60) -> str:
+    text = ", ".join(f"{k}={v!r}" if not isinstance(v, str) else f"{k}={_one_line(v)!r}" for k, v in args.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\n", "⏎")
+
+
+__all__ = ["SlashActions", "close_model", "replay"]

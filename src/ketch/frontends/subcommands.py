@@ -1,0 +1,251 @@
+"""``ketch models | auth | sessions | export | mcp | registry``."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ketch.core.exceptions import ConfigError
+
+EXIT_OK, EXIT_PROVIDER, EXIT_USAGE = 0, 1, 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a writer whose reader went away
+
+
+def run_subcommand(args: Any) -> int:
+    handler = {
+        "models": _models,
+        "auth": _auth,
+        "sessions": _sessions,
+        "export": _export,
+        "mcp": _mcp,
+        "registry": _registry,
+    }[args.command]
+    return handler(args)
+
+
+def _cwd() -> Path:
+    return Path(os.getcwd()).resolve()
+
+
+def _config() -> Any:
+    from ketch.core.config import load_config
+
+    return load_config(_cwd())
+
+
+def _models(args: Any) -> int:
+    from ketch.core.config import PRESETS, known_connections, resolve_connection
+    from ketch.providers.presets import ModelListError, fetch_models
+
+    if args.capabilities:
+        from ketch.websearch.capability import capability_table
+
+        rows = capability_table()
+        columns = list(rows[0])
+        widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
+        print("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
+        print("  ".join("-" * widths[c] for c in columns))
+        for row in rows:
+            print("  ".join(row[c].ljust(widths[c]) for c in columns).rstrip())
+        return EXIT_OK
+    config = _config()
+    if not args.connection and not args.base_url:
+        print("Connections (list one's models with 'ketch models NAME'):")
+        for name in known_connections(config):
+            preset = PRESETS.get(name)
+            conn_cfg = config.connections.get(name)
+            wire = (conn_cfg.wire if conn_cfg and conn_cfg.wire else None) or (preset.wire if preset else "openai-chat")
+            print(f"  {name:<18} {wire}")
+        return EXIT_OK
+    conn = resolve_connection(
+        config,
+        f"{args.connection}:*" if args.connection else "adhoc",
+        base_url=args.base_url,
+        wire=args.wire,
+        api_key_env=args.api_key_env,
+    )
+    try:
+        models = fetch_models(conn.base_url, conn.wire, conn.api_key)
+    except ModelListError as exc:
+        print(f"ketch: {exc}", file=sys.stderr)
+        return EXIT_PROVIDER
+    for model in models:
+        print(f"{conn.name}:{model}")
+    return EXIT_OK
+
+
+def _auth(args: Any) -> int:
+    from ketch.core.config import keys_file, store_key, stored_keys
+
+    if args.action == "logout":
+        keys = stored_keys()
+        if keys.pop(args.name, None) is None:
+            print(f"ketch: no stored key for '{args.name}'", file=sys.stderr)
+            return EXIT_USAGE
+        path = keys_file()
+        path.write_text(json.dumps(keys), encoding="utf-8")
+        print(f"Removed the key for {args.name}.")
+        return EXIT_OK
+    if sys.stdin.isatty():
+        key = getpass.getpass(f"API key for {args.name}: ")
+    else:
+        key = sys.stdin.readline()
+    key = key.strip()
+    if not key:
+        raise ConfigError("no key given: paste it at the prompt or pipe it on stdin")
+    path = store_key(args.name, key)
+    print(f"Stored the key for {args.name} in {path} (readable by you only).")
+    return EXIT_OK
+
+
+def _open_store() -> Any:
+    """The store for reading (a read-only file will do), or ``None`` when there is none yet
+    (reading creates no file or folder); a ``StoreError`` is a one-line ``ConfigError``."""
+    from ketch.state.store import Store
+
+    return Store.open_existing()
+
+
+def _write_out(text: str, what: str) -> int:
+    """Write ``text`` to stdout and flush it; a reader that went away ends the command quietly."""
+    if sys.stdout is None:
+        raise ConfigError(f"standard output is closed; redirect the {what} to a file")
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Nothing more can be written; point stdout at /dev/null so the final flush stays quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        raise ConfigError(
+            f"could not write the {what} to standard output ({exc.strerror or exc}); check the file it goes to and free disk space"
+        ) from None
+    return EXIT_OK
+
+
+SESSIONS_LIMIT = 50
+"""Sessions ``ketch sessions`` lists without ``--limit`` or ``--all``."""
+
+
+def _sessions(args: Any) -> int:
+    import time
+
+    limit = None if getattr(args, "all", False) else (getattr(args, "limit", None) or SESSIONS_LIMIT)
+    rows: list[Any] = []
+    total = 0
+    store = _open_store()
+    if store is not None:
+        try:
+            cwd = str(_cwd())
+            rows = store.list_sessions(cwd, limit=limit)
+            total = len(rows)
+            if limit is not None and len(rows) >= limit:
+                total = store.count_sessions(cwd)
+        finally:
+            store.close()
+    lines = []
+    for row in rows:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.updated))
+        lines.append(f"{row.id}  {when}  {row.message_count:>5} msgs  {row.model}  {row.title or '(untitled)'}")
+    if total > len(rows):
+        lines.append(
+            f"Showing the {len(rows)} most recent of {total} sessions in this directory; "
+            "'ketch sessions --limit N' lists N, 'ketch sessions --all' lists them all."
+        )
+    if rows:
+        lines.append("Resume one with 'ketch --resume ID' (a unique prefix of the ID will do).")
+    else:
+        lines.append("No sessions in this directory yet.")
+    return _write_out("".join(line + "\n" for line in lines), "session list")
+
+
+def _export(args: Any) -> int:
+    missing = ConfigError(f"no session '{args.id}'; list them with 'ketch sessions'")
+    store = _open_store()
+    if store is None:  # no store yet, so no session either
+        raise missing
+    try:
+        row = store.get_session(args.id)  # a StoreError for an ambiguous prefix or a damaged file
+        if row is None:
+            raise missing
+        text = store.export(row.id, args.format)
+    finally:
+        store.close()
+    return _write_out(text, "export")
+
+
+def _mcp(args: Any) -> int:
+    from ketch.extensions.mcp import start_mcp_servers
+
+    config = _config()
+    servers = config.mcp.get("servers", {})
+    if not servers:
+        print("No MCP servers configured ([mcp.servers.NAME] in .ketch/config.toml).")
+        return EXIT_OK
+
+    async def probe() -> list[Any]:
+        hub = await start_mcp_servers(config.mcp)
+        try:
+            return hub.status()
+        finally:
+            await hub.aclose()
+
+    for status in asyncio.run(probe()):
+        tools = ", ".join(status.tools) if status.tools else "-"
+        line = f"{status.name:<16} {status.state:<7} {tools}"
+        if status.error:
+            line += f"  ({status.error})"
+        print(line)
+    return EXIT_OK
+
+
+def _registry(args: Any) -> int:
+    from ketch.extensions.registry import Registry, RegistryError
+
+    config = _config()
+    from ketch.core.config import find_project_root, user_config_dir
+
+    registry = Registry(config.registry_url, user_config_dir(), find_project_root(_cwd()))
+    try:
+        if args.action == "list":
+            for entry in asyncio.run(registry.fetch_index()):
+                print(f"{entry.kind:<7} {entry.name:<24} {entry.description}")
+            return EXIT_OK
+        if args.action == "remove":
+            registry.remove(_need_name(args))
+            print(f"Removed {args.name}.")
+            return EXIT_OK
+        name = _need_name(args)
+        entries = {e.name: e for e in asyncio.run(registry.fetch_index())}
+        if name not in entries:
+            raise ConfigError(f"the registry has no entry '{name}'; see 'ketch registry list'")
+        staged = registry.stage(entries[name])
+        print(staged.text)
+        if args.action == "show":
+            return EXIT_OK
+        confirmed = args.yes
+        if not confirmed and sys.stdin.isatty():
+            confirmed = input(f"Install {name}? It becomes part of every future prompt. [y/N] ").strip().lower() == "y"
+        if not confirmed:
+            print("Not installed.")
+            return EXIT_OK
+        registry.install(staged, confirmed=True)
+        print(f"Installed {name}.")
+        return EXIT_OK
+    except RegistryError as exc:
+        print(f"ketch: {exc}", file=sys.stderr)
+        return EXIT_PROVIDER
+
+
+def _need_name(args: Any) -> str:
+    if not args.name:
+        raise ConfigError(f"'ketch registry {args.action}' needs a NAME")
+    return str(args.name)

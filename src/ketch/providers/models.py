@@ -1,0 +1,121 @@
+"""Build pydantic-ai models and settings from a resolved Connection.
+
+This is the one module that imports the provider SDKs, and it imports only the one in
+use, lazily: ``pydantic_ai.models.anthropic`` alone costs about two seconds.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from ketch.core.config import Connection
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+    from pydantic_ai.settings import ModelSettings
+
+os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")
+
+_NO_KEY = "not-needed"
+"""Local servers take no key, but the OpenAI SDK refuses an empty one."""
+
+_DEDICATED_OPENAI_PROVIDERS: dict[str, tuple[str, str]] = {
+    "deepseek": ("pydantic_ai.providers.deepseek", "DeepSeekProvider"),
+    "openrouter": ("pydantic_ai.providers.openrouter", "OpenRouterProvider"),
+    "ollama": ("pydantic_ai.providers.ollama", "OllamaProvider"),
+}
+
+
+def _response_hooks(wire: str) -> list[Any]:
+    """httpx response hooks of a model client: the end-of-stream check, then text coalescing."""
+    from ketch.providers import coalesce
+    from ketch.providers import stream_end
+
+    return [stream_end.response_hook(wire), coalesce.response_hook()]
+
+
+def _timeout(conn: Connection) -> Any:
+    """The connection's silence limit for reads (the first byte, then between bytes), writes
+    and the pool; connecting gets at most 30 s of it."""
+    from openai import Timeout
+
+    return Timeout(conn.timeout, connect=min(conn.timeout, 30.0))
+
+
+def _openai_provider(conn: Connection, wire: str) -> Any:
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+    from ketch.providers import sdk_warmup
+
+    hooks: dict[str, list[Any]] = {"response": [sdk_warmup.wait_before_reading, *_response_hooks(wire)]}
+    if wire == "openai-responses":
+        hooks["request"] = [sdk_warmup.start_when_sending]  # at the latest, while the provider thinks
+    client = AsyncOpenAI(
+        base_url=conn.base_url,
+        api_key=conn.api_key or _NO_KEY,
+        max_retries=conn.max_retries,
+        timeout=_timeout(conn),
+        http_client=DefaultAsyncHttpxClient(event_hooks=hooks),
+    )
+    if conn.preset.official_openai:
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        return OpenAIProvider(openai_client=client)
+    dedicated = _DEDICATED_OPENAI_PROVIDERS.get(conn.preset.name)
+    if dedicated:
+        import importlib
+
+        module = importlib.import_module(dedicated[0])
+        try:
+            return getattr(module, dedicated[1])(openai_client=client)
+        except TypeError:
+            pass
+    from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
+
+    return OpenAICompatibleProvider(conn.preset.name if conn.preset.name != "openai-compatible" else conn.name, openai_client=client)
+
+
+def build_model(
+    conn: Connection, wire: str | None = None, *, profile: dict[str, Any] | None = None, warm_up_now: bool = False
+) -> Model:
+    """The pydantic-ai model for ``conn`` over ``wire`` (default: the connection's wire).
+
+    ``profile`` overrides model-profile settings (``websearch.model_profile_overrides``: the
+    hosted search tool version follows model metadata, not the SDK's guess). ``warm_up_now``
+    starts the Responses warm-up (``sdk_warmup``) at once, for the interactive app, which then
+    waits for the user; otherwise it starts when the first request is sent."""
+    wire = wire or conn.wire
+    extra: dict[str, Any] = {"profile": profile} if profile else {}
+    if wire == "anthropic-messages":
+        from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        client = AsyncAnthropic(
+            base_url=conn.base_url,
+            api_key=conn.api_key or _NO_KEY,
+            max_retries=conn.max_retries,
+            timeout=_timeout(conn),
+            http_client=DefaultAsyncHttpxClient(event_hooks={"response": _response_hooks(wire)}),
+        )
+        return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
+    if wire == "openai-responses":
+        from pydantic_ai.models.openai import OpenAIResponsesModel
+
+        if warm_up_now:
+            from ketch.providers import sdk_warmup
+
+            sdk_warmup.start()
+        return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
+    from pydantic_ai.models.openai import OpenAIChatModel
+
+    return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
+
+
+def model_settings(think: str, *, wire: str | None = None) -> ModelSettings:
+    """Thinking level → the SDK's own unified ``thinking`` setting; ``off`` sends none."""
+    settings: dict[str, Any] = {}
+    if think and think != "off":
+        settings["thinking"] = think
+    return settings  # type: ignore[return-value]

@@ -1,0 +1,75 @@
+"""Refuse a server-sent event stream that ends before the provider said it was finished.
+
+A stream whose connection is cut mid-chunk already fails in the HTTP layer. But a body
+delimited by closing the connection, or a proxy that ends a chunked body cleanly, can stop
+at an event boundary: the provider SDKs then see a normal end of stream, and the partial
+answer would pass for a complete one (and be stored as one). This httpx response hook
+wraps a successful SSE body and, at its end, raises ``RemoteProtocolError`` unless the
+wire's terminal signal came by:
+
+- Chat Completions: ``data: [DONE]`` or a non-null ``finish_reason`` (OpenAI-compatible
+  servers do not all send both, but a finished stream carries at least one);
+- Responses: a ``response.completed`` / ``response.incomplete`` / ``response.failed`` or
+  ``error`` event;
+- Anthropic Messages: ``message_stop``, a ``message_delta`` with a ``stop_reason``, or an
+  ``error`` event.
+
+Markers are matched on the raw bytes (a JSON string cannot hold an unescaped quote, so
+answer text cannot fake one); scanning stops at the first match.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+
+from ketch.providers.sse import wrappable_sse
+
+_TYPE = rb'"type"\s*:\s*"'
+_TERMINAL: dict[str, re.Pattern[bytes]] = {
+    "openai-chat": re.compile(rb'(?:^|\n)data: ?\[DONE\]|"finish_reason"\s*:\s*"'),
+    "openai-responses": re.compile(_TYPE + rb'(?:response\.(?:completed|incomplete|failed)|error)"'),
+    "anthropic-messages": re.compile(_TYPE + rb'(?:message_stop|error)"|"stop_reason"\s*:\s*"'),
+}
+_OVERLAP = 64
+"""Bytes kept from the previous chunk, so a marker split across two reads is still seen."""
+
+ENDED_EARLY = "the stream ended without its end-of-answer event"
+
+
+class TerminatedStream(httpx2.AsyncByteStream):
+    """The same bytes; raises at the end of the body if the terminal marker never came."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, marker: re.Pattern[bytes]) -> None:
+        self._inner = inner
+        self._marker = marker
+        self._seen = False
+        self._tail = b"\n"
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            if not self._seen and chunk:
+                window = self._tail + chunk
+                if self._marker.search(window):
+                    self._seen = True
+                self._tail = window[-_OVERLAP:]
+            yield chunk
+        if not self._seen:
+            raise httpx2.RemoteProtocolError(ENDED_EARLY)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def response_hook(wire: str) -> Any:
+    """An httpx2 ``response`` event hook guarding successful SSE bodies on ``wire``."""
+    marker = _TERMINAL.get(wire)
+
+    async def guard_sse(response: httpx2.Response) -> None:
+        if marker is not None and wrappable_sse(response):
+            response.stream = TerminatedStream(response.stream, marker)  # type: ignore[arg-type]
+
+    return guard_sse

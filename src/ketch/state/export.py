@@ -1,0 +1,120 @@
+"""Exporting a stored session: a readable Markdown transcript or the full JSON record.
+
+Markdown shows prompts, answers, and tool calls with their arguments and a short result
+(the ``tool_call_finished`` summary when the events hold one). JSON is the session row,
+every message in the SDK's own serialized form, and every stored event.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
+
+    from ketch.state.store import SessionRow, Store
+
+
+def export_session(store: Store, session_id: str, fmt: Literal["md", "json"] = "md") -> str:
+    """The session ``session_id`` (an id or unique prefix) rendered as ``md`` or ``json``."""
+    from ketch.state.store import StoreError
+
+    if fmt not in ("md", "json"):
+        raise StoreError(f"unknown export format {fmt!r}; use 'md' or 'json'")
+    session = store.get_session(session_id)
+    if session is None:
+        raise StoreError(f"no session {session_id!r} to export; list sessions with 'ketch sessions'")
+    messages = store.load_messages(session.id)
+    events = store.load_events(session.id)
+    if fmt == "json":
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        record = {
+            "session": asdict(session),
+            "messages": json.loads(ModelMessagesTypeAdapter.dump_json(messages)),
+            "events": events,
+        }
+        return json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+    return render_markdown(session, messages, events)
+
+
+_ARGS_CAP = 400
+_RESULT_CAP = 600
+
+
+def _clip(text: str, cap: int) -> str:
+    text = text.strip()
+    return text if len(text) <= cap else text[:cap].rstrip() + " …"
+
+
+def _as_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        return "\n".join(_as_text(c) for c in content if isinstance(c, str) or not hasattr(c, "url"))
+    try:
+        return json.dumps(content, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(content)
+
+
+def _args_text(args: Any) -> str:
+    if args is None:
+        return "{}"
+    if isinstance(args, str):
+        return args
+    return json.dumps(args, ensure_ascii=False, default=str)
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in text.splitlines())
+
+
+def render_markdown(session: SessionRow, messages: Sequence[ModelMessage], events: Sequence[dict[str, Any]]) -> str:
+    """A readable transcript: prompts, answers, tool calls with arguments and result summaries."""
+    summaries = {
+        e["call_id"]: (e.get("summary", ""), bool(e.get("is_error")))
+        for e in events
+        if e.get("type") == "tool_call_finished" and e.get("call_id")
+    }
+    created = time.strftime("%Y-%m-%d %H:%M", time.localtime(session.created))
+    out = [
+        f"# {session.title or 'Session ' + session.id}",
+        "",
+        f"- session: `{session.id}`" + (f" (forked from `{session.parent_id}`)" if session.parent_id else ""),
+        f"- directory: `{session.cwd}`",
+        f"- model: `{session.model}`, agent: `{session.agent}`",
+        f"- started: {created}",
+        "",
+    ]
+    speaker = ""
+
+    def heading(who: str) -> None:
+        nonlocal speaker
+        if who != speaker:
+            out.extend([f"## {who}", ""])
+            speaker = who
+
+    from pydantic_ai import messages as m
+
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, m.UserPromptPart):
+                heading("User")
+                out.extend([_as_text(part.content).strip(), ""])
+            elif isinstance(part, m.TextPart) and part.content.strip():
+                heading("Assistant")
+                out.extend([part.content.strip(), ""])
+            elif isinstance(part, m.BaseToolCallPart):
+                heading("Assistant")
+                label = "hosted tool" if isinstance(part, m.NativeToolCallPart) else "tool"
+                out.extend([f"**{label}** `{part.tool_name}` `{_clip(_args_text(part.args), _ARGS_CAP)}`", ""])
+            elif isinstance(part, m.BaseToolReturnPart):
+                summary, is_error = summaries.get(part.tool_call_id, ("", part.outcome != "success"))
+                text = summary or _clip(_as_text(part.content), _RESULT_CAP)
+                out.extend([_quote(f"{'error: ' if is_error else ''}{part.tool_name} → {text}"), ""])
+    return "\n".join(out).rstrip() + "\n"

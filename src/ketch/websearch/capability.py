@@ -1,0 +1,476 @@
+"""Hosted web search: which connection/model pairs support it, over which protocol, and who gets it.
+
+Three decisions, kept apart:
+
+1. *Capability* (``resolve_capability``): can this exact connection + model run a provider-hosted
+   search inside its own model request? Explicit model metadata wins; otherwise one narrow rule
+   from ``CAPABILITY_RULES`` (a single table, also rendered by ``ketch models --capabilities``).
+   Speaking an OpenAI- or Anthropic-compatible wire is never enough on its own.
+2. *Route* (``route_web_search``): for one agent surface, which search tool goes on the wire, if
+   any. The user picks one source (the model's own search, or Tavily); there is no silent
+   fallback from one to the other, and a failed hosted search is never retried over a
+   different protocol. Privacy mode, auxiliary calls, headless runs without opt-in and a child
+   agent's explicit tool list all remove search.
+3. *Display* (``normalize_native_result``): the provider's opaque call/result parts stay in the
+   history for native replay; the UI gets a normalized query and the source rows the provider
+   actually returned (never synthesized).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from ketch.tools.base import ToolSpec
+
+Protocol = Literal["openai-responses", "anthropic-messages", "openrouter"]
+Surface = Literal["tui", "headless", "child", "auxiliary"]
+
+OPT_IN_ENV = "KETCH_WEB_SEARCH_ENABLED"
+SEARCH_TOOL_NAME = "web_search"
+"""The one name search has on every surface, hosted or client-executed."""
+
+_RESPONSES_WIRES = {"responses", "openai-responses"}
+_ANTHROPIC_WIRES = {"anthropic", "anthropic-messages", "messages", "anthropic-compatible"}
+_OPENROUTER_WIRES = {"openrouter"}
+_PROTOCOL_BY_SETTING: dict[str, Protocol] = {"responses": "openai-responses", "anthropic": "anthropic-messages"}
+
+
+@dataclass(frozen=True)
+class WebSearchSettings:
+    """The user's web search choice (from config, env and flags)."""
+
+    enabled: bool = True
+    source: Literal["model", "tavily"] = "model"
+    """``model``: the session model's own hosted search; ``tavily``: the Tavily client tool."""
+    privacy: bool = False
+    """Privacy mode: no search tool of any kind reaches any request."""
+    protocol: Literal["auto", "responses", "anthropic"] = "auto"
+    """Which hosted-search protocol a dual-wire provider (DeepSeek V4) uses when its connection
+    does not already decide it."""
+    max_uses: int | None = None
+    """Searches per request; applied where the protocol can enforce it (Anthropic, OpenRouter)."""
+
+
+@dataclass(frozen=True)
+class CapabilityRule:
+    """One row of the provider matrix: who offers hosted search for which models, over what."""
+
+    provider: str
+    """Display name of the provider or access path."""
+    presets: tuple[str, ...]
+    """Connection presets this row covers (used when the connection has no base URL)."""
+    hosts: tuple[str, ...]
+    """Official API hosts; when a connection has a base URL its host must be one of these."""
+    models: str
+    """Regular expression (case-insensitive, anchored at the start) for the model ids covered."""
+    protocols: tuple[Protocol, ...] = ()
+    """Protocols ketch can use, preferred first; empty when ketch has no hosted path here."""
+    note: str = ""
+    model_family: str = ""
+    """Human description of ``models``."""
+
+    @property
+    def supported(self) -> bool:
+        return bool(self.protocols)
+
+    def covers_connection(self, preset: str, host: str) -> bool:
+        if host:
+            return host in self.hosts
+        return preset in self.presets
+
+    def covers_model(self, model_name: str) -> bool:
+        return re.match(self.models, _bare_model(model_name), re.IGNORECASE) is not None
+
+
+CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
+    CapabilityRule(
+        "OpenAI API", ("openai",), ("api.openai.com",), r"gpt-5", ("openai-responses",),
+        "official connection only", "GPT-5 families",
+    ),
+    CapabilityRule(
+        "DeepSeek", ("deepseek",), ("api.deepseek.com",), r"deepseek-v4-(flash|pro)\b",
+        ("openai-responses", "anthropic-messages"),
+        "Responses unless the connection speaks Anthropic Messages", "deepseek-v4-flash, deepseek-v4-pro",
+    ),
+    CapabilityRule(
+        "xAI", ("xai",), ("api.x.ai",), r"grok-4", ("openai-responses",),
+        "Responses wire", "Grok 4 families",
+    ),
+    CapabilityRule(
+        "Anthropic", ("anthropic",), ("api.anthropic.com",),
+        r"claude-((opus|sonnet|haiku|fable)-[4-9]|3-7-sonnet|3-5-haiku)", ("anthropic-messages",),
+        "official connection only", "Claude Opus/Sonnet/Haiku/Fable",
+    ),
+    CapabilityRule(
+        "MiniMax", ("minimax",), ("api.minimax.io", "api.minimaxi.com"), r"minimax-m(2\.7|3)",
+        ("anthropic-messages",), "Anthropic-compatible wire", "MiniMax M2.7, M3",
+    ),
+    CapabilityRule(
+        "OpenRouter", ("openrouter",), ("openrouter.ai",), r".", ("openrouter",),
+        "server tool; needs the native OpenRouter wire", "routed models",
+    ),
+    CapabilityRule(
+        "Alibaba Model Studio", ("qwen", "dashscope", "alibaba"),
+        ("dashscope.aliyuncs.com", "dashscope-intl.aliyuncs.com"), r".",
+        note="provider offers search; ketch adapter pending",
+    ),
+    CapabilityRule(
+        "Google Gemini", ("gemini", "google"), ("generativelanguage.googleapis.com",), r".",
+        note="grounding exists; the Google SDK is not installed",
+    ),
+    CapabilityRule(
+        "Groq", ("groq",), ("api.groq.com",), r".",
+        note="compound models search; the Groq SDK is not installed",
+    ),
+    CapabilityRule(
+        "Z.AI / GLM", ("zai", "glm"), ("api.z.ai", "open.bigmodel.cn"), r".",
+        note="provider offers search; ketch adapter pending",
+    ),
+    CapabilityRule(
+        "Mistral", ("mistral",), ("api.mistral.ai",), r".", note="agents connector only; adapter pending",
+    ),
+    CapabilityRule(
+        "Moonshot", ("moonshot", "kimi"), ("api.moonshot.ai", "api.moonshot.cn"), r".",
+        note="no hosted search in the model API",
+    ),
+    CapabilityRule(
+        "Cohere, Together, Fireworks, SiliconFlow",
+        ("cohere", "together", "fireworks", "siliconflow"),
+        ("api.cohere.com", "api.cohere.ai", "api.together.xyz", "api.fireworks.ai",
+         "api.siliconflow.cn", "api.siliconflow.com"),
+        r".", note="no hosted search; use source = tavily",
+    ),
+)
+"""The provider matrix. First matching row decides; rows without protocols are documented gaps."""
+
+
+@dataclass(frozen=True)
+class Capability:
+    """Whether one connection + model pair can run hosted search, and over which protocol."""
+
+    supported: bool
+    protocol: Protocol | None = None
+    dynamic_filtering: bool = False
+    """Anthropic only: use ``web_search_20260209`` instead of the ``20250305`` baseline."""
+    reason: str = ""
+
+
+def capability_table() -> list[dict[str, str]]:
+    """``CAPABILITY_RULES`` as rows for ``ketch models --capabilities``."""
+    return [
+        {
+            "provider": rule.provider,
+            "models": rule.model_family or ("any" if rule.models == "." else rule.models),
+            "protocols": ", ".join(rule.protocols) or "-",
+            "state": "hosted search" if rule.supported else "no hosted search",
+            "hosts": ", ".join(rule.hosts),
+            "note": rule.note,
+        }
+        for rule in CAPABILITY_RULES
+    ]
+
+
+def _bare_model(model_name: str) -> str:
+    """``openai:gpt-5`` or ``deepseek/deepseek-v4-pro`` -> the model id itself, lowercased."""
+    return re.split(r"[:/]", model_name.strip())[-1].lower()
+
+
+def _host(base_url: str | None) -> str:
+    if not base_url:
+        return ""
+    return (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower()
+
+
+def _wire_protocol(wire: str | None) -> Protocol | None:
+    """The hosted-search protocol a connection's wire already fixes, if any."""
+    normalized = (wire or "").strip().lower()
+    if normalized in _RESPONSES_WIRES:
+        return "openai-responses"
+    if normalized in _ANTHROPIC_WIRES:
+        return "anthropic-messages"
+    if normalized in _OPENROUTER_WIRES:
+        return "openrouter"
+    return None
+
+
+def _metadata_flags(metadata: Mapping[str, Any] | None) -> tuple[bool | None, bool, Protocol | None]:
+    """(declared web search, dynamic filtering opt-in, declared api protocol) from model metadata."""
+    meta = dict(metadata or {})
+    caps = meta.get("capabilities") or {}
+    declared = caps.get("web_search", caps.get("webSearch"))
+    dynamic = bool(caps.get("web_search_dynamic_filtering", caps.get("webSearchDynamicFiltering", False)))
+    api = meta.get("api_protocol", meta.get("apiProtocol"))
+    protocol = _wire_protocol(api) if isinstance(api, str) else None
+    return (declared if isinstance(declared, bool) else None), dynamic, protocol
+
+
+def resolve_capability(
+    connection_name: str,
+    preset: str | None,
+    wire: str | None,
+    base_url: str | None,
+    model_name: str,
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    protocol: Literal["auto", "responses", "anthropic"] = "auto",
+) -> Capability:
+    """Decide hosted-search support for one connection and model.
+
+    Order: explicit ``capabilities.web_search`` metadata; otherwise the first rule covering the
+    connection (by base-URL host, or preset when there is no base URL) and the model. The
+    protocol follows the connection's wire; a wire that fixes none (Chat Completions, unset) lets
+    an explicit ``protocol`` choose among the rule's protocols, else the rule's first one.
+    """
+    declared, dynamic_opt_in, meta_protocol = _metadata_flags(metadata)
+    wire_protocol = _wire_protocol(wire) or meta_protocol
+    label = connection_name or preset or "this connection"
+    if declared is False:
+        return Capability(False, reason=f"model metadata for {model_name} turns hosted search off")
+    if declared is True:
+        if wire_protocol is None:
+            return Capability(
+                False, reason=f"{label} declares hosted search but speaks neither Responses nor Anthropic Messages"
+            )
+        return _capable(wire_protocol, dynamic_opt_in, f"declared by model metadata ({wire_protocol})")
+
+    host, preset_name = _host(base_url), (preset or "").lower()
+    rule = next((r for r in CAPABILITY_RULES if r.covers_connection(preset_name, host)), None)
+    if rule is None:
+        return Capability(
+            False,
+            reason=f"no hosted search is known for {label}; set capabilities.web_search in the model "
+            "metadata if the endpoint offers it",
+        )
+    if not rule.supported:
+        return Capability(False, reason=f"{rule.provider}: {rule.note}")
+    if not rule.covers_model(model_name):
+        return Capability(False, reason=f"{model_name} is outside {rule.provider}'s hosted-search models "
+                          f"({rule.model_family})")
+    chosen, why_not = _choose_protocol(rule, wire, wire_protocol, protocol)
+    if chosen is None:
+        return Capability(False, reason=why_not)
+    return _capable(chosen, dynamic_opt_in, f"{rule.provider} {model_name} over {chosen}")
+
+
+def _choose_protocol(
+    rule: CapabilityRule, wire: str | None, wire_protocol: Protocol | None, setting: str
+) -> tuple[Protocol | None, str]:
+    """The rule's protocol for this connection, or None and a sentence saying why there is none."""
+    wanted = _PROTOCOL_BY_SETTING.get(setting)
+    if wire_protocol is not None:
+        if wanted is not None and wanted != wire_protocol:
+            return None, (f"web search protocol '{setting}' does not match the connection's wire "
+                          f"({wire_protocol}); hosted search never switches protocol on its own")
+        if wire_protocol not in rule.protocols:
+            return None, f"{rule.provider} hosted search does not run over {wire_protocol}"
+        return wire_protocol, ""
+    if len(rule.protocols) > 1:  # a dual-wire provider on a connection that fixes neither
+        if wanted is None:
+            return rule.protocols[0], ""
+        if wanted in rule.protocols:
+            return wanted, ""
+        return None, f"{rule.provider} has no {setting} hosted search"
+    if (wire or "").strip().lower() in {"", "auto"}:
+        return rule.protocols[0], ""
+    return None, f"{rule.provider} hosted search needs the {rule.protocols[0]} wire, not {wire}"
+
+
+def _capable(protocol: Protocol, dynamic_opt_in: bool, reason: str) -> Capability:
+    dynamic = dynamic_opt_in and protocol == "anthropic-messages"
+    return Capability(True, protocol, dynamic, reason)
+
+
+def model_profile_overrides(capability: Capability) -> dict[str, Any]:
+    """Model-profile settings that pin the search tool version the capability chose.
+
+    pydantic-ai picks Anthropic's ``web_search_20260209`` from its own model profile; ketch uses it
+    only when metadata opts in, so the session's model should be built with these overrides.
+    """
+    if capability.protocol == "anthropic-messages":
+        return {"anthropic_supports_dynamic_filtering": capability.dynamic_filtering}
+    return {}
+
+
+@dataclass(frozen=True)
+class SearchRoute:
+    """What one agent surface gets: a hosted tool, the Tavily tool, or nothing (never both)."""
+
+    native_tool: Any = None
+    """A pydantic-ai ``WebSearchTool`` for the session's own protocol, or None."""
+    client_tool: ToolSpec | None = None
+    """The client-executed Tavily ``web_search`` tool, or None."""
+    reason: str = ""
+    protocol: Protocol | None = None
+
+    @property
+    def has_search(self) -> bool:
+        return self.native_tool is not None or self.client_tool is not None
+
+    def capabilities(self) -> list[Any]:
+        """The pydantic-ai capabilities that put the hosted tool on the wire (empty without one)."""
+        if self.native_tool is None:
+            return []
+        from pydantic_ai.capabilities import NativeTool
+
+        return [NativeTool(self.native_tool)]
+
+
+def route_web_search(
+    settings: WebSearchSettings,
+    capability: Capability,
+    *,
+    surface: Surface,
+    headless_opt_in: bool = False,
+    child_tool_ceiling: set[str] | frozenset[str] | None = None,
+    parent_surface: Literal["tui", "headless"] = "tui",
+) -> SearchRoute:
+    """Decide the search tool for one surface.
+
+    ``headless_opt_in`` is ``KETCH_WEB_SEARCH_ENABLED=true`` or ``--web-search``. For a child agent
+    an explicit ``child_tool_ceiling`` is a hard limit; without one the child follows its parent's
+    surface (``parent_surface``).
+    """
+    if not settings.enabled:
+        return SearchRoute(reason="web search is turned off")
+    if settings.privacy:
+        return SearchRoute(reason="privacy mode removes every search tool")
+    if surface == "auxiliary":
+        return SearchRoute(reason="auxiliary calls (titles, compaction, commit messages) never search")
+    effective = parent_surface if surface == "child" else surface
+    if effective == "headless" and not headless_opt_in:
+        return SearchRoute(reason="headless runs search only with KETCH_WEB_SEARCH_ENABLED=true or --web-search")
+    if surface == "child" and child_tool_ceiling is not None and SEARCH_TOOL_NAME not in child_tool_ceiling:
+        return SearchRoute(reason=f"this agent's tool list does not include {SEARCH_TOOL_NAME}")
+    if settings.source == "tavily":
+        from ketch.websearch.tavily import WEB_SEARCH_TOOL
+
+        return SearchRoute(client_tool=WEB_SEARCH_TOOL, reason="Tavily search (client-executed)")
+    if not capability.supported or capability.protocol is None:
+        return SearchRoute(reason=f"no hosted search: {capability.reason}")
+    return SearchRoute(
+        native_tool=_native_tool(capability.protocol, settings),
+        reason=f"hosted search over {capability.protocol}",
+        protocol=capability.protocol,
+    )
+
+
+def _native_tool(protocol: Protocol, settings: WebSearchSettings) -> Any:
+    from pydantic_ai.native_tools import WebSearchTool
+
+    if settings.max_uses is not None and protocol in ("anthropic-messages", "openrouter"):
+        return WebSearchTool(max_uses=settings.max_uses)
+    return WebSearchTool()
+
+
+def headless_opt_in(environ: Mapping[str, str], *, flag: bool = False) -> bool:
+    """Whether a headless run may search: ``--web-search`` or ``KETCH_WEB_SEARCH_ENABLED=true``."""
+    return flag or environ.get(OPT_IN_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def child_kinds_available(route: SearchRoute) -> bool:
+    """Whether the ``web_research`` subagent kind may be offered on this route."""
+    return route.has_search
+
+
+def normalize_native_result(part: Any, *, call: Any = None) -> dict[str, Any]:
+    """A hosted search call or result as ``{call_id, query, sources: [{title, url, snippet}]}``.
+
+    ``part`` is a pydantic-ai ``NativeToolReturnPart`` (or ``NativeToolCallPart``); pass the
+    matching call as ``call`` to recover the query for a result. Sources are exactly the rows the
+    provider returned with a URL (Anthropic result blocks, Responses ``action.sources``), deduped
+    in order; nothing is invented when the provider returned none. The dict's keys are the fields
+    of ``events.WebSearchResult``.
+    """
+    call_part = call if call is not None else (part if _is_call(part) else None)
+    query = _query_from_args(_args(call_part)) if call_part is not None else ""
+    sources = [] if _is_call(part) else _sources(getattr(part, "content", None))
+    return {"call_id": str(getattr(part, "tool_call_id", "") or ""), "query": query, "sources": sources}
+
+
+def is_native_search(part: Any) -> bool:
+    """Whether ``part`` is a provider-executed web search call or result."""
+    return getattr(part, "part_kind", "") in ("builtin-tool-call", "builtin-tool-return") and (
+        getattr(part, "tool_name", "") == SEARCH_TOOL_NAME
+    )
+
+
+def replay_size(part: Any) -> int:
+    """Characters the part costs when replayed: its opaque payload, not the normalized display.
+
+    Context budgeting should count this; a hosted search result is dropped whole with its turn,
+    never trimmed down to the normalized rows while the payload stays behind.
+    """
+    import json
+
+    payload = [getattr(part, name, None) for name in ("args", "content", "provider_details")]
+    return len(json.dumps(payload, default=str))
+
+
+def native_search_error(part: Any) -> str:
+    """The provider's error code for a failed hosted search result, or ``""``."""
+    content = getattr(part, "content", None)
+    if isinstance(content, dict):
+        if content.get("type") == "web_search_tool_result_error":
+            return str(content.get("error_code") or "error")
+        if content.get("status") in ("failed", "incomplete"):
+            return str(content["status"])
+    return ""
+
+
+def _is_call(part: Any) -> bool:
+    """A ``NativeToolCallPart`` (its ``part_kind`` kept the older 'builtin' spelling)."""
+    return getattr(part, "part_kind", "") == "builtin-tool-call"
+
+
+def _args(call_part: Any) -> dict[str, Any]:
+    as_dict = getattr(call_part, "args_as_dict", None)
+    if callable(as_dict):
+        try:
+            return dict(as_dict())
+        except ValueError:
+            return {}
+    args = getattr(call_part, "args", None)
+    return dict(args) if isinstance(args, dict) else {}
+
+
+def _query_from_args(args: Mapping[str, Any]) -> str:
+    if isinstance(args.get("query"), str) and args["query"]:
+        return args["query"]
+    queries = args.get("queries")
+    if isinstance(queries, list) and queries:
+        return "; ".join(str(q) for q in queries)
+    if args.get("type") == "open_page" and args.get("url"):
+        return f"open {args['url']}"
+    if args.get("type") == "find" and args.get("pattern"):
+        return f"find '{args['pattern']}' in {args.get('url', '')}".strip()
+    return ""
+
+
+def _sources(content: Any) -> list[dict[str, str]]:
+    """Source rows from Anthropic (a list of result blocks) or Responses (``{'sources': [...]}``)."""
+    if isinstance(content, dict):
+        rows = content.get("sources") or content.get("results") or []
+    elif isinstance(content, list):
+        rows = content
+    else:
+        rows = []
+    seen: set[str] = set()
+    sources: list[dict[str, str]] = []
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("url"), str) or not row["url"]:
+            continue
+        if row["url"] in seen:
+            continue
+        seen.add(row["url"])
+        snippet = row.get("snippet") or row.get("content") or row.get("text") or ""
+        sources.append({
+            "title": str(row.get("title") or ""),
+            "url": row["url"],
+            "snippet": snippet if isinstance(snippet, str) else "",
+        })
+    return sources

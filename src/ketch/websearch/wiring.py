@@ -1,0 +1,216 @@
+"""Web search wiring: config + connection + surface -> the search a session (or child) gets.
+
+``websearch.py`` holds the decisions (capability, route, normalization); this module applies
+them to a running ketch: it reads the user's settings from ``Config`` and the command line,
+computes the route once per session, turns provider-executed search parts in the stream into
+``events.WebSearchResult``, and lets subagent code derive a child's route from the parent's.
+
+Auxiliary calls (titles, compaction summaries, commit messages) get no search by construction:
+the hosted tool is a capability of the session's ``Agent``, never of its model, so a bare
+``Agent(session.model)`` sends no search tool (``auxiliary_route`` says so explicitly).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ketch.core.config import Config, Connection
+from ketch.core.events import WebSearchResult
+from ketch.websearch.capability import (
+    SEARCH_TOOL_NAME,
+    Capability,
+    SearchRoute,
+    WebSearchSettings,
+    child_kinds_available,
+    headless_opt_in,
+    is_native_search,
+    model_profile_overrides,
+    normalize_native_result,
+    resolve_capability,
+    route_web_search,
+)
+
+NATIVE_SEARCH_HINT = "search the web (run by the model provider); cite the sources you rely on"
+"""The prompt's description of hosted search, listed only when the route sends it."""
+
+
+@dataclass(frozen=True)
+class SessionSearch:
+    """The search decision for one session, kept so children can derive theirs."""
+
+    settings: WebSearchSettings
+    capability: Capability
+    route: SearchRoute
+    surface: Literal["tui", "headless"]
+    opt_in: bool
+    """Whether a headless run opted in (``--web-search`` or ``KETCH_WEB_SEARCH_ENABLED``)."""
+    wire: str
+    """The wire the session model must speak: the connection's, or Responses when hosted search
+    runs there and the connection only fixed the preset's Chat Completions default."""
+
+    def prompt_entries(self) -> list[tuple[str, str]]:
+        """Extra ``(name, description)`` tool lines for the prompt: hosted search, when routed."""
+        return [(SEARCH_TOOL_NAME, NATIVE_SEARCH_HINT)] if self.route.native_tool is not None else []
+
+    def model_profile(self) -> dict[str, Any] | None:
+        """Profile overrides the session model needs so the tool version follows metadata."""
+        if self.route.native_tool is None:
+            return None
+        return model_profile_overrides(self.capability) or None
+
+
+def search_settings(
+    config: Config, *, flag: bool = False, tool_ceiling: Iterable[str] | None = None
+) -> WebSearchSettings:
+    """The user's choice from config (env already merged there) and ``--web-search``.
+
+    ``[tools]`` enabled/disabled and an agent variant's explicit tool list (``tool_ceiling``)
+    withhold search like any other tool."""
+    ws = config.web_search
+    tools = config.tools
+    withheld = (
+        SEARCH_TOOL_NAME in tools.disabled
+        or (tools.enabled is not None and SEARCH_TOOL_NAME not in tools.enabled)
+        or (tool_ceiling is not None and SEARCH_TOOL_NAME not in set(tool_ceiling))
+    )
+    return WebSearchSettings(
+        enabled=(ws.enabled or flag) and not withheld,
+        source=ws.source,
+        privacy=config.privacy,
+        protocol=ws.protocol,
+    )
+
+
+def connection_capability(
+    conn: Connection, protocol: Literal["auto", "responses", "anthropic"] = "auto"
+) -> Capability:
+    """Hosted-search capability of the session's connection and model (metadata first).
+
+    A wire that fixes a protocol is authoritative (a contradicting ``protocol`` setting means no
+    hosted search, never a switch); ``protocol`` chooses only for Chat Completions connections.
+    """
+    metadata = {"capabilities": dict(conn.meta.capabilities)} if conn.meta is not None else None
+    return resolve_capability(
+        conn.name, conn.preset.name, conn.wire, conn.base_url, conn.model_name, metadata, protocol=protocol
+    )
+
+
+def session_search(
+    config: Config,
+    conn: Connection,
+    *,
+    interactive: bool,
+    flag: bool = False,
+    environ: Mapping[str, str] | None = None,
+    tool_ceiling: Iterable[str] | None = None,
+) -> SessionSearch:
+    """Route search for a root session: the TUI follows config, headless needs the opt-in."""
+    settings = search_settings(config, flag=flag, tool_ceiling=tool_ceiling)
+    if settings.source == "model":
+        capability = connection_capability(conn, settings.protocol)
+    else:
+        capability = Capability(False, reason="search source is tavily")
+    surface: Literal["tui", "headless"] = "tui" if interactive else "headless"
+    opt_in = headless_opt_in(os.environ if environ is None else environ, flag=flag)
+    route = route_web_search(settings, capability, surface=surface, headless_opt_in=opt_in)
+    wire, problem = _session_wire(conn.wire, route.protocol)
+    if problem:
+        route, capability = SearchRoute(reason=problem), Capability(False, reason=problem)
+    return SessionSearch(settings, capability, route, surface, opt_in, wire)
+
+
+def _session_wire(conn_wire: str, protocol: str | None) -> tuple[str, str]:
+    """(wire for the session model, reason hosted search cannot run on this connection or "")."""
+    if protocol is None or protocol == conn_wire:
+        return conn_wire, ""
+    if protocol == "openai-responses" and conn_wire == "openai-chat":
+        return "openai-responses", ""  # the primary request moves with the search; never the search alone
+    return conn_wire, f"hosted search over {protocol} needs a connection on that wire, not {conn_wire}"
+
+
+def child_search_route(
+    parent: SessionSearch | None, child_tools: Iterable[str] | None, *, connection: Connection | None = None
+) -> SearchRoute:
+    """The search a subagent gets: its explicit tool list is a hard ceiling.
+
+    ``child_tools`` None means the child inherits the parent's surface; a list without
+    ``web_search`` removes search whatever the parent had. A child on its own ``connection``
+    (another model) is judged on that pair, over exactly that connection's wire. Use
+    ``route.capabilities()`` for the child's Agent and ``route.client_tool`` for its toolset.
+    """
+    if parent is None:
+        return SearchRoute(reason="the parent session has no search")
+    capability = parent.capability
+    if connection is not None and parent.settings.source == "model":
+        capability = connection_capability(connection, parent.settings.protocol)
+        if capability.protocol is not None and capability.protocol != connection.wire:
+            capability = Capability(False, reason=f"hosted search needs the {capability.protocol} wire")
+    return route_web_search(
+        parent.settings,
+        capability,
+        surface="child",
+        headless_opt_in=parent.opt_in,
+        child_tool_ceiling=set(child_tools) if child_tools is not None else None,
+        parent_surface=parent.surface,
+    )
+
+
+def web_research_available(parent: SessionSearch | None) -> bool:
+    """Whether the ``web_research`` subagent kind may be offered (search routed for a child)."""
+    return child_kinds_available(child_search_route(parent, None))
+
+
+def auxiliary_route(parent: SessionSearch | None = None) -> SearchRoute:
+    """Titles, compaction summaries and commit messages: always the empty route."""
+    settings = parent.settings if parent is not None else WebSearchSettings()
+    capability = parent.capability if parent is not None else Capability(False)
+    return route_web_search(settings, capability, surface="auxiliary")
+
+
+def tavily_settings(config: Config) -> Any:
+    """``TavilySettings`` for ``ToolDeps.extras['tavily']`` (key from ``TAVILY_API_KEY``)."""
+    from ketch.websearch.tavily import TavilySettings
+
+    return TavilySettings(base_url=config.web_search.tavily_base_url)
+
+
+@dataclass
+class NativeSearchTracker:
+    """Turns provider-executed search parts in the agent stream into ``WebSearchResult`` events.
+
+    The call part is complete only at its ``PartEndEvent`` (its query arrives as deltas); the
+    result part arrives whole in a ``PartStartEvent``. Each result is reported once.
+    """
+
+    _calls: dict[str, Any] = field(default_factory=dict)
+    _reported: set[str] = field(default_factory=set)
+
+    @staticmethod
+    def starts_call(item: Any) -> bool:
+        """A hosted search call begins: text streamed before it was thinking aloud, not the answer."""
+        from pydantic_ai.messages import PartStartEvent
+
+        part = getattr(item, "part", None)
+        return isinstance(item, PartStartEvent) and is_native_search(part) and part.part_kind == "builtin-tool-call"
+
+    def observe(self, item: Any) -> WebSearchResult | None:
+        from pydantic_ai.messages import PartEndEvent, PartStartEvent
+
+        if not isinstance(item, (PartStartEvent, PartEndEvent)):
+            return None
+        part = item.part
+        if not is_native_search(part):
+            return None
+        call_id = str(getattr(part, "tool_call_id", "") or "")
+        if part.part_kind == "builtin-tool-call":
+            if isinstance(item, PartEndEvent) or call_id not in self._calls:
+                self._calls[call_id] = part
+            return None
+        if call_id in self._reported:
+            return None
+        self._reported.add(call_id)
+        normalized = normalize_native_result(part, call=self._calls.pop(call_id, None))
+        return WebSearchResult(**normalized)
