@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from ketch.core.exceptions import ConfigError
 from ketch.providers.presets import PRESETS, WIRES, Preset
@@ -78,6 +78,9 @@ class ToolsConfig(_Strict):
     """When set, only these tools are offered."""
     disabled: list[str] = Field(default_factory=list)
     """Tools never offered."""
+    keep_env: list[str] = Field(default_factory=list)
+    """Variables that shell commands, hooks and MCP servers keep although their names look
+    like secrets (``*KEY*``, ``*TOKEN*``, ...). Only the user's own config may set it."""
 
 
 class WebSearchConfig(_Strict):
@@ -129,6 +132,12 @@ class Config(_Strict):
     """Where ``/registry`` fetches its index."""
     added_dirs: list[str] = Field(default_factory=list)
     """Directories besides the workspace that file tools may touch."""
+    _project_trust: Any = PrivateAttr(default=None)
+
+    @property
+    def project_trust(self) -> Any:
+        """How the project's config was treated (``trust.ProjectTrust``), None if not loaded from files."""
+        return self._project_trust
 
 
 def user_config_dir() -> Path:
@@ -211,21 +220,54 @@ def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
     return layer
 
 
-def load_config(cwd: Path, flags: dict[str, Any] | None = None, environ: dict[str, str] | None = None) -> Config:
-    """Merge every layer into one validated Config."""
+def load_config(
+    cwd: Path, flags: dict[str, Any] | None = None, environ: dict[str, str] | None = None, *, trust_flag: bool = False
+) -> Config:
+    """Merge every layer into one validated Config.
+
+    The project's file is split (``project_config.split_project``): its narrowing part always
+    applies, its widening part only where the folder is trusted (``trust.standing_of``) or
+    ``trust_flag`` (``--trust``) says so. ``config.project_trust`` tells what happened."""
+    from ketch.core import trust
+    from ketch.core.project_config import merge_layer
+
     environ = dict(os.environ if environ is None else environ)
     merged: dict[str, Any] = {}
     user_file = user_config_dir() / "config.toml"
     if user_file.is_file():
         merged = _merge(merged, _read_toml(user_file))
-    project_file = find_project_root(cwd) / ".ketch" / "config.toml"
-    if project_file.is_file():
-        merged = _merge(merged, _read_toml(project_file))
+    root = find_project_root(cwd)
+    split = _split_project_file(root, merged)
+    if split is not None:
+        merged = merge_layer(merged, split.narrowing)
+    standing = trust.standing_of(root, split, flag=trust_flag)
+    if split is not None and standing.applied:
+        merged = merge_layer(merged, split.widening)
     merged = _merge(merged, _env_layer(environ))
     flag_layer = {k: v for k, v in (flags or {}).items() if v is not None}
     _validate(flag_layer, "command line")
     merged = _merge(merged, flag_layer)
-    return Config.model_validate(merged)
+    config = Config.model_validate(merged)
+    config._project_trust = standing
+    return config
+
+
+def project_split(cwd: Path) -> Any:
+    """The project's config split against the user's (None when the project has no file)."""
+    user_file = user_config_dir() / "config.toml"
+    user = _read_toml(user_file) if user_file.is_file() else {}
+    return _split_project_file(find_project_root(cwd), user)
+
+
+def _split_project_file(root: Path, user: dict[str, Any]) -> Any:
+    from ketch.core.project_config import split_project
+
+    project_file = root / ".ketch" / "config.toml"
+    if not project_file.is_file():
+        return None
+    keys = stored_keys()
+    # a connection with a key variable (set now or later) or a stored key uses the user's key
+    return split_project(_read_toml(project_file), user, project_file, has_user_key=lambda name, env: bool(env or keys.get(name)))
 
 
 # ---------------------------------------------------------------- connections and keys
