@@ -71,6 +71,12 @@ class ProjectTrust:
         return " ".join(parts)
 
 
+def widening_digest_of_nothing() -> str:
+    from ketch.core.project_config import widening_digest
+
+    return widening_digest({})
+
+
 def trust_path() -> Path:
     from ketch.core.config import user_data_dir
 

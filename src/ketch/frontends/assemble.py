@@ -28,7 +28,7 @@ def config_from_args(args: Any, cwd: Path) -> Config:
         "max_steps": getattr(args, "max_steps", None),
         "privacy": True if getattr(args, "privacy", False) else None,
     }
-    return load_config(cwd, flags)
+    return load_config(cwd, flags, trust_flag=bool(getattr(args, "trust", False)))
 
 
 def connection_from_args(args: Any, config: Config) -> Connection:
@@ -110,7 +110,7 @@ def tool_specs(s: Settled, search: Any) -> tuple[list[Any], Any]:
     return specs, task_kinds
 
 
-def tool_deps(s: Settled, store: Any) -> Any:
+def tool_deps(s: Settled, store: Any, child_env: Any = None) -> Any:
     """Step 4: what the tools share: the jail, the process registry, the task list, skills, memory."""
     from ketch.extensions import skills
     from ketch.state import memory, notebook
@@ -121,7 +121,7 @@ def tool_deps(s: Settled, store: Any) -> Any:
     return ToolDeps(
         workspace=s.workspace,
         processes=ProcessRegistry(),
-        settings=ToolSettings(web_allow_loopback=os.environ.get("KETCH_TEST_ALLOW_LOOPBACK") == "1"),
+        settings=ToolSettings(child_env=child_env),
         extras={
             "notebook": notebook.Notebook(),
             "skills": skills.SkillCatalog.discover(s.root),
@@ -145,8 +145,17 @@ def session_model(s: Settled, search: Any, model_override: Any, interactive: boo
         raise ConfigError(f"model '{s.conn.ref}': {' '.join(str(exc).split())}") from None
 
 
+def held_keys(s: Settled, args: Any) -> tuple[Any, Any]:
+    """Step 4a: the keys this run holds, and the child environment without them."""
+    from ketch.core.keyring import collect_keys
+    from ketch.tools.child_env import ChildEnv
+
+    ring = collect_keys(s.config, s.conn, extra_names=(getattr(args, "api_key_env", None) or "",))
+    return ring, ChildEnv.of(ring.names, ring.values, s.config.tools.keep_env)
+
+
 def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: Any, search: Any,
-                     sources: Any, own_model: bool) -> None:
+                     sources: Any, own_model: bool, always: tuple[Any, ...] = ()) -> None:
     """Step 8: the ``task`` tool's runner, sharing the parent's gate, processes and skills."""
     from ketch.core.subagent import ChildWiring, SubagentRunner
 
@@ -165,6 +174,7 @@ def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: 
             search=search,
             compactor_for=lambda c: _compactor(s.config, c),
             own_model=own_model,
+            always_capabilities=always,
         ),
         task_kinds,
     )
@@ -183,9 +193,16 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from ketch.state.resume import open_history, open_store
     from ketch.websearch.wiring import session_search
 
+    from ketch.core.redaction import RedactToolOutput, redacting_emit
+
     s = settle(args)
     store = open_store()
     warnings: list[str] = []
+    trust_notice = s.config.project_trust.notice() if s.config.project_trust is not None else ""
+    if trust_notice:
+        warnings.append(trust_notice)
+    ring, child_env = held_keys(s, args)
+    redact = RedactToolOutput(ring=ring)
     session_id, history = open_history(
         args, store, s.cwd, model_ref=s.conn.ref, agent=s.variant.name, interactive=interactive, warnings=warnings
     )
@@ -194,6 +211,8 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     )
     specs, task_kinds = tool_specs(s, search)
     guard, rules, hooks = gate_parts(s.config, s.root, s.cwd, warnings)
+    if hooks is not None:
+        hooks.child_env = child_env
     gate = ApprovalGate(
         kinds={spec.name: spec.kind for spec in specs},
         key_args={spec.name: spec.key_arg for spec in specs},
@@ -202,13 +221,13 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         hooks=hooks,
         yolo=bool(getattr(args, "yolo", False)),
     )
-    deps = tool_deps(s, store)
+    deps = tool_deps(s, store, child_env)
     descriptions = {spec.name: (spec.function.__doc__ or "").strip().splitlines()[0] if spec.function.__doc__ else "" for spec in specs}
     sources = InstructionSources(
         cwd=s.cwd, root=s.root, agent_prompt=lambda: session.variant.prompt, descriptions=descriptions,
         notebook=deps.extras["notebook"], memory=deps.extras["memory"], skills=deps.extras["skills"], search=search,
     )
-    hub, extra_kinds = await start_mcp(s.config, descriptions, warnings)
+    hub, extra_kinds = await start_mcp(s.config, descriptions, warnings, child_env=child_env)
     gate.kinds = {**gate.kinds, **extra_kinds}
     model = session_model(s, search, model_override, interactive)
     session = Session(
@@ -230,13 +249,16 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         capabilities=[
             *(_fallback_capability(s.conn, model) if model_override is None and search.wire == s.conn.wire else []),
             *search.route.capabilities(),
+            redact,
         ],
         model_settings=model_settings(s.variant.think or s.config.think),
         compactor=_compactor(s.config, s.conn),
     )
+    deps.emit = redacting_emit(deps.emit, ring)  # live output chunks, the parent's and its subagents'
     session.hooks = hooks
     session.web_search = search
-    attach_subagents(session, s, specs=specs, task_kinds=task_kinds, search=search, sources=sources, own_model=model_override is None)
+    attach_subagents(session, s, specs=specs, task_kinds=task_kinds, search=search, sources=sources,
+                     own_model=model_override is None, always=(redact,))
     session.mcp_hub = hub
     if hub is not None:
         session.closers.append(hub.aclose)

@@ -64,6 +64,25 @@ def _preload(args: Any, cwd: Path) -> None:
         importlib.import_module("ketch.extensions.mcp")
 
 
+def _trust_question(args: Any, cwd: Path) -> Any:
+    from ketch.core import trust
+    from ketch.core.config import find_project_root, project_split
+    from ketch.ui.trust_overlay import TrustQuestion
+
+    split = project_split(cwd)
+    root = find_project_root(cwd)
+    standing = trust.standing_of(root, split, flag=bool(getattr(args, "trust", False)))
+    if not standing.needs_answer:
+        return None
+    return TrustQuestion(
+        folder=str(root),
+        config_file=str(split.path.relative_to(root)),
+        items=[(item.text, item.marked) for item in split.additions],
+        changed=standing.standing == "changed",
+        answer=lambda trusted: trust.remember(root, trusted, split.digest),
+    )
+
+
 class Interactive:
     """What the UI is given: the session factory, history, ``@`` candidates, commands."""
 
@@ -92,6 +111,10 @@ class Interactive:
         warn = session.startup_notices.append
         self.registry.add_user_commands(load_user_commands(command_dirs(self.root, user_config_dir()), warn), warn)
         return session
+
+    async def trust_question(self) -> Any:
+        """The trust question for this folder, or None when its config needs no answer."""
+        return await asyncio.to_thread(_trust_question, self.args, self.cwd)
 
     def startup_failed(self, exc: Exception) -> int:
         """A session that cannot start ends the app; ``run`` prints the one-line reason."""
@@ -150,6 +173,7 @@ class Interactive:
 
         return AppConfig(
             session_factory=self.build_session,
+            trust_question=self.trust_question,
             load_history=self.load_history,
             save_history=self.save_history,
             candidates=self.candidates,

@@ -24,6 +24,7 @@ def run_subcommand(args: Any) -> int:
         "export": _export,
         "mcp": _mcp,
         "registry": _registry,
+        "trust": _trust,
     }[args.command]
     return handler(args)
 
@@ -35,7 +36,17 @@ def _cwd() -> Path:
 def _config() -> Any:
     from ketch.core.config import load_config
 
-    return load_config(_cwd())
+    config = load_config(_cwd())
+    notice = config.project_trust.notice() if config.project_trust is not None else ""
+    if notice:
+        print(f"ketch: {notice}", file=sys.stderr)
+    return config
+
+
+def _trust(args: Any) -> int:
+    from ketch.frontends.trust_command import run_trust
+
+    return run_trust(args)
 
 
 def _models(args: Any) -> int:
@@ -193,8 +204,14 @@ def _mcp(args: Any) -> int:
         print("No MCP servers configured ([mcp.servers.NAME] in .ketch/config.toml).")
         return EXIT_OK
 
+    from ketch.core.keyring import collect_keys
+    from ketch.tools.child_env import ChildEnv
+
+    ring = collect_keys(config)
+    child_env = ChildEnv.of(ring.names, ring.values, config.tools.keep_env)
+
     async def probe() -> list[Any]:
-        hub = await start_mcp_servers(config.mcp)
+        hub = await start_mcp_servers(config.mcp, child_env=child_env)
         try:
             return hub.status()
         finally:

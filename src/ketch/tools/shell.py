@@ -29,6 +29,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
 from ketch.core.events import ToolOutputChunk
+from ketch.tools.child_env import child_environment
 from ketch.tools.base import ToolDeps, ToolSpec
 
 INTERRUPTED_MESSAGE = "The user interrupted this command. It did not finish, so its effects are unknown."
@@ -316,7 +317,7 @@ async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None =
         deps.emit(ToolOutputChunk(call_id=call_id, text=text, stream=stream))
 
     loop = asyncio.get_running_loop()
-    env = {**os.environ, "PAGER": "cat", "GIT_PAGER": "cat"}
+    env = {**child_environment(settings.child_env), "PAGER": "cat", "GIT_PAGER": "cat"}
     try:
         transport, protocol = await loop.subprocess_exec(
             lambda: _CommandProtocol(sink),

@@ -52,6 +52,9 @@ class AppConfig:
     """Keys typed this soon after an overlay appears are ignored (seconds)."""
     flush_interval: float = 0.06
     """How often streamed text is turned into output (seconds)."""
+    trust_question: Callable[[], Awaitable[Any]] | None = None
+    """Returns the folder's trust question (``ui.trust_overlay.TrustQuestion``) when its
+    repository config must be asked about, else None; asked before the session is built."""
     typeahead: bytes = b""
     """Keys typed before the app started (see ``ui/typeahead.py``), replayed into the
     input before the first frame."""

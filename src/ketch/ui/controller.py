@@ -165,8 +165,23 @@ class KetchApp:
         await asyncio.sleep(0)
         await asyncio.to_thread(self.renderer.warm_up)
 
+    async def _ask_trust(self) -> None:
+        """Before the session exists: ask whether the folder's repository config applies."""
+        if self.config.trust_question is None:
+            return
+        question = await self.config.trust_question()
+        if question is None:
+            return
+        from ketch.ui.trust_overlay import TrustOverlay
+
+        answered: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.push_overlay(TrustOverlay(question, lambda ok: answered.done() or answered.set_result(ok)))
+        trusted = await answered
+        await asyncio.to_thread(question.answer, trusted)
+
     async def _load_session(self) -> None:
         try:
+            await self._ask_trust()
             self.session = await self.config.session_factory()
         except Exception as exc:  # noqa: BLE001 - shown to the user as one line
             self.session_error = str(exc) or type(exc).__name__
