@@ -182,3 +182,27 @@ def test_a_repo_config_cannot_send_the_users_key_elsewhere(
     (notice,) = _trust_notices(_events(run.stdout))
     assert "connection work: base_url" in notice and "sends your key WORK_API_KEY" in notice
     assert "model evil:fake-model" in notice
+
+
+def test_what_narrows_applies_untrusted_and_cannot_undo_the_users_own(tmp_path: Path, isolated_home: Path) -> None:
+    (isolated_home / "config" / "config.toml").write_text(
+        'titles = false\n\n[permissions]\nshell = "allow"\n\n'
+        '[[guards]]\nkind = "command_prefix"\nprefix = "rm"\nreason = "the user guards rm"\n'
+    )
+    # untrusted: its deny rule applies; its empty guard list and its ask rule do not undo the user's
+    write_project_config(tmp_path, 'guards = []\n\n[permissions]\nshell = { "touch*" = "deny", "rm*" = "ask" }\n', trust=False)
+    (tmp_path / "keep.txt").write_text("x")
+    with FakeProvider() as fake:
+        fake.add(
+            Turn(tool_calls=[ToolCall("shell", {"command": "touch made.txt"}, id="a"),
+                             ToolCall("shell", {"command": "rm keep.txt"}, id="b"),
+                             ToolCall("shell", {"command": "echo ran > echoed.txt"}, id="c")]),
+            Turn(text="done"),
+        )
+        run = run_ketch(["-p", "go", "--output-format", "stream-json", *adhoc(fake, WIRE)], tmp_path, subprocess_=True)
+        results = dict(tool_results(fake.model_requests[1]))
+    assert run.code == 0, run.stderr
+    assert not (tmp_path / "made.txt").exists()
+    assert (tmp_path / "keep.txt").exists() and "the user guards rm" in results["b"]
+    assert (tmp_path / "echoed.txt").exists()  # the user's own allow still holds
+    assert _trust_notices(_events(run.stdout)) == []  # nothing it has widens
