@@ -99,10 +99,18 @@ def _store_text(home: Path) -> str:
     return "\n".join(rows)
 
 
-@pytest.mark.parametrize("tool", ["read_file", "shell"])
+CALLS = {
+    "read_file": ToolCall("read_file", {"path": "leak.txt"}),
+    "shell": ToolCall("shell", {"command": "cat leak.txt"}),
+    # a failing tool: the timeout error carries the output
+    "shell-error": ToolCall("shell", {"command": "cat leak.txt; sleep 30", "timeout": 1}),
+}
+
+
+@pytest.mark.parametrize("tool", list(CALLS))
 def test_a_key_in_a_file_never_leaves_through_a_tool(tmp_path: Path, isolated_home: Path, tool: str) -> None:
     (tmp_path / "leak.txt").write_text(f"the key is {PROVIDER_KEY} and the token {SECRETS['GITHUB_TOKEN']}\n")
-    call = ToolCall("read_file", {"path": "leak.txt"}) if tool == "read_file" else ToolCall("shell", {"command": "cat leak.txt"})
+    call = CALLS[tool]
     with FakeProvider() as fake:
         fake.add(Turn(tool_calls=[call]), Turn(text="read it"))
         run = run_ketch(["-p", "read the file", "--yolo", "--output-format", "stream-json", *adhoc(fake, WIRE),

@@ -61,14 +61,36 @@ class RedactToolOutput(AbstractCapability[Any]):
     async def after_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, result: Any) -> Any:
         return redact_value(result, self.ring)
 
+    async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any) -> Any:
+        """Failures too: ``ToolFailed``/``ModelRetry`` and the parts the SDK already wrapped them in
+        skip ``on_tool_execute_error``, so their text is cleaned here on the way out."""
+        from pydantic_ai.exceptions import ModelRetry, ToolFailed, ToolFailedError, ToolRetryError
+
+        try:
+            return await handler(args)
+        except ToolFailed as exc:
+            clean = redact_keys(exc.message, self.ring)
+            if clean == exc.message:
+                raise
+            raise ToolFailed(clean) from None
+        except ModelRetry as exc:
+            clean = redact_keys(exc.message, self.ring)
+            if clean == exc.message:
+                raise
+            raise ModelRetry(clean) from None
+        except ToolFailedError as exc:
+            exc.tool_failed.content = redact_value(exc.tool_failed.content, self.ring)
+            raise
+        except ToolRetryError as exc:
+            exc.tool_retry.content = redact_value(exc.tool_retry.content, self.ring)
+            raise
+
     async def on_tool_execute_error(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, error: Exception) -> Any:
         message = str(error)
         clean = redact_keys(message, self.ring)
         if clean != message:
-            from pydantic_ai.exceptions import ModelRetry, ToolFailed
+            from pydantic_ai.exceptions import ToolFailed
 
-            if isinstance(error, ModelRetry):
-                raise ModelRetry(clean) from None
             raise ToolFailed(clean) from None
         raise error
 
