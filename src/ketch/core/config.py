@@ -16,10 +16,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from ketch.core.dirs import user_config_dir, user_data_dir
 from ketch.core.exceptions import ConfigError
 from ketch.providers.presets import PRESETS, WIRES, Preset
 
-__all__ = ["ConfigError", "Config", "Connection", "load_config", "resolve_connection"]
+__all__ = ["ConfigError", "Config", "Connection", "load_config", "resolve_connection", "user_config_dir", "user_data_dir"]
 
 ThinkLevel = Literal["off", "low", "medium", "high", "max"]
 THINK_LEVELS: tuple[str, ...] = ("off", "low", "medium", "high", "max")
@@ -138,24 +139,6 @@ class Config(_Strict):
     def project_trust(self) -> Any:
         """How the project's config was treated (``trust.ProjectTrust``), None if not loaded from files."""
         return self._project_trust
-
-
-def user_config_dir() -> Path:
-    override = os.environ.get("KETCH_CONFIG_DIR")
-    if override:
-        return Path(override).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("ketch"))
-
-
-def user_data_dir() -> Path:
-    override = os.environ.get("KETCH_DATA_DIR")
-    if override:
-        return Path(override).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("ketch"))
 
 
 def find_project_root(cwd: Path) -> Path:

@@ -78,7 +78,7 @@ def widening_digest_of_nothing() -> str:
 
 
 def trust_path() -> Path:
-    from ketch.core.config import user_data_dir
+    from ketch.core.dirs import user_data_dir
 
     return user_data_dir() / TRUST_FILE
 
