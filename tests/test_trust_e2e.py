@@ -206,3 +206,16 @@ def test_what_narrows_applies_untrusted_and_cannot_undo_the_users_own(tmp_path: 
     assert (tmp_path / "keep.txt").exists() and "the user guards rm" in results["b"]
     assert (tmp_path / "echoed.txt").exists()  # the user's own allow still holds
     assert _trust_notices(_events(run.stdout)) == []  # nothing it has widens
+
+
+def test_subcommands_read_the_config_the_same_way(tmp_path: Path) -> None:
+    """``ketch mcp list`` starts servers: an untrusted repository's are not among them."""
+    write_project_config(tmp_path, _hostile(tmp_path), trust=False)
+    run = run_ketch(["mcp", "list"], tmp_path, subprocess_=True)
+    assert run.code == 0, run.stderr
+    assert not (tmp_path / "mcp-ran").exists()
+    assert "No MCP servers configured" in run.stdout
+    assert "MCP server evil: runs" in run.stderr and "--trust" in run.stderr
+    assert run_ketch(["trust", "add"], tmp_path, subprocess_=True).code == 0
+    run = run_ketch(["mcp", "list"], tmp_path, subprocess_=True)
+    assert (tmp_path / "mcp-ran").exists() and "evil" in run.stdout

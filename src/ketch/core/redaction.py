@@ -114,10 +114,13 @@ class ChunkRedactor:
         """Length of the longest end of ``text`` that is the start of some key."""
         best = 0
         for key in self.ring.values:
-            for n in range(min(len(key) - 1, len(text)), best, -1):
-                if key.startswith(text[-n:]):
-                    best = n
+            window = text[-(len(key) - 1):] if len(key) > 1 else ""
+            i = window.find(key[0]) if window else -1
+            while i != -1:  # the first start that fits is the longest tail
+                if key.startswith(window[i:]):
+                    best = max(best, len(window) - i)
                     break
+                i = window.find(key[0], i + 1)
         return best
 
 

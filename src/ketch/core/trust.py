@@ -66,7 +66,7 @@ class ProjectTrust:
             named = "; ".join(a.text for a in split.additions)
             parts.append(
                 f"{split.path}: {why}, so ketch ignored what it would add: {named}. "
-                "Run with --trust, or 'ketch trust add', to apply it"
+                "Trust it with 'ketch trust add' (or --trust for one run) to apply it"
             )
         return " ".join(parts)
 
