@@ -66,3 +66,14 @@ def test_the_digest_follows_only_the_widening_part(tmp_path: Path) -> None:
     write_project_config(tmp_path, 'think = "low"\n[permissions]\nshell = { "ls*" = "allow", "cat*" = "allow" }\n', trust=False)
     assert project_split(tmp_path).digest != first
     assert standing_of(tmp_path, project_split(tmp_path)).standing == "unknown"
+
+
+@pytest.mark.parametrize("rule", ['shell = 5', 'shell = "allwo"', 'shell = { "ls*" = "yes" }', 'allow = [1]'])
+def test_a_malformed_rule_is_an_error_naming_the_file(tmp_path: Path, rule: str) -> None:
+    from kettle import one_line_error, run_ketch
+
+    write_project_config(tmp_path, f"[permissions]\n{rule}\n", trust=False)
+    run = run_ketch(["-p", "hi", "--base-url", "http://127.0.0.1:9/v1", "--wire", "openai-chat", "--model", "m"], tmp_path)
+    assert run.code == 2
+    line = one_line_error(run.stderr)
+    assert ".ketch/config.toml" in line and "permission rule" in line

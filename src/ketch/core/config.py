@@ -243,14 +243,17 @@ def project_split(cwd: Path) -> Any:
 
 
 def _split_project_file(root: Path, user: dict[str, Any]) -> Any:
-    from ketch.core.project_config import split_project
+    from ketch.core.project_config import ProjectConfigError, split_project
 
     project_file = root / ".ketch" / "config.toml"
     if not project_file.is_file():
         return None
     keys = stored_keys()
-    # a connection with a key variable (set now or later) or a stored key uses the user's key
-    return split_project(_read_toml(project_file), user, project_file, has_user_key=lambda name, env: bool(env or keys.get(name)))
+    try:
+        # a connection with a key variable (set now or later) or a stored key uses the user's key
+        return split_project(_read_toml(project_file), user, project_file, has_user_key=lambda name, env: bool(env or keys.get(name)))
+    except ProjectConfigError as exc:
+        raise ConfigError(f"{project_file}: {exc}") from None
 
 
 # ---------------------------------------------------------------- connections and keys

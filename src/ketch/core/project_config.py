@@ -135,19 +135,31 @@ def _permissions(key: str, value: Any, user: Mapping[str, Any], narrow: dict, wi
             adds.append(Addition("permissions", f"allow {spec}"))
 
 
+class ProjectConfigError(ValueError):
+    """A value in the project's config that cannot be split (the message names it)."""
+
+
 def _rule_specs(table: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Every rule of a permissions table as ``(action, "tool(pattern)")`` (the list form)."""
     specs: list[tuple[str, str]] = []
     for tool, value in table.items():
         if tool in _RULE_ACTIONS and isinstance(value, list):
-            specs += [(tool, str(s)) for s in value]
+            if not all(isinstance(s, str) for s in value):
+                raise ProjectConfigError(f"permission rules under '{tool}' must be strings like \"shell(git status*)\"")
+            specs += [(tool, s) for s in value]
         elif isinstance(value, str):
-            specs.append((value, tool))
+            specs.append((_checked_action(value, tool), tool))
         elif isinstance(value, Mapping):
-            specs += [(str(action), f"{tool}({pattern})") for pattern, action in value.items()]
-        else:  # malformed: kept whole in the widening part, where the rule parser reports it
-            specs.append(("allow", f"{tool}({value!r})"))
+            specs += [(_checked_action(action, f"{tool}({pattern})"), f"{tool}({pattern})") for pattern, action in value.items()]
+        else:
+            raise ProjectConfigError(f"permission rule for '{tool}' must be allow, ask or deny, or a table of patterns to those")
     return specs
+
+
+def _checked_action(action: Any, where: str) -> str:
+    if action not in _RULE_ACTIONS:
+        raise ProjectConfigError(f"permission rule '{where}' has action {action!r}: use allow, ask or deny")
+    return str(action)
 
 
 def _tools(key: str, value: Any, user: Mapping[str, Any], narrow: dict, wide: dict, adds: list, _k: Any) -> None:
