@@ -25,6 +25,9 @@ from typing import Any
 
 USER_ONLY_KEYS: tuple[tuple[str, str], ...] = (("tools", "keep_env"),)
 """Keys a repository's config can never set (the user's own decisions)."""
+NEUTRAL_KEYS = frozenset({"model", "think", "agent", "titles", "models", "compaction"})
+"""Top-level keys that change nothing about what runs or where data goes. A key that is
+neither here nor handled below counts as widening until someone decides otherwise."""
 
 _RULE_ACTIONS = ("allow", "ask", "deny")
 _CONNECTION_ROUTE_FIELDS = ("preset", "base_url", "wire", "api_key_env")
@@ -82,7 +85,7 @@ def split_project(
     adds: list[Addition] = []
     dropped: list[str] = []
     for key, value in project.items():
-        handler = _HANDLERS.get(key, _neutral)
+        handler = _HANDLERS.get(key, _neutral if key in NEUTRAL_KEYS else _widening(f"setting {key}"))
         handler(key, value, user, narrow, wide, adds, has_user_key)
     for section, name in USER_ONLY_KEYS:
         sect = narrow.get(section)
