@@ -192,7 +192,6 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from ketch.providers.models import model_settings
     from ketch.state.resume import open_history, open_store
     from ketch.websearch.wiring import session_search
-
     from ketch.core.redaction import RedactToolOutput, redacting_emit
 
     s = settle(args)
