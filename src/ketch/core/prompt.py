@@ -116,6 +116,8 @@ def git_summary(root: Path, *, timeout: float = 1.5) -> str:
     Runs ``git status`` with a fixed argv, no shell, no optional locks and a short timeout.
     Returns "" when git is missing, ``root`` is not a repository, or git is too slow.
     """
+    from ketch.tools.child_env import child_environment
+
     argv = [
         "git", "--no-optional-locks", "-C", str(root),
         "status", "--porcelain=v1", "--branch", "--untracked-files=normal",
@@ -127,7 +129,7 @@ def git_summary(root: Path, *, timeout: float = 1.5) -> str:
             text=True,
             timeout=timeout,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+            env={**child_environment(), "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},  # no keys for what git runs
         )
     except (OSError, subprocess.TimeoutExpired):
         return ""

@@ -148,10 +148,12 @@ def session_model(s: Settled, search: Any, model_override: Any, interactive: boo
 def held_keys(s: Settled, args: Any) -> tuple[Any, Any]:
     """Step 4a: the keys this run holds, and the child environment without them."""
     from ketch.core.keyring import collect_keys
-    from ketch.tools.child_env import ChildEnv
+    from ketch.tools.child_env import ChildEnv, hold_for_process
 
     ring = collect_keys(s.config, s.conn, extra_names=(getattr(args, "api_key_env", None) or "",))
-    return ring, ChildEnv.of(ring.names, ring.values, s.config.tools.keep_env)
+    child_env = ChildEnv.of(ring.names, ring.values, s.config.tools.keep_env)
+    hold_for_process(child_env)
+    return ring, child_env
 
 
 def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: Any, search: Any,

@@ -46,6 +46,15 @@ class ChildEnv:
 DEFAULT_CHILD_ENV = ChildEnv()
 """Without a session's key list: still no variable whose name looks like a secret."""
 
+_held_by_process: list[ChildEnv] = [DEFAULT_CHILD_ENV]
+
+
+def hold_for_process(policy: ChildEnv) -> None:
+    """Make ``policy`` what every child started without one of its own gets (the keys are the
+    process's: git run for the instructions, say, must not see them either)."""
+    _held_by_process[0] = policy
+
 
 def child_environment(policy: ChildEnv | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    return (policy or DEFAULT_CHILD_ENV).build(base)
+    """``base`` (ketch's environment by default) as ``policy`` allows, or as the process's policy does."""
+    return (policy or _held_by_process[0]).build(base)
