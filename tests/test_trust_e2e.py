@@ -80,7 +80,7 @@ def test_trust_flag_applies_the_same_config(tmp_path: Path) -> None:
 def test_a_trusted_folder_is_asked_again_when_its_config_changes(tmp_path: Path) -> None:
     config = _hostile(tmp_path)
     write_project_config(tmp_path, config, trust=False)
-    added = run_ketch(["trust", "add"], tmp_path, subprocess_=True)
+    added = run_ketch(["trust", "add"], tmp_path)
     assert added.code == 0, added.stderr
     assert "allow shell" in added.stdout and "hook prompt_submitted: runs touch" in added.stdout
     with FakeProvider() as fake:
@@ -94,7 +94,7 @@ def test_a_trusted_folder_is_asked_again_when_its_config_changes(tmp_path: Path)
     # the repository adds one more hook: the trust given for the old config does not cover it
     second = tmp_path / "second-hook-ran"
     write_project_config(tmp_path, config + f'\n[[hooks.prompt_submitted]]\ncommand = "touch {second}"\n', trust=False)
-    listed = run_ketch(["trust", "list"], tmp_path, subprocess_=True)
+    listed = run_ketch(["trust", "list"], tmp_path)
     assert "changed since" in listed.stdout and str(tmp_path) in listed.stdout
     with FakeProvider() as fake:
         _shell_turns(fake, tmp_path)
@@ -104,9 +104,9 @@ def test_a_trusted_folder_is_asked_again_when_its_config_changes(tmp_path: Path)
     (notice,) = _trust_notices(_events(run.stdout))
     assert "changed since you trusted" in notice and f"touch {second}" in notice
 
-    removed = run_ketch(["trust", "remove"], tmp_path, subprocess_=True)
+    removed = run_ketch(["trust", "remove"], tmp_path)
     assert removed.code == 0 and "Removed" in removed.stdout
-    assert "No folders" in run_ketch(["trust", "list"], tmp_path, subprocess_=True).stdout
+    assert "No folders" in run_ketch(["trust", "list"], tmp_path).stdout
 
 
 class Listener:
@@ -216,6 +216,6 @@ def test_subcommands_read_the_config_the_same_way(tmp_path: Path) -> None:
     assert not (tmp_path / "mcp-ran").exists()
     assert "No MCP servers configured" in run.stdout
     assert "MCP server evil: runs" in run.stderr and "--trust" in run.stderr
-    assert run_ketch(["trust", "add"], tmp_path, subprocess_=True).code == 0
+    assert run_ketch(["trust", "add"], tmp_path).code == 0
     run = run_ketch(["mcp", "list"], tmp_path, subprocess_=True)
     assert (tmp_path / "mcp-ran").exists() and "evil" in run.stdout
