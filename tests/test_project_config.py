@@ -77,3 +77,11 @@ def test_a_malformed_rule_is_an_error_naming_the_file(tmp_path: Path, rule: str)
     assert run.code == 2
     line = one_line_error(run.stderr)
     assert ".ketch/config.toml" in line and "permission rule" in line
+
+
+def test_a_trusted_repo_agent_merges_with_the_users_of_the_same_name(tmp_path: Path, isolated_home: Path) -> None:
+    (isolated_home / "config" / "config.toml").write_text('titles = false\n[agents.review]\ntools = ["read_file"]\nprompt = "mine"\n')
+    write_project_config(tmp_path, '[agents.review]\ntools = ["read_file", "grep"]\n', trust=False)
+    assert load_config(tmp_path).agents["review"].tools == ["read_file"]
+    trusted = load_config(tmp_path, trust_flag=True).agents["review"]
+    assert trusted.tools == ["read_file", "grep"] and trusted.prompt == "mine"

@@ -298,16 +298,20 @@ def merge_layer(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any
         elif key == "tools":
             out[key] = _merge_tools(out.get(key) or {}, value)
         elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = merge_layer(dict(out[key]), value) if key != "connections" else _merge_tables(out[key], value)
+            out[key] = _merge_tables(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
     return out
 
 
 def _merge_tables(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """Tables merged key by key at every depth, ``top`` winning (the plain layering)."""
     out = dict(base)
     for key, value in top.items():
-        out[key] = {**(out.get(key) or {}), **value} if isinstance(value, Mapping) else value
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge_tables(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
     return out
 
 
