@@ -217,3 +217,33 @@ def test_checkpoints_cost_nothing_to_the_users_git_and_skip_the_home_folder(tmp_
     assert cp is None and "not a project folder" in why
     cp, why = checkpointer_for(tmp_path, enabled=False)
     assert cp is None and why == ""
+
+
+def test_past_the_size_cap_the_oldest_checkpoints_go_with_a_notice(tmp_path: Path, isolated_home: Path) -> None:
+    make_repo(tmp_path)
+    (isolated_home / "config" / "config.toml").write_text("titles = false\ncheckpoints = true\ncheckpoint_cap_mb = 1\n")
+    for i in range(4):  # ~2 MB stored, even compressed (each file under the 1 MiB large-file limit)
+        (tmp_path / f"data{i}.txt").write_text(os.urandom(450_000).hex())
+    with FakeProvider(the_turn()) as fake:
+        run = run_ketch(["-p", "change things", "--yolo", "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path)
+    assert run.code == 0, run.stderr
+    notices = [json.loads(line)["text"] for line in run.stdout.splitlines() if json.loads(line)["type"] == "notice"]
+    assert any("oldest were dropped" in n for n in notices), notices
+
+
+def test_checkpoints_prune_removes_those_of_sessions_that_are_gone(tmp_path: Path, isolated_home: Path) -> None:
+    from ketch.checkpoints.rewind import Checkpointer
+
+    make_repo(tmp_path)
+    with FakeProvider(the_turn()) as fake:
+        run = run_ketch(["-p", "change things", "--yolo", "--output-format", "json", *adhoc(fake, "openai-chat")], tmp_path)
+    sid = session_id(run.stdout)
+    orphan = Checkpointer(tmp_path, isolated_home / "data")
+    orphan.take("gone-session", 1, "before", prompt="x")
+    orphan.close()
+    listed = run_ketch(["checkpoints", "list"], tmp_path)
+    assert str(tmp_path) in listed.stdout and "4 checkpoints" in listed.stdout
+    pruned = run_ketch(["checkpoints", "prune"], tmp_path)
+    assert "1 checkpoints removed" in pruned.stdout
+    kept = json.loads(run_ketch(["rewind", sid, "--output-format", "json"], tmp_path).stdout)["prompts"]
+    assert [p["prompt"] for p in kept] == ["change things"]

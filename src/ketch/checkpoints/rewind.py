@@ -26,7 +26,7 @@ class RewindError(Exception):
     """A rewind that cannot be done as asked (no such prompt, no checkpoint)."""
 
 
-def checkpointer_for(root: Path, *, enabled: bool) -> tuple["Checkpointer | None", str]:
+def checkpointer_for(root: Path, *, enabled: bool, cap_mb: int = DEFAULT_CAP_BYTES // 1024**2) -> tuple["Checkpointer | None", str]:
     """The session's checkpointer, or None with the reason it is off (one notice)."""
     import shutil
 
@@ -39,7 +39,7 @@ def checkpointer_for(root: Path, *, enabled: bool) -> tuple["Checkpointer | None
         return None, f"checkpoints are off: {root} is not a project folder (no .git or .ketch), so /rewind cannot put files back"
     if shutil.which("git") is None:
         return None, "checkpoints are off: git is not installed, so /rewind cannot put files back"
-    return Checkpointer(root, user_data_dir()), ""
+    return Checkpointer(root, user_data_dir(), cap_bytes=cap_mb * 1024**2), ""
 
 
 class Checkpointer:
@@ -189,6 +189,8 @@ class CodePlan:
     diff: str = ""
     seen: str = ""
     """The tree of the files as ketch last left them (changes from it are the user's)."""
+    wanted: dict[str, tuple[str, str] | None] = field(default_factory=dict)
+    """Each differing path's entry in the target (mode, blob), or None: not in the target."""
 
     @property
     def outside(self) -> list[str]:
@@ -227,16 +229,14 @@ def plan_code_to(cp: Checkpointer, session_id: str, target: Checkpoint) -> CodeP
     last_seen = cp.log.latest()
     now = cp.take(session_id, target.turn, "rewind", prompt=target.prompt)
     shadow = cp.shadow
-    have, want = shadow.files(now.tree), shadow.files(target.tree)
-    seen = shadow.files(last_seen.tree) if last_seen is not None else have
-    plan = CodePlan(target=target, now=now, seen=last_seen.tree if last_seen is not None else now.tree)
-    for rel in sorted(set(have) | set(want)):
-        if have.get(rel) == want.get(rel):
-            continue
-        outside = have.get(rel) != seen.get(rel)
-        plan.files.append(FileRestore(rel, "write" if rel in want else "delete", outside))
+    seen_tree = last_seen.tree if last_seen is not None else now.tree
+    plan = CodePlan(target=target, now=now, seen=seen_tree)
+    plan.wanted = shadow.changes(now.tree, target.tree)
+    outside = set(shadow.changes(seen_tree, now.tree)) if seen_tree != now.tree else set()
+    for rel, entry in sorted(plan.wanted.items()):
+        plan.files.append(FileRestore(rel, "write" if entry is not None else "delete", rel in outside))
     for rel, (size, digest) in sorted(target.large.items()):
-        if now.large.get(rel) != (size, digest) and rel not in want:
+        if now.large.get(rel) != (size, digest) and rel not in plan.wanted:
             plan.files.append(FileRestore(rel, "unrestorable"))
     plan.diff = shadow.diff(now.tree, target.tree, [f.path for f in plan.files if f.action != "unrestorable"])
     return plan
@@ -248,7 +248,10 @@ def apply_code(cp: Checkpointer, plan: CodePlan, workspace: Any, *, include_outs
     from ketch.tools.workspace import PathOutsideWorkspace
 
     shadow = cp.shadow
-    want = shadow.files(plan.target.tree)
+    want = {rel: entry for rel, entry in plan.wanted.items() if entry is not None}
+    contents = shadow.blobs(sorted({blob for item in plan.files if item.action == "write"
+                                    and (include_outside or not item.changed_outside)
+                                    for _mode, blob in [want[item.path]]}))
     done: dict[str, list[str]] = {"restored": [], "deleted": [], "left": [], "unrestorable": []}
     root = Path(cp.root)
     for item in plan.files:
@@ -271,11 +274,11 @@ def apply_code(cp: Checkpointer, plan: CodePlan, workspace: Any, *, include_outs
                 target.unlink()
             except FileNotFoundError:
                 pass
-            _remove_empty_parents(root, Path(item.path), want)
+            _remove_empty_parents(root, Path(item.path))
             done["deleted"].append(item.path)
             continue
         mode, blob = want[item.path]
-        content = shadow.blob(blob)
+        content = contents[blob]
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_symlink() or (target.exists() and not target.is_file()):
             if target.is_dir() and not target.is_symlink():
@@ -307,10 +310,11 @@ def _record_restored(cp: Checkpointer, plan: CodePlan, want: dict[str, Any], don
     cp.shadow.keep(str(ident), tree)
 
 
-def _remove_empty_parents(root: Path, rel: Path, want: dict[str, Any]) -> None:
-    prefixes = {str(Path(p).parent) for p in want}
+def _remove_empty_parents(root: Path, rel: Path) -> None:
+    """Directories a deleted file leaves empty go too (git keeps no empty directories, so the
+    checkpoint had none there)."""
     parent = rel.parent
-    while str(parent) not in (".", "") and str(parent) not in prefixes:
+    while str(parent) not in (".", ""):
         try:
             (root / parent).rmdir()
         except OSError:

@@ -260,12 +260,17 @@ class ShadowRepo:
             self._env = saved  # type: ignore[method-assign]
 
     def keep(self, name: str, tree: str) -> None:
-        """Reference ``tree`` so that pruning the store keeps it."""
-        self.git("update-ref", f"refs/ketch/{name}", tree)
+        """Reference ``tree`` so that pruning the store keeps it: a loose ref, written as git
+        writes one (the store is private, so no other writer races it; one process less)."""
+        refs = self.git_dir / "refs" / "ketch"
+        refs.mkdir(parents=True, exist_ok=True)
+        tmp = refs / f".{name}.tmp"
+        tmp.write_text(tree + "\n")
+        os.replace(tmp, refs / name)
 
     def drop(self, names: list[str]) -> None:
-        if names:
-            self.git("update-ref", "--stdin", input="".join(f"delete refs/ketch/{n}\n" for n in names).encode())
+        for name in names:
+            (self.git_dir / "refs" / "ketch" / name).unlink(missing_ok=True)
 
     def prune(self) -> None:
         self.git("prune", "--expire=now", check=False)
@@ -297,6 +302,39 @@ class ShadowRepo:
 
     def blob(self, blob: str) -> bytes:
         return self.git("cat-file", "blob", blob)
+
+    def blobs(self, ids: list[str]) -> dict[str, bytes]:
+        """Many blobs in one ``cat-file --batch``."""
+        if not ids:
+            return {}
+        out = self.git("cat-file", "--batch", input="".join(i + "\n" for i in ids).encode())
+        found: dict[str, bytes] = {}
+        pos = 0
+        for ident in ids:
+            end = out.index(b"\n", pos)
+            header = out[pos:end].split(b" ")
+            pos = end + 1
+            if len(header) < 3:  # "<id> missing"
+                continue
+            size = int(header[2])
+            found[ident] = out[pos:pos + size]
+            pos += size + 1
+        return found
+
+    def changes(self, old: str, new: str) -> dict[str, tuple[str, str] | None]:
+        """Paths that differ between two trees, each with its entry in ``new`` (mode, blob),
+        or None where ``new`` has no such file."""
+        out = self.git("diff-tree", "-r", "-z", "--no-renames", "--raw", old, new)
+        fields = out.split(b"\0")
+        result: dict[str, tuple[str, str] | None] = {}
+        for meta, rel in zip(fields[0::2], fields[1::2]):
+            if not meta.startswith(b":"):
+                continue
+            _old_mode, new_mode, _old_id, new_id, status = meta[1:].decode().split(" ")
+            if new_mode == "160000" or (status != "D" and new_mode == "000000"):
+                continue  # a nested repository's entry
+            result[os.fsdecode(rel)] = None if status == "D" else (new_mode, new_id)
+        return result
 
     def numstat(self, old: str, new: str) -> dict[str, tuple[int, int]]:
         """Lines added and removed per path between two trees (binary files count 0)."""

@@ -176,7 +176,7 @@ def attach_checkpoints(session: Any, s: Settled, warnings: list[str]) -> None:
     """Step 9: snapshots of the workspace around every turn, for /rewind."""
     from ketch.checkpoints.rewind import checkpointer_for
 
-    checkpoints, why_not = checkpointer_for(s.root, enabled=s.config.checkpoints)
+    checkpoints, why_not = checkpointer_for(s.root, enabled=s.config.checkpoints, cap_mb=s.config.checkpoint_cap_mb)
     if why_not:
         warnings.append(why_not)
     if checkpoints is not None:

@@ -32,6 +32,40 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--output-format", choices=("text", "json"), default="text")
 
 
+def add_checkpoints_parser(sub: Any) -> None:
+    c = sub.add_parser("checkpoints", help="list or prune the workspaces' checkpoints")
+    c.add_argument("action", choices=("list", "prune"))
+    c.add_argument("--days", type=float, default=30.0, metavar="N", help="prune: also drop checkpoints older than N days (default 30)")
+
+
+def run_checkpoints(args: Any) -> int:
+    from ketch.checkpoints.cleanup import list_workspaces, prune
+    from ketch.core.config import user_data_dir
+    from ketch.state.store import Store
+
+    data = user_data_dir()
+    if args.action == "list":
+        rows = list_workspaces(data)
+        for row in rows:
+            print(f"{row.root}  {row.count} checkpoints  {row.size_bytes / 1024**2:.1f} MiB")
+        if not rows:
+            print("No checkpoints yet.")
+        return 0
+    store = Store.open_existing()
+    live: set[str] = set()
+    if store is not None:
+        try:
+            live = {row.id for row in store.list_sessions(None, limit=None)}
+        finally:
+            store.close()
+    report = prune(data, live, older_than_days=args.days)
+    for root, count in report:
+        print(f"{root}: {count} checkpoints removed")
+    if not report:
+        print("Nothing to prune.")
+    return 0
+
+
 def _open(session: str) -> tuple[Any, Any, Path]:
     from ketch.core.config import find_project_root
     from ketch.state.store import Store
