@@ -247,3 +247,37 @@ def test_checkpoints_prune_removes_those_of_sessions_that_are_gone(tmp_path: Pat
     assert "1 checkpoints removed" in pruned.stdout
     kept = json.loads(run_ketch(["rewind", sid, "--output-format", "json"], tmp_path).stdout)["prompts"]
     assert [p["prompt"] for p in kept] == ["change things"]
+
+
+def test_a_rewind_never_writes_through_a_directory_the_turn_turned_into_a_link(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    outside = tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    make_repo(root)
+    (root / "src").mkdir()
+    (root / "src" / "code.py").write_text("original\n")
+    turn = [
+        Turn(tool_calls=[ToolCall("shell", {"command": f"rm -rf src && ln -s {outside} src"}, id="c1")]),
+        Turn(text="Done."),
+    ]
+    with FakeProvider(turn) as fake:
+        run = run_ketch(["-p", "swap", "--yolo", "--output-format", "json", *adhoc(fake, "openai-chat")], root)
+    sid = session_id(run.stdout)
+    undo = run_ketch(["rewind", sid, "--to", "1", "--code", "--yes", "--output-format", "json"], root)
+    assert undo.code == 0, undo.stderr
+    report = json.loads(undo.stdout)
+    assert list(outside.iterdir()) == []  # nothing was written where the link points
+    assert "src/code.py" in report["left"] or (root / "src").is_dir()
+
+
+def test_a_file_the_turn_replaced_with_a_directory_comes_back(tmp_path: Path) -> None:
+    make_repo(tmp_path)
+    turn = [Turn(tool_calls=[ToolCall("shell", {"command": "rm edited.py && mkdir -p edited.py/deep && echo x > edited.py/deep/y"}, id="c1")]),
+            Turn(text="Done.")]
+    with FakeProvider(turn) as fake:
+        run = run_ketch(["-p", "swap", "--yolo", "--output-format", "json", *adhoc(fake, "openai-chat")], tmp_path)
+    sid = session_id(run.stdout)
+    undo = run_ketch(["rewind", sid, "--to", "1", "--code", "--yes", "--output-format", "json"], tmp_path)
+    assert undo.code == 0, undo.stderr
+    assert (tmp_path / "edited.py").read_text() == "value = 1\n"

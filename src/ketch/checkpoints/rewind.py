@@ -254,7 +254,10 @@ def apply_code(cp: Checkpointer, plan: CodePlan, workspace: Any, *, include_outs
                                     for _mode, blob in [want[item.path]]}))
     done: dict[str, list[str]] = {"restored": [], "deleted": [], "left": [], "unrestorable": []}
     root = Path(cp.root)
-    for item in plan.files:
+    # deletions first, deepest first: a directory the turn made where a file was goes before
+    # the file comes back
+    ordered = sorted(plan.files, key=lambda f: (f.action != "delete", -f.path.count("/") if f.action == "delete" else 0))
+    for item in ordered:
         if item.action == "unrestorable":
             done["unrestorable"].append(item.path)
             continue
@@ -262,8 +265,10 @@ def apply_code(cp: Checkpointer, plan: CodePlan, workspace: Any, *, include_outs
             done["left"].append(item.path)
             continue
         try:
+            if _through_symlink(root, item.path):
+                raise PathOutsideWorkspace(item.path)  # git would not write through one either
             target = workspace.resolve(item.path) if workspace is not None else root / item.path
-        except (PathOutsideWorkspace, Exception):  # noqa: BLE001 - a path that now leads out is left
+        except Exception:  # noqa: BLE001 - a path that now leads out, or through a link, is left
             done["left"].append(item.path)
             continue
         if item.action == "delete":
@@ -308,6 +313,18 @@ def _record_restored(cp: Checkpointer, plan: CodePlan, want: dict[str, Any], don
     tree = cp.shadow.tree_with(plan.seen, changes) if changes else plan.seen
     ident = cp.log.add(plan.now.session_id, plan.now.turn, "restored", Snapshot(tree, dict(plan.target.large)))
     cp.shadow.keep(str(ident), tree)
+
+
+def _through_symlink(root: Path, rel: str) -> bool:
+    """Whether a directory on the way to ``rel`` is now a symbolic link."""
+    current = root
+    for part in Path(rel).parts[:-1]:
+        current = current / part
+        if current.is_symlink():
+            return True
+        if not current.exists():
+            return False
+    return False
 
 
 def _remove_empty_parents(root: Path, rel: Path) -> None:

@@ -224,10 +224,11 @@ class ShadowRepo:
                 remove.append(rel)
             else:
                 add.append(rel)
-        if add:
-            self.git("update-index", "--add", "--remove", "-z", "--stdin", input=b"".join(os.fsencode(p) + b"\0" for p in add))
-        if remove:
+        if remove:  # first: a directory that became a file (or a link) needs its entries gone
             self.git("update-index", "--force-remove", "-z", "--stdin", input=b"".join(os.fsencode(p) + b"\0" for p in remove))
+        if add:
+            self.git("update-index", "--add", "--remove", "--replace", "-z", "--stdin",
+                     input=b"".join(os.fsencode(p) + b"\0" for p in add))
         if self._large != large_before:
             self._save_large()
             self._write_excludes()
