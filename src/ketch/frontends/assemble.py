@@ -196,6 +196,10 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from ketch.websearch.wiring import session_search
 
     s = settle(args)
+    if getattr(args, "acp_mcp_servers", None):  # servers the editor passed with session/new
+        mcp = dict(s.config.mcp)
+        mcp["servers"] = {**mcp.get("servers", {}), **args.acp_mcp_servers}
+        s.config = s.config.model_copy(update={"mcp": mcp})
     store = open_store()
     warnings: list[str] = []
     session_id, history = open_history(

@@ -41,7 +41,7 @@ def _main_parser() -> argparse.ArgumentParser:
         description="ketch: a terminal AI coding agent. Without -p it opens the interactive UI in this repository.",
         epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | "
         "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch mcp list | "
-        "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune",
+        "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune | ketch acp [model flags]",
     )
     p.add_argument("--version", action="version", version=f"ketch {__version__}")
     p.add_argument(
@@ -64,6 +64,14 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--privacy", action="store_true", help="privacy mode: no web search of any kind")
     p.add_argument("--add-dir", action="append", default=[], metavar="DIR", help="another directory file tools may touch")
     p.add_argument("--cwd", help=argparse.SUPPRESS)
+    return p
+
+
+def _acp_parser() -> argparse.ArgumentParser:
+    """``ketch acp``: the model and safety flags of the main command; the editor sends the rest."""
+    p = _main_parser()
+    p.prog = "ketch acp"
+    p.description = "Run ketch as an Agent Client Protocol agent on stdin/stdout, for editors (Zed, Neovim, JetBrains, Emacs)."
     return p
 
 
@@ -128,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     from ketch.core.exceptions import ConfigError
 
     try:
+        if argv and argv[0] == "acp":
+            from ketch.frontends.acp_server import run_acp
+
+            return run_acp(_acp_parser().parse_args(argv[1:]))
         if argv and argv[0] in SUBCOMMANDS:
             from ketch.frontends.subcommands import run_subcommand
 
