@@ -124,6 +124,9 @@ class Config(_Strict):
     """Refusal rules in the plugin rule shape; nothing bypasses them."""
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    telemetry: dict[str, Any] = Field(default_factory=dict)
+    """``[telemetry]`` otlp_endpoint / capture_content: read from the user's own config only
+    (``core.telemetry``); a repository's is accepted and ignored."""
     mcp: dict[str, Any] = Field(default_factory=dict)
     """``[mcp.servers.NAME]`` with command/args/env or url/headers."""
     hooks: dict[str, Any] = Field(default_factory=dict)

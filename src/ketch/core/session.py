@@ -29,6 +29,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import UsageLimits
 
 from ketch.core import events as ev
+from ketch.core import telemetry
 from ketch.core.agents import AgentVariant, active_tool_names
 from ketch.core.approval import ApprovalGate
 from ketch.core.config import Config, Connection
@@ -185,6 +186,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             return
         if not isinstance(event, _NOT_STORED):  # (streamed fragments are valid text, and many)
             event = encodable(event)  # a file name that is not UTF-8 in a tool summary, say
+            if isinstance(event, ev.Compacted):
+                telemetry.event("ketch.compaction", **{"ketch.stage": event.stage, "ketch.tokens_before": event.tokens_before,
+                                                       "ketch.tokens_after": event.tokens_after})
         if self._turn is not None and not event.turn_id:
             event = dataclasses.replace(event, session_id=self.session_id, turn_id=self._turn.turn_id, agent=event.agent or self.label)
         if isinstance(event, (ev.TextDelta, ev.ToolCallStarted, ev.ReasoningDelta)) and self._turn is not None:
@@ -271,6 +275,11 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         if prompt is not None:
             self._checkpoint_turn_start(prompt)
         reason = "done"
+        span = telemetry.span("ketch.subagent" if self.label else "ketch.turn", **{
+            "ketch.session_id": self.session_id, "ketch.turn_id": turn.turn_id, "ketch.agent": self.variant.name,
+            "ketch.model": self.model_ref, "ketch.subagent": self.label or None})
+        current = span.__enter__()
+        tokens_before = (self.input_tokens, self.output_tokens)
         try:
             await self._stream(prompt, turn)
         except asyncio.CancelledError:
@@ -284,6 +293,10 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             kind, message, retryable = describe_run_error(exc, self.connection)
             self._emit(ev.Error(kind=kind, message=message, retryable=retryable))
         finally:
+            if current is not None:
+                current.set_attributes({"ketch.reason": reason, "ketch.input_tokens": self.input_tokens - tokens_before[0],
+                                        "ketch.output_tokens": self.output_tokens - tokens_before[1]})
+            span.__exit__(None, None, None)
             with contextlib.suppress(BaseException):
                 await asyncio.shield(self._checkpoint_turn_end())
             if self.hooks is not None:

@@ -172,6 +172,20 @@ def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: 
     subagents.attach(session)
 
 
+def start_telemetry(s: Settled, warnings: list[str]) -> bool:
+    """Step 0: tracing, when the standard variable or the user's own config asks for it."""
+    from ketch.core import telemetry
+
+    settings = telemetry.settings_from(telemetry.user_telemetry())
+    if settings is None:
+        return False
+    notice = telemetry.start(settings, secrets=[k for k in (s.conn.api_key,) if k])
+    if notice:
+        warnings.append(notice)
+        return False
+    return True
+
+
 def attach_checkpoints(session: Any, s: Settled, warnings: list[str]) -> None:
     """Step 9: snapshots of the workspace around every turn, for /rewind."""
     from ketch.checkpoints.rewind import checkpointer_for
@@ -202,6 +216,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         s.config = s.config.model_copy(update={"mcp": mcp})
     store = open_store()
     warnings: list[str] = []
+    traced = start_telemetry(s, warnings)
     session_id, history = open_history(
         args, store, s.cwd, model_ref=s.conn.ref, agent=s.variant.name, interactive=interactive, warnings=warnings
     )
@@ -257,6 +272,10 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     if hub is not None:
         session.closers.append(hub.aclose)
     session.closers.append(store.close)
+    if traced:
+        from ketch.core.telemetry import shutdown
+
+        session.closers.append(shutdown)
     attach_checkpoints(session, s, warnings)
     session.auto_title = titles and s.config.titles and not history
     session.startup_notices.extend([*warnings, *deps.extras["skills"].warnings])
