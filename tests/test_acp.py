@@ -218,3 +218,35 @@ async def test_loading_a_session_that_is_not_there_is_an_error_not_a_new_session
             with pytest.raises(acp.RequestError):
                 await conn.prompt(session_id="nope", prompt=[text_block("hi")])
     assert fake.model_requests == []
+
+
+async def test_plan_mode_narrows_the_tools_the_model_is_offered(tmp_path: Path) -> None:
+    from fakeprovider import tool_names
+
+    client = EditorClient([])
+    with FakeProvider([Turn(text="planned"), Turn(text="built")]) as fake:
+        async with await _start(client, fake, tmp_path) as (conn, _process):
+            await _initialize(conn)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            await conn.set_session_mode(session_id=sid, mode_id="plan")
+            await conn.prompt(session_id=sid, prompt=[text_block("plan it")])
+            await conn.set_session_mode(session_id=sid, mode_id="build")
+            await conn.prompt(session_id=sid, prompt=[text_block("build it")])
+            with pytest.raises(acp.RequestError):
+                await conn.set_session_mode(session_id=sid, mode_id="no-such-agent")
+            await until(lambda: any(u.session_update == "current_mode_update" for u in client.updates))
+    planned, built = (set(tool_names(r)) for r in fake.model_requests)
+    assert "write_file" not in planned and "shell" not in planned and "read_file" in planned
+    assert {"write_file", "shell"} <= built
+
+
+async def test_the_slash_commands_are_advertised(tmp_path: Path) -> None:
+    client = EditorClient([])
+    with FakeProvider([]) as fake:
+        async with await _start(client, fake, tmp_path) as (conn, _process):
+            await _initialize(conn)
+            await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            await until(lambda: any(u.session_update == "available_commands_update" for u in client.updates))
+    [update] = [u for u in client.updates if u.session_update == "available_commands_update"]
+    names = {c.name for c in update.available_commands}
+    assert {"compact", "commit", "memory"} <= names and "quit" not in names

@@ -149,7 +149,8 @@ class KetchAgent:
         return LoadSessionResponse(modes=self._modes(session))
 
     async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> Any:
-        from acp import RequestError, update_current_mode
+        from acp import RequestError
+        from acp.helpers import update_current_mode
 
         from ketch.core.agents import resolve_agent
 
@@ -314,7 +315,7 @@ class KetchAgent:
 
     async def _advertise(self, session: Any) -> None:
         """The slash commands the session runs here, as ACP available commands."""
-        import acp
+        from acp.helpers import update_available_commands
         from acp.schema import AvailableCommand, AvailableCommandInput, UnstructuredCommandInput
 
         from ketch.frontends.slash_actions import SlashActions
@@ -327,7 +328,7 @@ class KetchAgent:
                 for c in self._commands(session).commands
                 if c.name in core or c.template is not None
             ]
-            await self.conn.session_update(session_id=session.session_id, update=acp.update_available_commands(commands))
+            await self.conn.session_update(session_id=session.session_id, update=update_available_commands(commands))
 
     async def _replay(self, session: Any) -> None:
         """A loaded session's history, as the client would have seen it live."""
