@@ -149,6 +149,7 @@ def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: 
                      sources: Any, own_model: bool) -> None:
     """Step 8: the ``task`` tool's runner, sharing the parent's gate, processes and skills."""
     from ketch.core.subagent import ChildWiring, SubagentRunner
+    from ketch.providers.wiring import child_capabilities
 
     deps, conn = session.deps, s.conn
     subagents = SubagentRunner(
@@ -161,7 +162,8 @@ def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: 
             settings=deps.settings,
             shared_extras={k: v for k, v in deps.extras.items() if k in ("skills", "tavily")},
             make_instructions=sources.for_child,
-            capabilities_for=lambda c, m: _fallback_capability(c, m) if (c is not conn or search.wire == conn.wire) else [],
+            capabilities_for=lambda c, m: [
+                *(_fallback_capability(c, m) if (c is not conn or search.wire == conn.wire) else []), *child_capabilities(c)],
             search=search,
             compactor_for=lambda c: _compactor(s.config, c),
             own_model=own_model,
@@ -180,10 +182,12 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from ketch.core.session import Session
     from ketch.extensions.wiring import gate_parts, start_mcp
     from ketch.providers.models import model_settings
+    from ketch.providers.wiring import ServerBehaviour
     from ketch.state.resume import open_history, open_store
     from ketch.websearch.wiring import session_search
 
     s = settle(args)
+    server_behaviour = ServerBehaviour(s.conn, s.config)
     store = open_store()
     warnings: list[str] = []
     session_id, history = open_history(
@@ -230,6 +234,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         capabilities=[
             *(_fallback_capability(s.conn, model) if model_override is None and search.wire == s.conn.wire else []),
             *search.route.capabilities(),
+            *server_behaviour.capabilities(),
         ],
         model_settings=model_settings(s.variant.think or s.config.think),
         compactor=_compactor(s.config, s.conn),
@@ -243,4 +248,5 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     session.closers.append(store.close)
     session.auto_title = titles and s.config.titles and not history
     session.startup_notices.extend([*warnings, *deps.extras["skills"].warnings])
+    server_behaviour.attach(session)
     return session
