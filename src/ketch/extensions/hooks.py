@@ -18,8 +18,9 @@ Hooks come only from the user's own configuration; the registry never installs t
 
 from __future__ import annotations
 
+from ketch.core import strict_json
+
 import asyncio
-import json
 import os
 import re
 import signal
@@ -168,7 +169,7 @@ class HookRunner:
             self.warnings.append(f"hook {hook.event} `{hook.command}` exited {outcome.exit_code}: {detail}")
 
     async def _run(self, hook: HookSpec, payload: dict[str, Any]) -> HookOutcome:
-        data = json.dumps({**payload, "cwd": str(self.cwd)}, default=str).encode()
+        data = strict_json.dumps({**payload, "cwd": str(self.cwd)}, default=str).encode()
         env = {**os.environ, "KETCH_HOOK_EVENT": hook.event}
         if "tool" in payload:
             env["KETCH_TOOL_NAME"] = payload["tool"]

@@ -20,6 +20,8 @@ what the registry put there.
 
 from __future__ import annotations
 
+from ketch.core import strict_json
+
 import json
 import os
 import shutil
@@ -252,10 +254,10 @@ class Registry:
             _write_atomic(target, entry.body)
         else:
             assert entry.manifest is not None
-            _write_atomic(target, json.dumps(entry.manifest.to_dict(), indent=2) + "\n")
+            _write_atomic(target, strict_json.dumps(entry.manifest.to_dict(), indent=2) + "\n")
         ledger = self._read_ledger(base)
         ledger[f"{entry.kind}:{entry.name}"] = {"kind": entry.kind, "name": entry.name, "version": entry.version, "source": self.index_url}
-        _write_atomic(base / LEDGER, json.dumps(ledger, indent=2, sort_keys=True) + "\n")
+        _write_atomic(base / LEDGER, strict_json.dumps(ledger, indent=2, sort_keys=True) + "\n")
         del self._staged[id(staged)]
         return target
 
@@ -287,7 +289,7 @@ class Registry:
             base = self._base(item.scope)
             ledger = self._read_ledger(base)
             ledger.pop(f"{item.kind}:{item.name}", None)
-            _write_atomic(base / LEDGER, json.dumps(ledger, indent=2, sort_keys=True) + "\n")
+            _write_atomic(base / LEDGER, strict_json.dumps(ledger, indent=2, sort_keys=True) + "\n")
         return matches
 
     @staticmethod

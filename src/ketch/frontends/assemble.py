@@ -182,17 +182,24 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from ketch.core.session import Session
     from ketch.extensions.wiring import gate_parts, start_mcp
     from ketch.providers.models import model_settings
+    from ketch.core.endings import RESUME_HINT, cut_by_output_limit
+    from ketch.providers.base_url import forgiving_connection
+    from ketch.providers.thinking import thinking_notice
     from ketch.providers.wiring import ServerBehaviour
     from ketch.state.resume import open_history, open_store
     from ketch.websearch.wiring import session_search
 
     s = settle(args)
+    warnings: list[str] = []
+    s.conn, url_notice = forgiving_connection(s.conn)
+    warnings.extend([url_notice] if url_notice else [])
     server_behaviour = ServerBehaviour(s.conn, s.config)
     store = open_store()
-    warnings: list[str] = []
     session_id, history = open_history(
         args, store, s.cwd, model_ref=s.conn.ref, agent=s.variant.name, interactive=interactive, warnings=warnings
     )
+    if history and cut_by_output_limit(history):
+        warnings.append(RESUME_HINT)
     search = session_search(
         s.config, s.conn, interactive=interactive, flag=bool(getattr(args, "web_search", False)), tool_ceiling=s.variant.tools
     )
@@ -215,6 +222,10 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     hub, extra_kinds = await start_mcp(s.config, descriptions, warnings)
     gate.kinds = {**gate.kinds, **extra_kinds}
     model = session_model(s, search, model_override, interactive)
+    think = s.variant.think or s.config.think
+    thinking_model = model if model_override is None else None  # a caller's model gets the level as it is
+    if (think_notice := thinking_notice(think, thinking_model, s.conn, search.wire)) is not None:
+        warnings.append(think_notice)
     session = Session(
         config=s.config,
         connection=s.conn,
@@ -236,7 +247,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
             *search.route.capabilities(),
             *server_behaviour.capabilities(),
         ],
-        model_settings=model_settings(s.variant.think or s.config.think),
+        model_settings=model_settings(think, wire=search.wire, model=thinking_model, conn=s.conn),
         compactor=_compactor(s.config, s.conn),
     )
     session.hooks = hooks

@@ -37,7 +37,7 @@ class SlashActions:
             "model": self.model, "think": self.think, "agent": self.agent, "clear": self.clear,
             "compact": self.compact, "resume": self.resume, "sessions": self.sessions, "fork": self.fork,
             "export": self.export, "memory": self.memory, "skills": self.skills, "mcp": self.mcp,
-            "commit": self.commit, "registry": self.registry,
+            "commit": self.commit, "registry": self.registry, "repair": self.repair,
         }
 
     @property
@@ -121,8 +121,11 @@ class SlashActions:
         level = arg.lower()
         if level not in THINK_LEVELS:
             raise ConfigError(f"unknown thinking level '{arg}'; use one of: {', '.join(THINK_LEVELS)}")
-        session.set_thinking(level, model_settings(level))
-        return f"Thinking: {level}"
+        from ketch.providers.thinking import thinking_notice
+
+        session.set_thinking(level, model_settings(level, model=session.model, conn=session.connection))
+        notice = thinking_notice(level, session.model, session.connection)
+        return f"Thinking: {level}" + (f"\n{notice}" if notice else "")
 
     async def agent(self, arg: str) -> str:
         from ketch.core.agents import resolve_agent
@@ -181,6 +184,21 @@ class SlashActions:
             raise ConfigError(str(exc)) from None
         session.switch_to(row.id, messages)
         return replay(row.id, messages)
+
+    async def repair(self, arg: str) -> str:
+        """Rewrite the last exchange (the provider keeps rejecting the history with it)."""
+        from ketch.state.repair import describe, repair_last_exchange
+
+        session = self.session
+        repair = repair_last_exchange(session.messages)
+        if repair is None:
+            return describe(session.session_id, None)
+        session.switch_to(session.session_id, repair.messages)
+        if session.store is not None:
+            session.store.set_pending(session.session_id, None)
+        session.history_rewritten = True
+        session._persist(list(repair.messages))
+        return describe(session.session_id, repair)
 
     async def sessions(self, arg: str) -> str:
         session = self.session
