@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ketch.core import strict_json
 from ketch.core.exceptions import ConfigError
 from ketch.providers.presets import PRESETS, WIRES, Preset
 
@@ -286,7 +287,7 @@ def store_key(name: str, key: str) -> Path:
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(keys, fh)
+        fh.write(strict_json.dumps(keys))
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
     return path
