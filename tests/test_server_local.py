@@ -135,7 +135,16 @@ _FIELD = {
 }
 
 
-@pytest.mark.parametrize("wire", WIRES)
+def test_the_sdk_sends_anthropic_thinking_for_any_model_name(tmp_path: Path) -> None:
+    """The installed SDK's Anthropic profile takes thinking for every model: nothing to correct."""
+    with FakeProvider([Turn(text="hi")]) as fake:
+        run = run_ketch(["-p", "go", "--think", "high", *adhoc(fake, "anthropic-messages", model="local-model")], tmp_path)
+    assert run.code == 0, run.stderr
+    assert fake.model_requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 16384}
+    assert "not applied" not in run.stderr
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
 def test_an_unknown_model_gets_no_thinking_field_and_one_notice(wire: str, tmp_path: Path) -> None:
     with FakeProvider([Turn(text="hi")]) as fake:
         run = run_ketch(["-p", "go", "--think", "high", *adhoc(fake, wire, model="local-model")], tmp_path)

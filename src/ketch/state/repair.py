@@ -2,9 +2,10 @@
 
 Some answers, once in the history, make every later request fail (a server that cannot
 parse a call it produced itself, a part the provider refuses on replay). ``/repair`` and
-``ketch repair SESSION`` rewrite the last exchange, from its user prompt on: the prompt stays,
-everything the model did after it (answers, tool calls, their results) is replaced by one
-short answer that tells the model what happened. Every earlier message stays as it was.
+``ketch repair SESSION`` rewrite the last exchange the model answered, from its user prompt on:
+the prompt stays, everything the model did after it (answers, tool calls, their results) is
+replaced by one short answer that tells the model what happened, and prompts sent after it
+that never got an answer (the rejected ones) go too. Every earlier message stays as it was.
 """
 
 from __future__ import annotations
@@ -38,23 +39,32 @@ def _prompt_text(message: Any) -> str | None:
     return "\n".join(texts) if texts else None
 
 
+def _is_note(message: Any) -> bool:
+    from pydantic_ai.messages import TextPart
+
+    return any(isinstance(p, TextPart) and p.content == REPAIR_NOTE for p in getattr(message, "parts", ()))
+
+
 def repair_last_exchange(messages: Sequence[Any]) -> Repair | None:
-    """The history with its last exchange rewritten, or None when there is nothing to repair."""
+    """The history with its last answered exchange rewritten, or None when nothing was answered.
+
+    The last exchange is the newest prompt the model answered (a repair note is no answer), with
+    everything after it: prompts sent later that never got an answer (the rejected requests) are
+    dropped with it. Repairing again goes one exchange further back."""
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
+    answered = False
     for index in range(len(messages) - 1, -1, -1):
-        prompt = _prompt_text(messages[index])
-        if prompt is None:
+        message = messages[index]
+        if isinstance(message, ModelResponse) and not _is_note(message):
+            answered = True
             continue
-        after = list(messages[index + 1 :])
-        if len(after) == 1 and isinstance(after[0], ModelResponse) and any(
-            isinstance(p, TextPart) and p.content == REPAIR_NOTE for p in after[0].parts
-        ):
-            return None  # repaired already
-        kept = list(messages[:index])
-        request = ModelRequest(parts=[UserPromptPart(content=prompt)], instructions=getattr(messages[index], "instructions", None))
+        prompt = _prompt_text(message)
+        if prompt is None or not answered:
+            continue
+        request = ModelRequest(parts=[UserPromptPart(content=prompt)], instructions=getattr(message, "instructions", None))
         note = ModelResponse(parts=[TextPart(content=REPAIR_NOTE)])
-        return Repair([*kept, request, note], len(after) + 1, prompt)
+        return Repair([*messages[:index], request, note], len(messages) - index, prompt)
     return None
 
 
@@ -74,8 +84,8 @@ def describe(session_id: str, repair: Repair | None) -> str:
     prompt = " ".join(repair.prompt.split())
     prompt = prompt if len(prompt) <= 60 else prompt[:59] + "…"
     return (
-        f"Repaired session {session_id}: the answer to “{prompt}” ({repair.removed} message(s)) was replaced by a "
-        "note to the model; everything before it is kept."
+        f"Repaired session {session_id}: the answer to “{prompt}” and what followed it ({repair.removed} message(s)) "
+        "were replaced by a note to the model; everything before it is kept."
     )
 
 
