@@ -63,7 +63,7 @@ class TerminatedStream(httpx2.AsyncByteStream):
                     self._tail = window[-_OVERLAP:]
                 yield chunk
         except httpx2.TransportError as exc:
-            if not started:
+            if not started and not isinstance(exc, httpx2.TimeoutException):  # closed, not silent
                 raise httpx2.RemoteProtocolError(f"{EMPTY_STREAM} ({exc})") from exc
             raise
         if not started:

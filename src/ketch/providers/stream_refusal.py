@@ -96,7 +96,8 @@ class StreamRefusalFallback(AbstractCapability[Any]):
         return None
 
     def get_wrapper_model(self, model: Model) -> Model | None:
-        return UnstreamedModel(model, self.switch)
+        # Only once streaming is off: other capabilities recognise the model of an attempt by identity.
+        return UnstreamedModel(model, self.switch) if self.switch.off else None
 
     def _handles_model_request_error(self, ctx: Any, request_context: Any) -> bool:
         return not self.switch.off and bool(request_context.model_request_parameters.function_tools)
