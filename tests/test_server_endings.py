@@ -126,3 +126,26 @@ def test_the_resume_line_carries_every_flag_that_shaped_the_session(tmp_path: Pa
     assert line == (f"ketch --base-url http://127.0.0.1:9/v1 --wire openai-chat --model m --agent plan --think high "
                     f"--add-dir '{extra}' --web-search --max-steps 7")
     assert resume_program(_main_parser().parse_args(["-m", "openai:gpt-5", "--yolo"])) == "ketch -m openai:gpt-5 --yolo"
+
+
+async def test_the_ui_shows_a_line_for_an_answer_cut_at_the_limit(tmp_path: Path) -> None:
+    """The events a real session emits for a cut answer, replayed into the inline UI."""
+    from types import SimpleNamespace
+
+    from uifakes import FakeSession, Harness
+
+    from ketch.frontends.assemble import build_session
+
+    with FakeProvider([Turn(text="The first half of", finish="length")]) as fake:
+        args = SimpleNamespace(base_url=fake.base_url, wire="openai-chat", model="m", cwd=str(tmp_path), add_dir=[])
+        session = await build_session(args, interactive=False)
+        try:
+            events = [e async for e in session.run_turn("explain")]
+        finally:
+            await session.aclose()
+    assert events[-1].reason == "max_tokens"
+    async with Harness(FakeSession([events])) as h:
+        await h.type("explain\r")
+        await h.wait_text("output limit (max_tokens)")
+        await h.idle()
+        assert "The first half of" in h.sink.text()
