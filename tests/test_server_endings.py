@@ -149,3 +149,14 @@ async def test_the_ui_shows_a_line_for_an_answer_cut_at_the_limit(tmp_path: Path
         await h.wait_text("output limit (max_tokens)")
         await h.idle()
         assert "The first half of" in h.sink.text()
+
+
+def test_only_local_roots_get_v1() -> None:
+    from ketch.providers.base_url import corrected_base_url
+
+    assert corrected_base_url("http://192.168.1.5:8080", "openai-chat", "openai-compatible") == "http://192.168.1.5:8080/v1"
+    assert corrected_base_url("https://api.example.ai", "openai-chat", "openai-compatible") is None  # may serve at its root
+    assert corrected_base_url("https://gpu.example:8080", "openai-chat", "llamacpp") == "https://gpu.example:8080/v1"
+    assert corrected_base_url("http://127.0.0.1:9/api/v1", "openai-chat", "openai-compatible") is None
+    assert corrected_base_url("https://api.anthropic.com/v1/", "anthropic-messages", "anthropic") == "https://api.anthropic.com"
+    assert corrected_base_url("https://api.anthropic.com", "anthropic-messages", "anthropic") is None

@@ -3,7 +3,8 @@
 The Anthropic SDK appends ``/v1/messages`` to its base URL, so a base URL that already ends
 in ``/v1`` posts to ``/v1/v1/messages`` (a 404). The OpenAI SDK appends only
 ``/chat/completions`` or ``/responses``, so a local OpenAI-compatible server given as its bare
-root (``http://localhost:8080``) is missing the ``/v1`` its endpoints live under. Both are
+root (``http://localhost:8080``) is missing the ``/v1`` its endpoints live under (a hosted API
+may serve at its root, so only local servers get it added; a 404 elsewhere says what to try). Both are
 corrected here, each with a notice that says what was changed and how to say it right.
 """
 
@@ -13,8 +14,23 @@ import dataclasses
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-ROOT_PRESETS = ("openai-compatible", "ollama", "lmstudio", "llamacpp")
-"""OpenAI-compatible presets whose servers serve under ``/v1``; a bare root gets it added."""
+ROOT_PRESETS = ("ollama", "lmstudio", "llamacpp")
+"""Local presets whose servers serve under ``/v1``; a bare root gets it added."""
+
+
+def _local_host(host: str | None) -> bool:
+    """A server on this machine or the local network (a hosted API may serve at its root)."""
+    import ipaddress
+
+    if not host:
+        return False
+    if host == "localhost" or host.endswith(".local"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private
 
 
 def corrected_base_url(base_url: str, wire: str, preset: str) -> str | None:
@@ -25,7 +41,8 @@ def corrected_base_url(base_url: str, wire: str, preset: str) -> str | None:
     path = parts.path.rstrip("/")
     if wire == "anthropic-messages" and path.endswith("/v1"):
         return urlunsplit((parts.scheme, parts.netloc, path[: -len("/v1")], parts.query, parts.fragment))
-    if wire != "anthropic-messages" and preset in ROOT_PRESETS and path == "" and parts.netloc:
+    local = preset in ROOT_PRESETS or (preset == "openai-compatible" and _local_host(parts.hostname))
+    if wire != "anthropic-messages" and local and path == "" and parts.netloc:
         return urlunsplit((parts.scheme, parts.netloc, "/v1", parts.query, parts.fragment))
     return None
 
