@@ -191,7 +191,7 @@ class ChildWiring:
             instructions=self.make_instructions(variant.prompt, notes.render_for_prompt, hosted),
             session_id=f"{parent.session_id}.{label}",
             capabilities=[*(self.capabilities_for(conn, model) if self.own_model else []), *route.capabilities()],
-            model_settings=model_settings(variant.think or config.think),
+            model_settings=model_settings(variant.think or config.think, model=model if self.own_model else None, conn=conn),
             compactor=self.compactor_for(conn) if self.compactor_for is not None else None,
             label=label,
             pending=parent._pending,  # the parent's decide() answers the child's requests
