@@ -15,7 +15,7 @@ from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kettle import adhoc, run_ketch
-from servertools import assert_store_strict, strict_lines
+from servertools import assert_store_strict, store_rows, strict_lines
 
 from ketch.core import strict_json
 from ketch.providers.strict_args import UNREADABLE_KEY, unreadable_reason
@@ -162,3 +162,32 @@ def test_every_json_writer_in_ketch_is_strict() -> None:
             if rel not in measuring:
                 offenders.append(f"{rel}:{line}")
     assert offenders == [], f"lenient json.dumps (use ketch.core.strict_json.dumps): {offenders}"
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "anthropic-messages"])
+def test_a_session_poisoned_before_the_check_is_cleaned_on_resume(wire: str, tmp_path: Path) -> None:
+    """A history stored by a ketch that kept `1e4000` (the session of the issue) continues."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
+
+    from ketch.state.store import Store
+
+    poisoned = '{"path": "a.txt", "limit": 1e4000}'
+    store = Store.open()
+    try:
+        session = store.reserve_session(str(tmp_path.resolve()), "adhoc:fake-model", "build")
+        store.append_step(session, [
+            ModelRequest(parts=[UserPromptPart("read it")]),
+            ModelResponse(parts=[ToolCallPart("read_file", poisoned, "call_old")]),
+            ModelRequest(parts=[ToolReturnPart("read_file", "alpha", "call_old")]),
+            ModelResponse(parts=[TextPart("It says alpha.")]),
+        ])
+    finally:
+        store.close()
+    with FakeProvider([Turn(text="continuing")], strict_json=True) as fake:
+        run = run_ketch(["-p", "go on", "--continue", "--output-format", "json", *adhoc(fake, wire)], tmp_path)
+    assert run.code == 0, run.stderr
+    assert json.loads(run.stdout)["result"] == "continuing"
+    assert fake.json_problems == []
+    assert UNREADABLE_KEY in json.dumps(fake.model_requests[0].body)
+    assert_store_strict()
+    assert not any("1e4000" in row and UNREADABLE_KEY not in row for row in store_rows())

@@ -184,6 +184,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from ketch.providers.models import model_settings
     from ketch.core.endings import RESUME_HINT, cut_by_output_limit
     from ketch.providers.base_url import forgiving_connection
+    from ketch.providers.strict_args import sanitize_history
     from ketch.providers.thinking import thinking_notice
     from ketch.providers.wiring import ServerBehaviour
     from ketch.state.resume import open_history, open_store
@@ -200,6 +201,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     )
     if history and cut_by_output_limit(history):
         warnings.append(RESUME_HINT)
+    rewritten = sanitize_history(history)  # calls stored before they were checked
     search = session_search(
         s.config, s.conn, interactive=interactive, flag=bool(getattr(args, "web_search", False)), tool_ceiling=s.variant.tools
     )
@@ -260,4 +262,5 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     session.auto_title = titles and s.config.titles and not history
     session.startup_notices.extend([*warnings, *deps.extras["skills"].warnings])
     server_behaviour.attach(session)
+    session.history_rewritten = session.history_rewritten or bool(rewritten)
     return session

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +167,32 @@ def sanitize_response(response: ModelResponse) -> list[tuple[str, str]]:
     return found
 
 
+_SUSPECT = re.compile(r"NaN|Infinity|\\u[dD][89abAB]|\d{20}|[eE][+]?\d{3}|[\ud800-\udfff]")
+"""What arguments that cannot round-trip look like: a cheap test before a full parse."""
+
+
+def sanitize_history(messages: Sequence[Any]) -> int:
+    """Rewrite, in place, unreadable tool calls of a stored history (one written before ketch
+    checked them); returns how many. Only arguments that look suspect are parsed."""
+    count = 0
+    for message in messages:
+        if not isinstance(message, ModelResponse):
+            continue
+        for part in message.parts:
+            if not isinstance(part, ToolCallPart) or is_unreadable_call(part.args):
+                continue
+            args = part.args
+            if isinstance(args, str) and not _SUSPECT.search(args):
+                continue
+            if isinstance(args, dict) and not _SUSPECT.search(json.dumps(args, default=str)):
+                continue
+            if unreadable_reason(args) is not None:
+                part.args = {UNREADABLE_KEY: _raw_text(args)}
+                part.id = None
+                count += 1
+    return count
+
+
 @dataclass
 class StrictToolArguments(AbstractCapability[Any]):
     """Keeps unreadable tool arguments out of events, the store and every later request."""
@@ -189,4 +217,5 @@ class StrictToolArguments(AbstractCapability[Any]):
         return args
 
 
-__all__ = ["StrictToolArguments", "UNREADABLE_KEY", "is_unreadable_call", "sanitize_response", "unreadable_reason"]
+__all__ = ["StrictToolArguments", "UNREADABLE_KEY", "is_unreadable_call", "sanitize_history", "sanitize_response",
+           "unreadable_reason"]
