@@ -18,8 +18,6 @@ Hooks come only from the user's own configuration; the registry never installs t
 
 from __future__ import annotations
 
-from ketch.core import strict_json
-
 import asyncio
 import os
 import re
@@ -31,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from ketch.core import strict_json
 
 HOOK_EVENTS = ("before_tool", "after_tool", "prompt_submitted", "turn_stopped")
 REFUSE_EXIT_CODE = 2

@@ -20,8 +20,6 @@ what the registry put there.
 
 from __future__ import annotations
 
-from ketch.core import strict_json
-
 import json
 import os
 import shutil
@@ -34,6 +32,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from ketch.core import strict_json
 from ketch.extensions.plugins import Manifest, ManifestError, check_name, check_text, validate_manifest
 
 MAX_INDEX_BYTES = 1024 * 1024

@@ -8,14 +8,13 @@ running it ends the turn with exit code 130.
 
 from __future__ import annotations
 
-from ketch.core import strict_json
-
 import asyncio
 import signal
 import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO, assert_never
 
+from ketch.core import strict_json
 from ketch.core import events as ev
 from ketch.core.exceptions import ConfigError
 

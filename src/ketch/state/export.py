@@ -7,13 +7,13 @@ every message in the SDK's own serialized form, and every stored event.
 
 from __future__ import annotations
 
-from ketch.core import strict_json
-
 import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Literal
+
+from ketch.core import strict_json
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage

@@ -21,8 +21,6 @@ with a ``StoreError`` that names the path; such a file is never modified or recr
 
 from __future__ import annotations
 
-from ketch.core import strict_json
-
 import contextlib
 import json
 import os
@@ -35,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ketch.core import strict_json
 from ketch.core.exceptions import ConfigError
 from ketch.state.sql import run_script  # noqa: F401 - migrations here and in memory_schema
 
