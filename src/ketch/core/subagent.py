@@ -326,6 +326,8 @@ class SubagentRunner:
         text = text.strip() or "(the subagent finished without a message)"
         if reason == "step_limit":
             text += "\n\n[the subagent hit the step limit before finishing]"
+        elif reason == "max_tokens":
+            text += "\n\n[the subagent's answer was cut at the model's output limit; it is incomplete]"
         return text
 
     def _roll_up(self, usage: ev.Usage) -> ev.Usage:
