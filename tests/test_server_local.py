@@ -24,7 +24,7 @@ def fresh_switches() -> None:
 
 
 @pytest.mark.parametrize("mode", ["error", "broken"])
-@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
+@pytest.mark.parametrize("wire", WIRES)
 def test_a_server_that_cannot_stream_tools_gets_whole_requests(mode: str, wire: str, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("alpha\n")
     script = [Turn(text="Reading.", tool_calls=[ToolCall("read_file", {"path": "a.txt"})]), Turn(text="It says alpha.")]
@@ -39,8 +39,8 @@ def test_a_server_that_cannot_stream_tools_gets_whole_requests(mode: str, wire: 
     assert sum(1 for e in events if e["type"] == "notice" and "cannot stream answers that may call tools" in e["text"]) == 1
     # streamed once (refused), then the same request whole, and the next step whole at once (sticky)
     assert [r.stream for r in fake.model_requests] == [True, False, False]
-    assert fake.model_requests[0].body["messages" if wire == "openai-chat" else "input"] == \
-        fake.model_requests[1].body["messages" if wire == "openai-chat" else "input"]
+    key = "input" if wire == "openai-responses" else "messages"
+    assert fake.model_requests[0].body[key] == fake.model_requests[1].body[key]
     assert "alpha" in tool_results(fake.model_requests[2])[0][1]
 
 
