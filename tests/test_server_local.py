@@ -185,3 +185,24 @@ def test_think_off_sends_nothing_and_says_nothing(tmp_path: Path) -> None:
     with FakeProvider([Turn(text="hi")]) as fake:
         run = run_ketch(["-p", "go", "--think", "off", *adhoc(fake, "openai-chat", model="local-model")], tmp_path)
     assert "reasoning_effort" not in json.dumps(fake.model_requests[0].body) and "not applied" not in run.stderr
+
+
+async def test_the_ui_shows_the_answer_of_a_server_that_cannot_stream_tools(tmp_path: Path) -> None:
+    """The events a real session emits against such a server, replayed into the inline UI."""
+    from uifakes import FakeSession, Harness
+
+    from ketch.frontends.assemble import build_session
+
+    with FakeProvider([Turn(text="A whole answer, not streamed.")], refuse_stream_with_tools="error") as fake:
+        args = SimpleNamespace(base_url=fake.base_url, wire="openai-chat", model="m", cwd=str(tmp_path), add_dir=[])
+        session = await build_session(args, interactive=False)
+        try:
+            events = [e async for e in session.run_turn("hello")]
+        finally:
+            await session.aclose()
+    assert [r.stream for r in fake.model_requests][-1] is False
+    async with Harness(FakeSession([events])) as h:
+        await h.type("hello\r")
+        await h.wait_text("A whole answer, not streamed.")
+        await h.idle()
+        assert "cannot stream answers that may call tools" in h.sink.text()
