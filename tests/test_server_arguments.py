@@ -143,25 +143,31 @@ def test_strict_dumps_never_writes_nan_or_infinity() -> None:
 
 
 def test_every_json_writer_in_ketch_is_strict() -> None:
-    """No module writes JSON with the stdlib's lenient default. ``json.dumps`` appears only where
-    the text is measured, never written (the budget's length estimates), where the provider's own
-    SSE event goes back to the SDK in this process unchanged but merged (``coalesce``: a null for
-    a provider's ``-Infinity`` logprob would fail the SDK's validation), and where the model's raw
-    arguments become the text of a JSON *string* (``strict_args``)."""
-    import re
+    """No module writes JSON with the stdlib's lenient default: every ``json.dump(s)`` call passes
+    ``allow_nan=False`` (or goes through ``strict_json.dumps``), except where the text is measured,
+    never written (the budget's length estimates), where the provider's own SSE event goes back to
+    the SDK in this process unchanged but merged (``coalesce``: a null for a provider's
+    ``-Infinity`` logprob would fail the SDK's validation), and where the model's raw arguments
+    become the text of a JSON *string* (``strict_args``)."""
+    import ast
 
     root = Path(__file__).parent.parent / "src" / "ketch"
-    measuring = {"context/budget.py", "websearch/capability.py", "core/strict_json.py", "providers/coalesce.py",
-                 "providers/strict_args.py"}
+    measuring = {"context/budget.py", "websearch/capability.py", "providers/coalesce.py", "providers/strict_args.py"}
     offenders = []
     for path in root.rglob("*.py"):
         rel = path.relative_to(root).as_posix()
-        text = path.read_text(encoding="utf-8")
-        for match in re.finditer(r"(?<![\w.])json\.dump[s]?\(", text):
-            line = text[: match.start()].count("\n") + 1
-            if rel not in measuring:
-                offenders.append(f"{rel}:{line}")
-    assert offenders == [], f"lenient json.dumps (use ketch.core.strict_json.dumps): {offenders}"
+        if rel in measuring:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("dump", "dumps") and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "json"):
+                continue
+            strict = any(k.arg == "allow_nan" and isinstance(k.value, ast.Constant) and k.value.value is False
+                         for k in node.keywords)
+            if not strict:
+                offenders.append(f"{rel}:{node.lineno}")
+    assert offenders == [], f"lenient json.dumps (pass allow_nan=False or use ketch.core.strict_json.dumps): {offenders}"
 
 
 @pytest.mark.parametrize("wire", ["openai-chat", "anthropic-messages"])
