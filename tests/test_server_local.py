@@ -206,3 +206,28 @@ async def test_the_ui_shows_the_answer_of_a_server_that_cannot_stream_tools(tmp_
         await h.wait_text("A whole answer, not streamed.")
         await h.idle()
         assert "cannot stream answers that may call tools" in h.sink.text()
+
+
+async def test_switching_model_recomputes_the_thinking_field(tmp_path: Path) -> None:
+    """``/model`` to a model the SDK does not know: the level is sent only where it is declared."""
+    from ketch.frontends.assemble import build_session
+    from ketch.frontends.slash_actions import SlashActions
+
+    write_project_config(tmp_path, '[models."declared"]\nreasoning = true\n')
+    with FakeProvider([Turn(text="one"), Turn(text="two")]) as fake:
+        args = SimpleNamespace(base_url=fake.base_url, wire="openai-chat", model="gpt-5", cwd=str(tmp_path), add_dir=[],
+                               think="medium")
+        session = await build_session(args, interactive=True)
+        try:
+            actions = SlashActions(lambda: session, args, tmp_path)
+            [e async for e in session.run_turn("first")]
+            reply = await actions.run("model", "plain")
+            assert "--think medium is not applied" in reply
+            [e async for e in session.run_turn("second")]
+            await actions.run("model", "declared")
+            fake.add(Turn(text="three"))
+            [e async for e in session.run_turn("third")]
+        finally:
+            await session.aclose()
+    efforts = [r.body.get("reasoning_effort") for r in fake.model_requests]
+    assert efforts == ["medium", None, "medium"]

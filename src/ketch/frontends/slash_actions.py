@@ -80,18 +80,27 @@ class SlashActions:
         conn = await asyncio.to_thread(self._resolve_model, session, arg)
         from ketch.providers.models import build_model
 
+        from ketch.providers.base_url import forgiving_connection
+        from ketch.providers.models import model_settings
+        from ketch.providers.thinking import thinking_notice
+
+        conn, url_notice = forgiving_connection(conn)
         model = await asyncio.to_thread(build_model, conn)  # may import another SDK module
         old = session.model
         session.set_model(model, conn)
+        level = session.config.think
+        session.set_thinking(level, model_settings(level, model=model, conn=conn))  # the level, honestly, for this model
         await close_model(old)
-        return f"Model: {conn.ref} (the conversation so far is kept)"
+        notes = [n for n in (url_notice, thinking_notice(level, model, conn)) if n]
+        return "\n".join([f"Model: {conn.ref} (the conversation so far is kept)", *notes])
 
     def _resolve_model(self, session: Any, ref: str) -> Any:
         conn = session.connection
         name, sep, model_name = ref.partition(":")
         if conn is not None and conn.name == "adhoc" and (not sep or name == "adhoc"):
             # an ad-hoc --base-url endpoint: another model on the same endpoint
-            return dataclasses.replace(conn, model_name=model_name if sep else ref)
+            new_name = model_name if sep else ref
+            return dataclasses.replace(conn, model_name=new_name, meta=session.config.models.get(new_name))
         from ketch.core.config import resolve_connection
 
         return resolve_connection(session.config, ref)
