@@ -44,6 +44,21 @@ def test_a_server_that_cannot_stream_tools_gets_whole_requests(mode: str, wire: 
     assert "alpha" in tool_results(fake.model_requests[2])[0][1]
 
 
+def test_once_a_server_streamed_tools_a_dropped_stream_is_an_error_not_a_refusal(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+
+    def then_drop(request: Any) -> Turn:
+        fake.refuse_stream_with_tools = "broken"  # from the next request on
+        return Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"})])
+
+    with FakeProvider([then_drop, Turn(text="never")]) as fake:
+        run = run_ketch(["-p", "read", "--output-format", "json", *adhoc(fake, "openai-chat")], tmp_path,
+                        env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 1
+    assert [r.stream for r in fake.model_requests] == [True, True]
+    assert "cannot stream" not in run.stderr + run.stdout
+
+
 def test_a_stream_that_breaks_after_its_first_event_is_still_an_error(tmp_path: Path) -> None:
     with FakeProvider([Turn(text="a longer answer that breaks", truncate=True), Turn(text="never")]) as fake:
         run = run_ketch(["-p", "go", "--output-format", "json", *adhoc(fake, "openai-chat")], tmp_path,

@@ -36,6 +36,8 @@ class StreamSwitch:
     """Process-wide state of one connection: has it stopped streaming?"""
 
     off: bool = False
+    proven: bool = False
+    """A streamed request with tools succeeded: the server streams them (no more priming needed)."""
 
 
 _SWITCHES: dict[str, StreamSwitch] = {}
@@ -100,10 +102,17 @@ class StreamRefusalFallback(AbstractCapability[Any]):
         return UnstreamedModel(model, self.switch) if self.switch.off else None
 
     def _handles_model_request_error(self, ctx: Any, request_context: Any) -> bool:
-        return not self.switch.off and bool(request_context.model_request_parameters.function_tools)
+        # Streams are opened before they are handed over (primed) only while a refusal is still possible.
+        switch = self.switch
+        return not (switch.off or switch.proven) and bool(request_context.model_request_parameters.function_tools)
+
+    async def after_model_request(self, ctx: Any, *, request_context: Any, response: Any) -> Any:
+        if not self.switch.off and request_context.model_request_parameters.function_tools:
+            self.switch.proven = True
+        return response
 
     async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> Any:
-        if self.switch.off or not request_context.model_request_parameters.function_tools:
+        if self.switch.off or self.switch.proven or not request_context.model_request_parameters.function_tools:
             raise error
         if not refuses_streamed_tools(error):
             raise error
