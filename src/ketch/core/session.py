@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic_ai import Agent, AgentRunResultEvent, RunContext
 from pydantic_ai.capabilities import HandleDeferredToolCalls, Hooks, PrepareTools
-from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.exceptions import OutputTokenLimitExceeded, UsageLimitExceeded
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -33,7 +33,9 @@ from ketch.core import telemetry
 from ketch.core.agents import AgentVariant, active_tool_names
 from ketch.core.approval import ApprovalGate
 from ketch.core.config import Config, Connection
+from ketch.core.endings import CUT_NOTICE, cut_by_output_limit
 from ketch.core.errors import describe_run_error
+from ketch.core.history_rejection import annotate as annotate_rejection
 from ketch.core.encodable import encodable, encodable_newest_request
 from ketch.core.session_approval import ApprovalBridge
 from ketch.core.session_checkpoints import CheckpointSteps
@@ -282,14 +284,21 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         tokens_before = (self.input_tokens, self.output_tokens)
         try:
             await self._stream(prompt, turn)
+            if cut_by_output_limit(self.messages):
+                reason = "max_tokens"
+                self._emit(ev.Notice(level="warning", text=CUT_NOTICE))
         except asyncio.CancelledError:
             reason = "cancelled"
             self._cancel_pending()
+        except OutputTokenLimitExceeded:  # cut before any answer, or inside a tool call
+            reason = "max_tokens"
+            self._emit(ev.Notice(level="warning", text=CUT_NOTICE))
         except UsageLimitExceeded:
             reason = "step_limit"
             self._emit(ev.Notice(level="warning", text=f"Stopped after {self.config.max_steps} model requests (the step limit)."))
         except Exception as exc:  # noqa: BLE001 - every failure becomes one error event
             reason = "error"
+            annotate_rejection(exc, self.session_id, self.messages)
             kind, message, retryable = describe_run_error(exc, self.connection)
             self._emit(ev.Error(kind=kind, message=message, retryable=retryable))
         finally:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("models", "auth", "sessions", "export", "mcp", "registry", "rewind", "checkpoints")
+SUBCOMMANDS = ("models", "auth", "sessions", "export", "repair", "mcp", "registry", "rewind", "checkpoints")
 
 
 def _parser_class() -> type[argparse.ArgumentParser]:
@@ -40,8 +40,9 @@ def _main_parser() -> argparse.ArgumentParser:
         prog="ketch",
         description="ketch: a terminal AI coding agent. Without -p it opens the interactive UI in this repository.",
         epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | "
-        "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch mcp list | "
-        "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune | ketch acp [model flags]",
+        "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch repair ID | ketch mcp list | "
+        "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune | "
+        "ketch acp [model flags]",
     )
     p.add_argument("--version", action="version", version=f"ketch {__version__}")
     p.add_argument(
@@ -99,6 +100,8 @@ def _sub_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="export a session")
     e.add_argument("id")
     e.add_argument("--format", choices=("md", "json"), default="md")
+    rp = sub.add_parser("repair", help="drop the last exchange of a session a provider keeps rejecting")
+    rp.add_argument("id")
     mc = sub.add_parser("mcp", help="MCP servers")
     mc.add_argument("action", choices=("list",))
     r = sub.add_parser("registry", help="skills and plugins from the registry")
