@@ -25,6 +25,8 @@ from typing import Any
 
 USER_ONLY_KEYS: tuple[tuple[str, str], ...] = (("tools", "keep_env"),)
 """Keys a repository's config can never set (the user's own decisions)."""
+USER_ONLY_TABLES = frozenset({"telemetry"})
+"""Top-level tables read from the user's own file only (``core.telemetry``): dropped here too."""
 NEUTRAL_KEYS = frozenset({"model", "think", "agent", "titles", "models", "compaction"})
 """Top-level keys that change nothing about what runs or where data goes. A key that is
 neither here nor handled below counts as widening until someone decides otherwise."""
@@ -85,6 +87,9 @@ def split_project(
     adds: list[Addition] = []
     dropped: list[str] = []
     for key, value in project.items():
+        if key in USER_ONLY_TABLES:
+            dropped.append(key)
+            continue
         handler = _HANDLERS.get(key, _neutral if key in NEUTRAL_KEYS else _widening(f"setting {key}"))
         handler(key, value, user, narrow, wide, adds, has_user_key)
     for section, name in USER_ONLY_KEYS:

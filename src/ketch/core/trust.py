@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ketch.core import strict_json
+
 TRUST_FILE = "trust.json"
 _VERSION = 1
 
@@ -99,7 +101,7 @@ def _write(folders: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump({"version": _VERSION, "folders": folders}, fh, indent=1, sort_keys=True, allow_nan=False)
+        fh.write(strict_json.dumps({"version": _VERSION, "folders": folders}, indent=1, sort_keys=True))
     os.replace(tmp, path)
 
 

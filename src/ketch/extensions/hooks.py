@@ -21,7 +21,6 @@ whose name looks like a secret (``tools/child_env.py``).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import signal
@@ -33,6 +32,7 @@ from typing import Any
 
 import psutil
 
+from ketch.core import strict_json
 from ketch.tools.child_env import ChildEnv, child_environment
 
 HOOK_EVENTS = ("before_tool", "after_tool", "prompt_submitted", "turn_stopped")
@@ -174,7 +174,7 @@ class HookRunner:
             self.warnings.append(f"hook {hook.event} `{hook.command}` exited {outcome.exit_code}: {detail}")
 
     async def _run(self, hook: HookSpec, payload: dict[str, Any]) -> HookOutcome:
-        data = json.dumps({**payload, "cwd": str(self.cwd)}, default=str).encode()
+        data = strict_json.dumps({**payload, "cwd": str(self.cwd)}, default=str).encode()
         env = {**child_environment(self.child_env), "KETCH_HOOK_EVENT": hook.event}
         if "tool" in payload:
             env["KETCH_TOOL_NAME"] = payload["tool"]
