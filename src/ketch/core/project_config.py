@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ketch.core import strict_json
 
 USER_ONLY_KEYS: tuple[tuple[str, str], ...] = (("tools", "keep_env"),)
 """Keys a repository's config can never set (the user's own decisions)."""
@@ -71,7 +72,7 @@ class ProjectSplit:
 
 def widening_digest(widening: Mapping[str, Any]) -> str:
     """A stable digest of the widening part (canonical JSON, SHA-256)."""
-    text = json.dumps(widening, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    text = strict_json.dumps(widening, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -281,7 +282,7 @@ def _follow_references(project: Mapping[str, Any], narrow: dict, wide: dict, add
 
 
 def _short(value: Any, limit: int = 200) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else value
+    text = strict_json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else value
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
