@@ -1,0 +1,117 @@
+"""A session's sandbox: its policy, the mechanism in use, and the one function every launch
+site calls to turn an argv into the argv to execute.
+
+``Sandbox.wrap(argv, cwd=...)`` returns a ``Launch``: the argv (the command itself when
+nothing confines it) and whether it is confined. The shell tool, user hooks, the read-only
+git tools and stdio MCP servers each call it once where they start a process.
+
+``fail_closed`` is true when the policy wants confinement and no mechanism works: the gate
+then asks before every shell command (headless: denies it), and hooks and MCP servers run
+unconfined, as the start-up notice says.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ketch.sandbox import bwrap, landlock, macos
+from ketch.sandbox.detect import Mechanism
+from ketch.sandbox.policy import SandboxPolicy
+
+_REFUSALS: tuple[tuple[str, str], ...] = (
+    ("Read-only file system", "a write outside the writable places"),
+    ("Permission denied", "a write outside the writable places"),
+    ("Operation not permitted", "an operation the sandbox refuses (network, ptrace, a write)"),
+)
+_NETWORK_REFUSALS: tuple[tuple[str, str], ...] = (
+    ("Network is unreachable", "a network connection (the network is off)"),
+    ("Temporary failure in name resolution", "a name lookup (the network is off)"),
+    ("Could not resolve host", "a name lookup (the network is off)"),
+    ("Name or service not known", "a name lookup (the network is off)"),
+    ("Connection refused", "a network connection (the network is off)"),
+    ("Address family not supported", "a network socket (the network is off)"),
+)
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    confined: bool
+    pass_fds: tuple[int, ...] = ()
+
+
+@dataclass
+class Sandbox:
+    policy: SandboxPolicy
+    mechanism: Mechanism
+    approval: str = "ask"
+    """The approval mode: ask, auto or never."""
+    escalated: set[str] = field(default_factory=set)
+    """Shell commands the user let run outside the sandbox for the rest of the session."""
+    _tmpdir: str = ""
+
+    @property
+    def confines(self) -> bool:
+        """Whether commands run confined (a confining mode and a working mechanism)."""
+        return self.policy.confined and self.mechanism.available
+
+    @property
+    def fail_closed(self) -> bool:
+        return self.policy.confined and not self.mechanism.available
+
+    def private_tmp(self) -> str:
+        """The session's own temporary directory (Landlock and Seatbelt cannot hide /tmp)."""
+        if not self._tmpdir:
+            self._tmpdir = tempfile.mkdtemp(prefix="ketch-tmp-")
+        return self._tmpdir
+
+    def wrap(self, argv: Sequence[str], *, cwd: Path | str, network: bool | None = None, read_only: bool = False) -> Launch:
+        """The argv that runs ``argv`` under this session's policy (as is, unconfined, when
+        nothing confines). ``network`` overrides the policy's (MCP servers); ``read_only``
+        allows no writes at all (the read-only git tools)."""
+        if not self.confines:
+            return Launch(list(argv), confined=False)
+        policy = self.policy.refreshed()
+        if read_only:
+            policy = policy.read_only_view()
+        if network is not None:
+            policy = policy.with_network(network)
+        name = self.mechanism.name
+        seccomp_file = self.mechanism.seccomp_file(policy.network)
+        if name == "bubblewrap":
+            return Launch(bwrap.argv(self.mechanism.binary, policy, argv, cwd=cwd, seccomp_file=seccomp_file), confined=True)
+        if name == "landlock":
+            return Launch(landlock.argv(policy, argv, seccomp_file=seccomp_file, tmpdir=self.private_tmp()), confined=True)
+        if name == "seatbelt":
+            return Launch(macos.argv(policy, argv, tmpdir=self.private_tmp()), confined=True)
+        raise ValueError(f"unknown sandbox mechanism {name!r}")
+
+    def refusal(self, output: str, *, network: bool | None = None) -> str:
+        """What the sandbox seems to have refused, judged from a confined command's output ('' for nothing)."""
+        net = self.policy.network if network is None else network
+        for marker, what in (*_REFUSALS, *(() if net else _NETWORK_REFUSALS)):
+            if re.search(re.escape(marker), output, re.IGNORECASE):
+                return f"{what} (the output says {marker!r})"
+        return ""
+
+    def describe(self) -> list[str]:
+        """Lines for ``/sandbox``, ``/permissions`` and ``ketch sandbox check``."""
+        lines = [f"mechanism: {self.mechanism.name} ({self.mechanism.reason})", *self.policy.describe(), f"approval: {self.approval}"]
+        if self.fail_closed:
+            lines.append("no sandbox mechanism works here: every shell command asks (headless: denied); hooks and MCP servers run unconfined")
+        if self.escalated:
+            lines.append("allowed outside the sandbox for this session: " + ", ".join(sorted(self.escalated)))
+        return lines
+
+
+def cleanup_tmp(sandbox: Sandbox) -> None:
+    """Remove the session's private temporary directory (the session closer calls it)."""
+    if sandbox._tmpdir and os.path.isdir(sandbox._tmpdir):
+        import shutil
+
+        shutil.rmtree(sandbox._tmpdir, ignore_errors=True)
