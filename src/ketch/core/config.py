@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from ketch.core.exceptions import ConfigError
 from ketch.providers.presets import PRESETS, WIRES, Preset
@@ -97,6 +97,20 @@ class CompactionConfig(_Strict):
     """Override the model's context window (tokens)."""
 
 
+class SandboxConfig(_Strict):
+    """``[sandbox]``: where commands ketch runs may write, and whether they reach the network."""
+
+    mode: Literal["read-only", "workspace-write", "full-access", "off"] = "workspace-write"
+    """``off`` is another name for ``full-access``."""
+    network: bool = False
+    writable: list[str] = Field(default_factory=list)
+    """Extra writable directories."""
+    caches: list[str] = Field(default_factory=list)
+    """Tool caches made writable by name (pip, uv, npm, yarn, pnpm, cargo, go, maven, gradle, pytest)."""
+    mechanism: Literal["auto", "bubblewrap", "landlock", "none"] = "auto"
+    """Force one mechanism; ``none`` uses none (every shell command then asks)."""
+
+
 class Config(_Strict):
     """The whole configuration, as merged from every source."""
 
@@ -129,6 +143,11 @@ class Config(_Strict):
     """Where ``/registry`` fetches its index."""
     added_dirs: list[str] = Field(default_factory=list)
     """Directories besides the workspace that file tools may touch."""
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    approval: Literal["ask", "auto", "never"] = "ask"
+    """ask: today's prompts; auto: sandboxed commands run without one; never: deny what would ask."""
+    _ignored: list[str] = PrivateAttr(default_factory=list)
+    """Notices about project keys that were dropped because they would widen (see sandbox.project_limits)."""
 
 
 def user_config_dir() -> Path:
@@ -214,18 +233,25 @@ def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
 def load_config(cwd: Path, flags: dict[str, Any] | None = None, environ: dict[str, str] | None = None) -> Config:
     """Merge every layer into one validated Config."""
     environ = dict(os.environ if environ is None else environ)
+    from ketch.sandbox.project_limits import limit_project_layer
+
     merged: dict[str, Any] = {}
     user_file = user_config_dir() / "config.toml"
     if user_file.is_file():
         merged = _merge(merged, _read_toml(user_file))
-    project_file = find_project_root(cwd) / ".ketch" / "config.toml"
-    if project_file.is_file():
-        merged = _merge(merged, _read_toml(project_file))
-    merged = _merge(merged, _env_layer(environ))
+    env_layer = _env_layer(environ)
     flag_layer = {k: v for k, v in (flags or {}).items() if v is not None}
     _validate(flag_layer, "command line")
+    ignored: list[str] = []
+    project_file = find_project_root(cwd) / ".ketch" / "config.toml"
+    if project_file.is_file():
+        project, ignored = limit_project_layer(_read_toml(project_file), _merge(_merge(merged, env_layer), flag_layer), str(project_file))
+        merged = _merge(merged, project)
+    merged = _merge(merged, env_layer)
     merged = _merge(merged, flag_layer)
-    return Config.model_validate(merged)
+    config = Config.model_validate(merged)
+    config._ignored = ignored
+    return config
 
 
 # ---------------------------------------------------------------- connections and keys

@@ -81,13 +81,19 @@ class SandboxPolicy:
     def with_network(self, network: bool) -> SandboxPolicy:
         return replace(self, network=network)
 
-    def refreshed(self) -> SandboxPolicy:
+    def refreshed(self, added: Sequence[Path] = ()) -> SandboxPolicy:
         """The policy with the run-later places at each writable root looked up again, so a
-        ``.git`` or ``.envrc`` created since start is read-only for the next command."""
+        ``.git`` or ``.envrc`` created since start is read-only for the next command; ``added``
+        directories (``/add-dir`` during the session) become writable roots."""
+        roots = list(self.writable)
+        for directory in added:
+            real = _real(directory)
+            if real.is_dir() and real != Path("/") and real not in roots:
+                roots.append(real)
         found = set(self.read_only)
-        for root in self.writable:
+        for root in roots:
             found.update(_top_level_run_later(root))
-        return replace(self, read_only=_within(found, self.writable))
+        return replace(self, writable=tuple(roots), read_only=_within(found, roots))
 
     def write_verdict(self, path: Path | str) -> WriteVerdict:
         """What a write to ``path`` (already resolved by the workspace jail) is under this policy."""

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ketch.sandbox import bwrap, landlock, macos
 from ketch.sandbox.detect import Mechanism
@@ -53,6 +54,8 @@ class Sandbox:
     """The approval mode: ask, auto or never."""
     escalated: set[str] = field(default_factory=set)
     """Shell commands the user let run outside the sandbox for the rest of the session."""
+    workspace: Any = None
+    """The session's ``Workspace``: directories added to it later are writable roots too."""
     _tmpdir: str = ""
 
     @property
@@ -70,13 +73,18 @@ class Sandbox:
             self._tmpdir = tempfile.mkdtemp(prefix="ketch-tmp-")
         return self._tmpdir
 
+    def current_policy(self) -> SandboxPolicy:
+        """The policy as it stands now: run-later places looked up again, added directories writable."""
+        extra = list(getattr(self.workspace, "extra_dirs", []) or [])
+        return self.policy.refreshed(extra)
+
     def wrap(self, argv: Sequence[str], *, cwd: Path | str, network: bool | None = None, read_only: bool = False) -> Launch:
         """The argv that runs ``argv`` under this session's policy (as is, unconfined, when
         nothing confines). ``network`` overrides the policy's (MCP servers); ``read_only``
         allows no writes at all (the read-only git tools)."""
         if not self.confines:
             return Launch(list(argv), confined=False)
-        policy = self.policy.refreshed()
+        policy = self.current_policy()
         if read_only:
             policy = policy.read_only_view()
         if network is not None:
@@ -90,6 +98,14 @@ class Sandbox:
         if name == "seatbelt":
             return Launch(macos.argv(policy, argv, tmpdir=self.private_tmp()), confined=True)
         raise ValueError(f"unknown sandbox mechanism {name!r}")
+
+    def write_verdict(self, path: str) -> str:
+        """The policy's answer for ketch's own file tools writing ``path`` (relative to the
+        workspace or absolute; symlinks resolved as the jail resolves them)."""
+        target = Path(os.path.expanduser(path))
+        if not target.is_absolute():
+            target = self.policy.workspace / target
+        return self.current_policy().write_verdict(os.path.realpath(target))
 
     def refusal(self, output: str, *, network: bool | None = None) -> str:
         """What the sandbox seems to have refused, judged from a confined command's output ('' for nothing)."""
@@ -115,3 +131,23 @@ def cleanup_tmp(sandbox: Sandbox) -> None:
         import shutil
 
         shutil.rmtree(sandbox._tmpdir, ignore_errors=True)
+
+
+def launch_argv(sandbox: Sandbox | None, argv: Sequence[str], cwd: Path | str, **options: bool | None) -> list[str]:
+    """``argv`` as the launch sites execute it: wrapped by ``sandbox``, or as is without one."""
+    return list(argv) if sandbox is None else sandbox.wrap(argv, cwd=cwd, **options).argv  # type: ignore[arg-type]
+
+
+def check_file_write(settings: Any, resolved: Path | str, shown: str) -> None:
+    """Refuse (ToolFailed) a file tool's write that the sandbox policy forbids outright: any
+    write in read-only mode, a write outside the writable roots. Run-later paths only ask
+    (the gate did that before the tool ran)."""
+    sandbox: Sandbox | None = getattr(settings, "sandbox", None)
+    if sandbox is None:
+        return
+    verdict = sandbox.current_policy().write_verdict(resolved)
+    if verdict in ("read_only", "outside"):
+        from pydantic_ai.exceptions import ToolFailed
+
+        why = "the sandbox is read-only" if verdict == "read_only" else "it is outside the places the sandbox lets ketch write"
+        raise ToolFailed(f"Cannot write {shown}: {why}.")

@@ -22,6 +22,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 from typing_extensions import NotRequired, TypedDict
 
+from ketch.sandbox.runtime import check_file_write
 from ketch.tools.workspace import Workspace, compile_glob, glob_matches
 from ketch.tools.base import ToolDeps, ToolSpec
 
@@ -313,6 +314,7 @@ async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> str:
     workspace: Workspace = ctx.deps.workspace
     resolved = workspace.resolve(path)
     shown = workspace.relative(resolved)
+    check_file_write(ctx.deps.settings, resolved, shown)
     existed = resolved.exists()
     old = _read_text(resolved, shown) if existed else ""
     if old != content or not existed:
@@ -348,6 +350,7 @@ async def edit_file(
         args.update(old_string=old_string, new_string=new_string, replace_all=replace_all)
     resolved, old, new, existed = _planned_edit(ctx.deps.workspace, args)
     shown = ctx.deps.workspace.relative(resolved)
+    check_file_write(ctx.deps.settings, resolved, shown)
     try:
         _write_atomic(resolved, new)
     except OSError as exc:
