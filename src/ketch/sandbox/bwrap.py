@@ -22,6 +22,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -79,9 +80,11 @@ def newest(binaries: Sequence[Path]) -> tuple[Path, tuple[int, ...]] | None:
 def argv(bwrap: Path | str, policy: SandboxPolicy, command: Sequence[str], *, cwd: Path | str, seccomp_file: Path | str) -> list[str]:
     """The argv that runs ``command`` under ``policy``."""
     args: list[str] = [str(bwrap), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for path in _seen_through_tmp(policy, cwd):
+        args += ["--ro-bind", str(path), str(path)]
     roots = policy.roots_for_writes()
-    for root in roots:
-        args += ["--bind", str(root), str(root)]
+    for root in policy.writable:
+        args += ["--bind" if root in roots else "--ro-bind", str(root), str(root)]
     if roots:
         for path in policy.read_only:
             args += ["--ro-bind", str(path), str(path)]
@@ -96,6 +99,19 @@ def argv(bwrap: Path | str, policy: SandboxPolicy, command: Sequence[str], *, cw
         "--", *command,
     ]  # fmt: skip
     return ["/bin/sh", "-c", f'exec "$0" "$@" {SECCOMP_FD}<{shlex.quote(str(seccomp_file))}', *args]
+
+
+def _seen_through_tmp(policy: SandboxPolicy, cwd: Path | str) -> list[Path]:
+    """What lives under the host's /tmp and must stay visible (read-only) in the private one:
+    the working directory and this Python installation, when they are there."""
+    tmp = Path("/tmp")
+    wanted = [Path(os.path.realpath(str(cwd))), Path(os.path.realpath(sys.prefix)), Path(os.path.realpath(sys.base_prefix))]
+    out: list[Path] = []
+    for path in wanted:
+        if tmp in path.parents and path.exists() and not any(path == r or r in path.parents for r in policy.writable):
+            if path not in out:
+                out.append(path)
+    return out
 
 
 def probe(bwrap: Path | str, seccomp_file: Path | str, cwd: Path | str) -> str | None:

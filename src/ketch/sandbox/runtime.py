@@ -27,7 +27,7 @@ from ketch.sandbox.policy import SandboxPolicy
 _REFUSALS: tuple[tuple[str, str], ...] = (
     ("Read-only file system", "a write outside the writable places"),
     ("Permission denied", "a write outside the writable places"),
-    ("Operation not permitted", "an operation the sandbox refuses (network, ptrace, a write)"),
+    ("Operation not permitted", "an operation it does not allow (a network socket, ptrace, a write)"),
 )
 _NETWORK_REFUSALS: tuple[tuple[str, str], ...] = (
     ("Network is unreachable", "a network connection (the network is off)"),
