@@ -17,6 +17,7 @@ import functools
 import os
 import hashlib
 import re
+import shutil
 import tempfile
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -305,7 +306,8 @@ def _build_toolset(
 
     stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
     command = [str(spec["command"]), *(str(a) for a in spec.get("args") or [])]
-    command = launch_argv(sandbox, command, spec.get("cwd") or os.getcwd(), network=bool(spec.get("network", True)))
+    if shutil.which(command[0]):  # a missing command stays unwrapped, so it fails as "command not found"
+        command = launch_argv(sandbox, command, spec.get("cwd") or os.getcwd(), network=bool(spec.get("network", True)))
     stdio = StdioTransport(
         command=command[0],
         args=command[1:],

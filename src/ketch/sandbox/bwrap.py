@@ -114,19 +114,26 @@ def _seen_through_tmp(policy: SandboxPolicy, cwd: Path | str) -> list[Path]:
     return out
 
 
+PROBE_TOKEN = "ketch-sandbox-confined"
+_PROBE_SCRIPT = f'grep -q "^Seccomp:[[:space:]]*2" /proc/self/status && ! test -w / && echo {PROBE_TOKEN}'
+
+
 def probe(bwrap: Path | str, seccomp_file: Path | str, cwd: Path | str) -> str | None:
-    """Run ``true`` in the strictest sandbox; None when it works, else why not (one line)."""
+    """Run a trial command in the strictest sandbox and check that it really is confined (a
+    seccomp filter on it, ``/`` not writable); None when it is, else why not (one line)."""
     from ketch.sandbox.policy import build_policy
 
     policy = build_policy("read-only", Path(cwd), scan_nested=False)
     try:
         out = subprocess.run(
-            argv(bwrap, policy, ["true"], cwd=cwd, seccomp_file=seccomp_file),
+            argv(bwrap, policy, ["/bin/sh", "-c", _PROBE_SCRIPT], cwd=cwd, seccomp_file=seccomp_file),
             capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{bwrap} did not run: {exc}"
-    if out.returncode != 0:
+    if out.returncode != 0 and PROBE_TOKEN not in out.stdout:
         lines = [line for line in out.stderr.splitlines() if line.strip()]
         return f"{bwrap} could not make a sandbox: {lines[-1] if lines else f'exit code {out.returncode}'}"
+    if out.stdout.strip() != PROBE_TOKEN:
+        return f"{bwrap} ran a trial command that was not confined"
     return None
