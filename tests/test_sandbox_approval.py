@@ -237,3 +237,31 @@ def test_sandbox_check_reports_the_mechanism_and_why(ws: Path) -> None:
     assert lines[0].startswith("mechanism: bubblewrap (bubblewrap ")
     assert "mode: workspace-write" in lines and "network: off" in lines
     assert any(line.startswith("read-only inside: ") and ".git" in line for line in lines)
+
+
+# ---------------------------------------------------------------- /sandbox, /permissions
+async def test_the_permissions_panel_gives_one_answer_for_commands_and_file_tools(ws: Path) -> None:
+    from ketch.extensions.commands import builtin_commands
+    from ketch.frontends.slash_actions import SlashActions
+
+    assert any(c.name == "sandbox" and "permissions" in c.aliases for c in builtin_commands())
+    with FakeProvider([]) as fake:
+        session = await _session(fake, ws, approval="auto")
+        try:
+            text = await SlashActions(lambda: session, None, ws).run("sandbox", "")
+        finally:
+            await session.aclose()
+    lines = text.splitlines()
+    assert lines[0] == "What ketch may change:"
+    assert lines[1].startswith("  mechanism: bubblewrap")
+    assert f"  writable: {ws}, a private /tmp" in lines
+    assert f"  read-only inside: {ws / '.git'}" in lines
+    assert any(line.startswith("  file tools: the same writable places; run-later paths") for line in lines)
+    assert any(line.startswith("  approvals: auto: commands that run sandboxed") for line in lines)
+    with FakeProvider([]) as fake:
+        session = await _session(fake, ws, sandbox="read-only")
+        try:
+            text = await SlashActions(lambda: session, None, ws).run("sandbox", "")
+        finally:
+            await session.aclose()
+    assert "  writable: nothing" in text.splitlines() and "file tools: no writes (read-only mode)" in text

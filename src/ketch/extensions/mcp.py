@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import hashlib
+import os
 import re
 import shutil
 import tempfile
