@@ -266,3 +266,18 @@ def test_a_project_layer_may_narrow_and_never_widen() -> None:
         assert key in note
     layer, notes = limit_project_layer({"sandbox": {"mode": "full-access", "network": True}}, {"sandbox": {"mode": "off", "network": True}}, "r")
     assert layer == {"sandbox": {"mode": "full-access", "network": True}} and notes == []
+
+
+def test_a_landlock_spec_too_long_for_one_argument_goes_through_a_file(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    for i in range(1500):
+        (ws / f"file-with-a-rather-long-name-{i:05d}.txt").write_text("x")
+    mechanism = Detector().detect("landlock")
+    sandbox = Sandbox(build_policy("workspace-write", ws), mechanism)
+    argv = sandbox.wrap(["sh", "-c", "echo ok > file-with-a-rather-long-name-00007.txt; touch .git/x"], cwd=ws).argv
+    assert argv[4].startswith("@")
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=ws, timeout=30)
+    assert (ws / "file-with-a-rather-long-name-00007.txt").read_text() == "ok\n"
+    assert "Permission denied" in out.stderr and not (ws / ".git" / "x").exists()
+    assert not Path(argv[4][1:]).exists()

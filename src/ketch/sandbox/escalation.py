@@ -29,7 +29,12 @@ def shell_launch(deps: Any, call_id: str, command: str, argv: Sequence[str], cwd
     if call_id in once or command.strip() in sandbox.escalated:
         once.discard(call_id)
         return Launch(list(argv), confined=False)
-    return sandbox.wrap(argv, cwd=cwd)
+    try:
+        return sandbox.wrap(argv, cwd=cwd)
+    except (OSError, ValueError) as exc:  # a policy the mechanism cannot express: never run it bare
+        from pydantic_ai.exceptions import ToolFailed
+
+        raise ToolFailed(f"The sandbox could not be set up for this command: {exc}") from exc
 
 
 def _refusal_note(sandbox: Any, what: str) -> str:

@@ -156,7 +156,12 @@ def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
         print("landlock_exec: usage: landlock_exec.py SPEC -- COMMAND...", file=sys.stderr)
         return 125
-    spec = json.loads(argv[0])
+    if argv[0].startswith("@"):  # a spec too long for one argument, in a file that is used once
+        with open(argv[0][1:], encoding="utf-8") as fh:
+            spec = json.loads(fh.read())
+        os.unlink(argv[0][1:])
+    else:
+        spec = json.loads(argv[0])
     command = argv[2:]
     with open(spec["seccomp"], "rb") as fh:
         program = fh.read()

@@ -218,3 +218,13 @@ def build_policy(
         notes.append(f"{len(ordered) - MAX_CARVE_OUTS} nested run-later paths beyond the first {MAX_CARVE_OUTS} stay writable")
         ordered = ordered[:MAX_CARVE_OUTS]
     return SandboxPolicy(mode=mode, workspace=ws, writable=tuple(roots), read_only=tuple(ordered), network=network, notes=tuple(notes))
+
+
+def with_nested_run_later(policy: SandboxPolicy) -> SandboxPolicy:
+    """``policy`` with the nested run-later paths of its workspace carved out too (bounded scan)."""
+    notes = list(policy.notes)
+    found = _within([*policy.read_only, *_nested_run_later(policy.workspace, notes)], policy.writable)
+    if len(found) > MAX_CARVE_OUTS:
+        notes.append(f"{len(found) - MAX_CARVE_OUTS} nested run-later paths beyond the first {MAX_CARVE_OUTS} stay writable")
+        found = found[:MAX_CARVE_OUTS]
+    return replace(policy, read_only=found, notes=tuple(notes))

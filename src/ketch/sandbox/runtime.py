@@ -22,7 +22,7 @@ from typing import Any
 
 from ketch.sandbox import bwrap, landlock, macos
 from ketch.sandbox.detect import Mechanism
-from ketch.sandbox.policy import SandboxPolicy
+from ketch.sandbox.policy import SandboxPolicy, with_nested_run_later
 
 _REFUSALS: tuple[tuple[str, str], ...] = (
     ("Read-only file system", "a write outside the writable places"),
@@ -57,6 +57,7 @@ class Sandbox:
     workspace: Any = None
     """The session's ``Workspace``: directories added to it later are writable roots too."""
     _tmpdir: str = ""
+    _scanned: bool = False
 
     @property
     def confines(self) -> bool:
@@ -74,7 +75,12 @@ class Sandbox:
         return self._tmpdir
 
     def current_policy(self) -> SandboxPolicy:
-        """The policy as it stands now: run-later places looked up again, added directories writable."""
+        """The policy as it stands now: run-later places looked up again, added directories
+        writable. The bounded scan for nested run-later files runs once, on first use (not at
+        start-up, where a large tree would delay the prompt)."""
+        if not self._scanned:
+            self._scanned = True
+            self.policy = with_nested_run_later(self.policy)
         extra = list(getattr(self.workspace, "extra_dirs", []) or [])
         return self.policy.refreshed(extra)
 
@@ -94,7 +100,8 @@ class Sandbox:
         if name == "bubblewrap":
             return Launch(bwrap.argv(self.mechanism.binary, policy, argv, cwd=cwd, seccomp_file=seccomp_file), confined=True)
         if name == "landlock":
-            return Launch(landlock.argv(policy, argv, seccomp_file=seccomp_file, tmpdir=self.private_tmp()), confined=True)
+            spec_dir = self.mechanism.files
+            return Launch(landlock.argv(policy, argv, seccomp_file=seccomp_file, tmpdir=self.private_tmp(), spec_dir=spec_dir), confined=True)
         if name == "seatbelt":
             return Launch(macos.argv(policy, argv, tmpdir=self.private_tmp()), confined=True)
         raise ValueError(f"unknown sandbox mechanism {name!r}")

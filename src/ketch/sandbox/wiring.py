@@ -40,14 +40,14 @@ def session_sandbox(
             writable=cfg.writable,
             caches=cfg.caches,
             network=cfg.network,
+            scan_nested=False,  # the sandbox scans on first use
         )
     except ValueError as exc:
         from ketch.core.exceptions import ConfigError
 
         raise ConfigError(f"sandbox: {exc}") from None
     mechanism = detector(cfg.mechanism) if policy.confined else Mechanism("none", "full access: nothing confines commands")
-    approval = "never" if config.approval == "never" else config.approval
-    sandbox = Sandbox(policy, mechanism, approval=approval)
+    sandbox = Sandbox(policy, mechanism, approval=config.approval)
     notices = list(getattr(config, "_ignored", []) or [])
     notices.extend(policy.notes)
     if sandbox.fail_closed:
