@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from ketch.core.exceptions import ConfigError
+from ketch.sandbox.config import SandboxConfig
 from ketch.providers.presets import PRESETS, WIRES, Preset
 
 __all__ = ["ConfigError", "Config", "Connection", "load_config", "resolve_connection"]
@@ -97,20 +98,6 @@ class CompactionConfig(_Strict):
     """Override the model's context window (tokens)."""
 
 
-class SandboxConfig(_Strict):
-    """``[sandbox]``: where commands ketch runs may write, and whether they reach the network."""
-
-    mode: Literal["read-only", "workspace-write", "full-access", "off"] = "workspace-write"
-    """``off`` is another name for ``full-access``."""
-    network: bool = False
-    writable: list[str] = Field(default_factory=list)
-    """Extra writable directories."""
-    caches: list[str] = Field(default_factory=list)
-    """Tool caches made writable by name (pip, uv, npm, yarn, pnpm, cargo, go, maven, gradle, pytest)."""
-    mechanism: Literal["auto", "bubblewrap", "landlock", "none"] = "auto"
-    """Force one mechanism; ``none`` uses none (every shell command then asks)."""
-
-
 class Config(_Strict):
     """The whole configuration, as merged from every source."""
 
@@ -144,10 +131,8 @@ class Config(_Strict):
     added_dirs: list[str] = Field(default_factory=list)
     """Directories besides the workspace that file tools may touch."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
-    approval: Literal["ask", "auto", "never"] = "ask"
-    """ask: today's prompts; auto: sandboxed commands run without one; never: deny what would ask."""
-    _ignored: list[str] = PrivateAttr(default_factory=list)
-    """Notices about project keys that were dropped because they would widen (see sandbox.project_limits)."""
+    approval: Literal["ask", "auto", "never"] = "ask"  # auto: sandboxed commands need no prompt; never: deny what would ask
+    _ignored: list[str] = PrivateAttr(default_factory=list)  # project keys dropped as widening (sandbox.project_limits)
 
 
 def user_config_dir() -> Path:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ketch.core.exceptions import ConfigError
+from ketch.sandbox.panel import session_panel_text
 
 BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
 REPLAY_TEXT_LINES = 12
@@ -37,7 +38,8 @@ class SlashActions:
             "model": self.model, "think": self.think, "agent": self.agent, "clear": self.clear,
             "compact": self.compact, "resume": self.resume, "sessions": self.sessions, "fork": self.fork,
             "export": self.export, "memory": self.memory, "skills": self.skills, "mcp": self.mcp,
-            "commit": self.commit, "registry": self.registry, "sandbox": self.sandbox,
+            "commit": self.commit, "registry": self.registry,
+            "sandbox": lambda _arg: session_panel_text(self.session),
         }
 
     @property
@@ -267,12 +269,6 @@ class SlashActions:
             line = f"  {status.name:<16} {status.state:<7} {tools}"
             lines.append(line + (f"  ({status.error})" if status.error else ""))
         return "\n".join(lines)
-
-    async def sandbox(self, arg: str) -> str:
-        from ketch.sandbox.panel import permissions_panel
-
-        session = self.session
-        return "\n".join(permissions_panel(getattr(session, "sandbox", None), yolo=bool(session.gate.yolo)))
 
     async def commit(self, arg: str) -> str:
         session = self.session

@@ -28,3 +28,8 @@ def permissions_panel(sandbox: Any, *, yolo: bool = False) -> list[str]:
     lines.append(f"  {files}")
     lines.append("  approvals: " + ("--yolo: nothing asks; guards still refuse" if yolo else _APPROVAL.get(sandbox.approval, sandbox.approval)))
     return lines
+
+
+async def session_panel_text(session: Any) -> str:
+    """``/sandbox`` as the slash actions print it, for a live session."""
+    return "\n".join(permissions_panel(getattr(session, "sandbox", None), yolo=bool(getattr(session.gate, "yolo", False))))
