@@ -265,3 +265,31 @@ async def test_the_permissions_panel_gives_one_answer_for_commands_and_file_tool
         finally:
             await session.aclose()
     assert "  writable: nothing" in text.splitlines() and "file tools: no writes (read-only mode)" in text
+
+
+# ---------------------------------------------------------------- interrupt
+async def test_an_interrupt_kills_the_whole_sandboxed_tree(ws: Path) -> None:
+    import asyncio
+    import random
+
+    import psutil
+
+    seconds = f"{random.randint(600, 699)}.{random.randint(100, 999)}"
+    command = f"(sleep {seconds} &); sleep {seconds}"
+    with FakeProvider([_shell(command), Turn(text="stopped")]) as fake:
+        session = await _session(fake, ws, approval="auto")
+        try:
+            async for event in session.run_turn("go"):
+                if isinstance(event, ev.ToolCallStarted):
+                    for _ in range(100):
+                        await asyncio.sleep(0.05)
+                        if sum(p.info["cmdline"] == ["sleep", seconds] for p in psutil.process_iter(["cmdline"])) == 2:
+                            break
+                    assert session.interrupt_command()
+        finally:
+            await session.aclose()
+    left = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", seconds]]
+    for proc in left:
+        proc.kill()
+    assert left == []
+    assert "interrupted" in _result(fake, 1)

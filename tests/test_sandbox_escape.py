@@ -238,3 +238,29 @@ def test_no_mechanism_says_so_once_at_start(place: Place, no_mechanism: None) ->
         run = run_ketch(["-p", "hi", *adhoc(fake, WIRE)], place.ws)
     assert run.code == 0
     assert run.stderr.count("no sandbox works here") == 1, run.stderr
+
+
+async def test_with_no_mechanism_the_ui_asks_even_under_an_allow_rule(place: Place, no_mechanism: None) -> None:
+    import argparse
+
+    from ketch.core import events as ev
+    from ketch.frontends.assemble import build_session
+
+    _user_config()
+    with FakeProvider([Turn(tool_calls=[ToolCall("shell", {"command": "echo hi > made.txt"})]), Turn(text="done")]) as fake:
+        args = argparse.Namespace(cwd=str(place.ws), base_url=fake.base_url, wire=WIRE, model="fake-model", yolo=False, sandbox=None, approval="auto")
+        session = await build_session(args, interactive=True)
+        requests, notices = [], []
+        try:
+            async for event in session.run_turn("go"):
+                if isinstance(event, ev.Notice):
+                    notices.append(event.text)
+                if isinstance(event, ev.ApprovalRequested):
+                    requests.append(event)
+                    session.decide(event.request_id, "allow", "")
+        finally:
+            await session.aclose()
+    [request] = requests
+    assert request.name == "shell"
+    assert (place.ws / "made.txt").read_text() == "hi\n"  # the user allowed it: it ran, unconfined
+    assert sum("no sandbox works here" in n for n in notices) == 1, notices

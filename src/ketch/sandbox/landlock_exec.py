@@ -1,8 +1,8 @@
 """The Landlock launcher, run as its own small program: ``python -I -S landlock_exec.py SPEC -- ARGV``.
 
-It imports nothing but the standard library (so it starts in a few milliseconds without
-``site``). It becomes a child subreaper, forks, and in the child: sets ``no_new_privs``,
-asks to be killed when the launcher dies, restricts itself with a Landlock ruleset
+It imports nothing but the standard library (so it starts without ``site``). It becomes a
+child subreaper, forks, and in the child: starts a new session (no controlling terminal),
+sets ``no_new_privs``, asks to be killed when the launcher dies, restricts itself with a Landlock ruleset
 (writes only beneath the granted paths; TCP connect and bind refused when the network is
 off, on ABI 4+; signals and abstract Unix sockets scoped to the sandbox on ABI 6+), loads
 the seccomp filter, and executes the command. The launcher waits for the command, then
@@ -173,6 +173,10 @@ def main(argv: list[str]) -> int:
             _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
             if os.getppid() != me:
                 os._exit(125)
+            try:
+                os.setsid()  # no controlling terminal: no TIOCSTI into the user's
+            except OSError:
+                pass
             os.environ["TMPDIR"] = spec["tmpdir"]
             restrict([(str(p), bool(d)) for p, d in spec["grants"]], network=bool(spec["network"]))
             load_seccomp(program)
