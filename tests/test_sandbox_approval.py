@@ -293,3 +293,24 @@ async def test_an_interrupt_kills_the_whole_sandboxed_tree(ws: Path) -> None:
         proc.kill()
     assert left == []
     assert "interrupted" in _result(fake, 1)
+
+
+# ---------------------------------------------------------------- the escalation offer on a real screen
+async def test_the_ui_shows_the_escalation_offer_and_the_answer_runs_it_outside(ws: Path, outside: Path) -> None:
+    from uifakes import Harness
+
+    target = outside / "from-the-ui.txt"
+    with FakeProvider([_shell(f"echo ui > {target}"), Turn(text="all done")]) as fake:
+        session = await _session(fake, ws, approval="auto")
+        try:
+            async with Harness(session, columns=120, rows=40) as h:  # type: ignore[arg-type]
+                await h.type("write it\r")
+                await h.wait_text("Run it again outside the sandbox?")
+                screen = h.sink.text()
+                assert "Allow shell?" in screen and "The sandbox refused a write outside" in screen and f"echo ui > {target}" in screen
+                assert not target.exists()
+                await h.type("y")
+                await h.wait_text("all done")
+        finally:
+            await session.aclose()
+    assert target.read_text() == "ui\n"

@@ -111,7 +111,7 @@ class ApprovalBridge:
         request_id = self._next_id("approval")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
-        preview = f"The sandbox refused {reason}. Run it again outside the sandbox?\n{command}"
+        preview = f"Run it again outside the sandbox? The sandbox refused {reason}.\n{command}"
         self._emit(ev.ApprovalRequested(request_id=request_id, call_id=call_id, name="shell", args={"command": command, "outside_sandbox": True}, preview=preview))
         decision, why = await future
         self._emit(ev.ApprovalResolved(call_id=call_id, name="shell", decision=decision, by="user", reason=why, rule="outside the sandbox"))
