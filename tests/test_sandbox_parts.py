@@ -281,3 +281,16 @@ def test_a_landlock_spec_too_long_for_one_argument_goes_through_a_file(tmp_path:
     assert (ws / "file-with-a-rather-long-name-00007.txt").read_text() == "ok\n"
     assert "Permission denied" in out.stderr and not (ws / ".git" / "x").exists()
     assert not Path(argv[4][1:]).exists()
+
+
+def test_what_counts_as_a_refusal_depends_on_the_mechanism_and_the_network(tmp_path: Path) -> None:
+    from ketch.sandbox.detect import Mechanism
+
+    policy = build_policy("workspace-write", tmp_path)
+    bw = Sandbox(policy, Mechanism("bubblewrap", "test"))
+    assert "a write outside" in bw.refusal("touch: cannot touch '/x': Read-only file system")
+    assert bw.refusal("git@host: Permission denied (publickey).") == ""  # not how bubblewrap refuses
+    assert "name lookup" in bw.refusal("curl: (6) Could not resolve host: example.com")
+    assert Sandbox(policy.with_network(True), Mechanism("bubblewrap", "test")).refusal("Could not resolve host") == ""
+    assert "a write outside" in Sandbox(policy, Mechanism("landlock", "test")).refusal("bash: /x: Permission denied")
+    assert bw.refusal("all 3 tests passed") == ""

@@ -24,11 +24,22 @@ from ketch.sandbox import bwrap, landlock, macos
 from ketch.sandbox.detect import Mechanism
 from ketch.sandbox.policy import SandboxPolicy, with_nested_run_later
 
-_REFUSALS: tuple[tuple[str, str], ...] = (
-    ("Read-only file system", "a write outside the writable places"),
-    ("Permission denied", "a write outside the writable places"),
-    ("Operation not permitted", "an operation it does not allow (a network socket, ptrace, a write)"),
-)
+_REFUSALS: dict[str, tuple[tuple[str, str], ...]] = {
+    # bubblewrap refuses writes with EROFS; the seccomp filter answers EPERM
+    "bubblewrap": (
+        ("Read-only file system", "a write outside the writable places"),
+        ("Operation not permitted", "an operation it does not allow (a network socket, ptrace, a write)"),
+    ),
+    # Landlock refuses writes (and TCP) with EACCES
+    "landlock": (
+        ("Permission denied", "a write outside the writable places"),
+        ("Operation not permitted", "an operation it does not allow (a network socket, ptrace, a write)"),
+    ),
+    "seatbelt": (
+        ("Operation not permitted", "an operation it does not allow (a write outside, the network)"),
+        ("Permission denied", "a write outside the writable places"),
+    ),
+}
 _NETWORK_REFUSALS: tuple[tuple[str, str], ...] = (
     ("Network is unreachable", "a network connection (the network is off)"),
     ("Temporary failure in name resolution", "a name lookup (the network is off)"),
@@ -117,7 +128,7 @@ class Sandbox:
     def refusal(self, output: str, *, network: bool | None = None) -> str:
         """What the sandbox seems to have refused, judged from a confined command's output ('' for nothing)."""
         net = self.policy.network if network is None else network
-        for marker, what in (*_REFUSALS, *(() if net else _NETWORK_REFUSALS)):
+        for marker, what in (*_REFUSALS.get(self.mechanism.name, ()), *(() if net else _NETWORK_REFUSALS)):
             if re.search(re.escape(marker), output, re.IGNORECASE):
                 return f"{what} (the output says {marker!r})"
         return ""
