@@ -16,17 +16,13 @@ kills whatever the command leaves behind.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from ketch.sandbox.policy import SandboxPolicy
 
-MAX_SPEC_ARG = 100_000
-"""Longer specs go through a file in the process's private directory instead of argv."""
 MAX_GRANTS = 4096
 """Rules per ruleset at most (one per entry next to a carve-out)."""
 
@@ -77,21 +73,11 @@ def _grant_tree(directory: Path, carve: Sequence[Path], out: list[tuple[str, boo
             out.append((str(path), False))
 
 
-def argv(
-    policy: SandboxPolicy, command: Sequence[str], *, seccomp_file: Path | str, tmpdir: Path | str, spec_dir: Path | str = ""
-) -> list[str]:
+def argv(policy: SandboxPolicy, command: Sequence[str], *, seccomp_file: Path | str, tmpdir: Path | str) -> list[str]:
     """The argv that runs ``command`` under ``policy`` with Landlock and the seccomp filter."""
-    spec = {
-        "grants": grants(policy, tmpdir),
-        "network": policy.network,
-        "seccomp": str(seccomp_file),
-        "tmpdir": str(tmpdir),
-    }
     helper = Path(__file__).with_name("landlock_exec.py")
-    text = json.dumps(spec)
-    if len(text) > MAX_SPEC_ARG and spec_dir:  # one argument may hold at most 128 KiB
-        fd, path = tempfile.mkstemp(prefix="landlock-", suffix=".json", dir=str(spec_dir))
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        text = "@" + path
-    return [sys.executable, "-I", "-S", str(helper), text, "--", *command]
+    out = [sys.executable, "-I", "-S", str(helper), "--seccomp", str(seccomp_file), "--tmpdir", str(tmpdir)]
+    out += ["--network", "1" if policy.network else "0"]
+    for path, is_dir in grants(policy, tmpdir):
+        out += ["--dir" if is_dir else "--file", path]
+    return [*out, "--", *command]

@@ -1,4 +1,4 @@
-"""The Landlock launcher, run as its own small program: ``python -I -S landlock_exec.py SPEC -- ARGV``.
+"""The Landlock launcher, run as its own small program: ``python -I -S landlock_exec.py OPTIONS -- ARGV``.
 
 It imports nothing but the standard library (so it starts without ``site``). It becomes a
 child subreaper, forks, and in the child: starts a new session (no controlling terminal),
@@ -9,14 +9,13 @@ the seccomp filter, and executes the command. The launcher waits for the command
 kills every process the command left behind (orphans are re-parented to it, a subreaper),
 and exits with the command's status.
 
-SPEC is JSON: ``{"grants": [[path, is_dir], ...], "network": bool, "seccomp": path,
-"tmpdir": path}``. Paths that vanished since the spec was made are skipped.
+OPTIONS: ``--seccomp FILE --tmpdir DIR --network 0|1`` and any number of ``--dir PATH`` and
+``--file PATH`` (the grants). Paths that vanished since they were listed are skipped.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import struct
@@ -152,18 +151,34 @@ def _reap_leftovers(me: int) -> None:
             return
 
 
+def parse(argv: list[str]) -> tuple[dict[str, str], list[tuple[str, bool]], list[str]]:
+    """(options, grants, command) from the launcher's arguments; ValueError when malformed."""
+    options: dict[str, str] = {}
+    grants: list[tuple[str, bool]] = []
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        key = argv[i]
+        if i + 1 >= len(argv) or key not in ("--seccomp", "--tmpdir", "--network", "--dir", "--file"):
+            raise ValueError(f"unexpected argument {key!r}")
+        value = argv[i + 1]
+        if key in ("--dir", "--file"):
+            grants.append((value, key == "--dir"))
+        else:
+            options[key[2:]] = value
+        i += 2
+    command = argv[i + 1 :]
+    if not command or {"seccomp", "tmpdir", "network"} - set(options):
+        raise ValueError("needs --seccomp, --tmpdir, --network and a command after --")
+    return options, grants, command
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[1] != "--":
-        print("landlock_exec: usage: landlock_exec.py SPEC -- COMMAND...", file=sys.stderr)
+    try:
+        options, grants, command = parse(argv)
+    except ValueError as exc:
+        print(f"landlock_exec: {exc}", file=sys.stderr)
         return 125
-    if argv[0].startswith("@"):  # a spec too long for one argument, in a file that is used once
-        with open(argv[0][1:], encoding="utf-8") as fh:
-            spec = json.loads(fh.read())
-        os.unlink(argv[0][1:])
-    else:
-        spec = json.loads(argv[0])
-    command = argv[2:]
-    with open(spec["seccomp"], "rb") as fh:
+    with open(options["seccomp"], "rb") as fh:
         program = fh.read()
     me = os.getpid()
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
@@ -177,8 +192,8 @@ def main(argv: list[str]) -> int:
                 os.setsid()  # no controlling terminal: no TIOCSTI into the user's
             except OSError:
                 pass
-            os.environ["TMPDIR"] = spec["tmpdir"]
-            restrict([(str(p), bool(d)) for p, d in spec["grants"]], network=bool(spec["network"]))
+            os.environ["TMPDIR"] = options["tmpdir"]
+            restrict(grants, network=options["network"] == "1")
             load_seccomp(program)
             os.execvp(command[0], command)
         except OSError as exc:

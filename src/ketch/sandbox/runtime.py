@@ -111,8 +111,7 @@ class Sandbox:
         if name == "bubblewrap":
             return Launch(bwrap.argv(self.mechanism.binary, policy, argv, cwd=cwd, seccomp_file=seccomp_file), confined=True)
         if name == "landlock":
-            spec_dir = self.mechanism.files
-            return Launch(landlock.argv(policy, argv, seccomp_file=seccomp_file, tmpdir=self.private_tmp(), spec_dir=spec_dir), confined=True)
+            return Launch(landlock.argv(policy, argv, seccomp_file=seccomp_file, tmpdir=self.private_tmp()), confined=True)
         if name == "seatbelt":
             return Launch(macos.argv(policy, argv, tmpdir=self.private_tmp()), confined=True)
         raise ValueError(f"unknown sandbox mechanism {name!r}")
