@@ -314,3 +314,16 @@ async def test_the_ui_shows_the_escalation_offer_and_the_answer_runs_it_outside(
         finally:
             await session.aclose()
     assert target.read_text() == "ui\n"
+
+
+def test_a_run_later_file_a_command_creates_is_reported_to_the_model_and_the_user(ws: Path) -> None:
+    import json
+
+    with FakeProvider([_shell("echo 'echo pwned' > .envrc"), Turn(text="done")]) as fake:
+        run = run_ketch(["-p", "go", "--approval", "auto", "--output-format", "stream-json", *adhoc(fake, WIRE)], ws)
+    assert run.code == 0, run.stderr
+    assert (ws / ".envrc").exists()  # it did not exist, so it was not read-only: reported, not prevented
+    result = _result(fake, 1)
+    assert f"[warning: this command created {ws / '.envrc'}" in result
+    notices = [e for e in map(json.loads, run.stdout.splitlines()) if e["type"] == "notice"]
+    assert any(".envrc" in n["text"] and n["level"] == "warning" for n in notices)

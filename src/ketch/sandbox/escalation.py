@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ketch.core.events import Notice
 from ketch.sandbox.runtime import Launch
 
 OUTSIDE_MARK = "outside_sandbox_once"
@@ -54,6 +55,15 @@ async def after_shell(
     sandbox = getattr(deps.settings, "sandbox", None)
     if sandbox is None or not launch.confined:
         return result
+    created = sandbox.created_run_later(launch)
+    if created:
+        shown = ", ".join(str(p) for p in created)
+        warning = (
+            f"this command created {shown}: such paths make the repository run code later (git, direnv, an "
+            "editor, CI); only those that existed before were read-only. Check them before you run anything there."
+        )
+        deps.emit(Notice(level="warning", text=f"Sandbox: {warning}"))
+        result = f"{result}\n[warning: {warning}]"
     what = sandbox.refusal(output)
     if not what:
         return result

@@ -55,6 +55,8 @@ class Launch:
     argv: list[str]
     confined: bool
     pass_fds: tuple[int, ...] = ()
+    read_only: frozenset[Path] = frozenset()
+    """The run-later paths that were read-only for this launch (to notice ones it created)."""
 
 
 @dataclass
@@ -109,12 +111,21 @@ class Sandbox:
         name = self.mechanism.name
         seccomp_file = self.mechanism.seccomp_file(policy.network)
         if name == "bubblewrap":
-            return Launch(bwrap.argv(self.mechanism.binary, policy, argv, cwd=cwd, seccomp_file=seccomp_file), confined=True)
-        if name == "landlock":
-            return Launch(landlock.argv(policy, argv, seccomp_file=seccomp_file, tmpdir=self.private_tmp()), confined=True)
-        if name == "seatbelt":
-            return Launch(macos.argv(policy, argv, tmpdir=self.private_tmp()), confined=True)
-        raise ValueError(f"unknown sandbox mechanism {name!r}")
+            wrapped = bwrap.argv(self.mechanism.binary, policy, argv, cwd=cwd, seccomp_file=seccomp_file)
+        elif name == "landlock":
+            wrapped = landlock.argv(policy, argv, seccomp_file=seccomp_file, tmpdir=self.private_tmp())
+        elif name == "seatbelt":
+            wrapped = macos.argv(policy, argv, tmpdir=self.private_tmp())
+        else:
+            raise ValueError(f"unknown sandbox mechanism {name!r}")
+        return Launch(wrapped, confined=True, read_only=frozenset(policy.read_only))
+
+    def created_run_later(self, launch: Launch) -> list[Path]:
+        """Run-later paths at the top of a writable root that exist now and did not when
+        ``launch`` started: a command may create them (only existing ones are read-only)."""
+        if not launch.confined:
+            return []
+        return sorted(set(self.current_policy().read_only) - launch.read_only)
 
     def write_verdict(self, path: str) -> str:
         """The policy's answer for ketch's own file tools writing ``path`` (relative to the
