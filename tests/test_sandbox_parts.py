@@ -306,3 +306,19 @@ def test_what_counts_as_a_refusal_depends_on_the_mechanism_and_the_network(tmp_p
     assert Sandbox(policy.with_network(True), Mechanism("bubblewrap", "test")).refusal("Could not resolve host") == ""
     assert "a write outside" in Sandbox(policy, Mechanism("landlock", "test")).refusal("bash: /x: Permission denied")
     assert bw.refusal("all 3 tests passed") == ""
+
+
+@pytest.mark.parametrize("overlay", [True, False])
+def test_writes_to_tmp_stay_private_and_the_workspace_under_tmp_stays_visible(tmp_path: Path, overlay: bool) -> None:
+    import dataclasses
+
+    ws = tmp_path / "ws"  # under /tmp, as pytest's directories are
+    ws.mkdir()
+    (tmp_path / "host-file").write_text("host\n")
+    mechanism = dataclasses.replace(detect.Detector().detect("bubblewrap"), tmp_overlay=overlay)
+    sandbox = Sandbox(build_policy("workspace-write", ws), mechanism)
+    script = f"echo mine > {tmp_path}/host-file 2>/dev/null; mkdir -p /tmp/k && echo t > /tmp/k/new && cat /tmp/k/new; echo w > in-ws; cat {tmp_path}/host-file"
+    out = subprocess.run(sandbox.wrap(["sh", "-c", script], cwd=ws).argv, capture_output=True, text=True, cwd=ws, timeout=30)
+    assert out.stdout.splitlines()[0] == "t"
+    assert (ws / "in-ws").read_text() == "w\n"
+    assert (tmp_path / "host-file").read_text() == "host\n" and not Path("/tmp/k/new").exists()

@@ -1,6 +1,7 @@
 """The Linux launcher: a policy and an argv become a ``bwrap`` command line.
 
-The whole file system is bound read-only, then a private ``/dev``, ``/proc`` and ``/tmp``,
+The whole file system is bound read-only, then a private ``/dev``, ``/proc`` and ``/tmp`` (an
+overlay where bwrap and the kernel allow it: the host's files show, the command's writes vanish),
 then each writable root read-write, then each run-later carve-out read-only again (later
 mounts win). Every namespace is new (user, PID, network, IPC, UTS, cgroup), except the
 network one when the policy allows the network. The command gets no capabilities, cannot
@@ -77,11 +78,20 @@ def newest(binaries: Sequence[Path]) -> tuple[Path, tuple[int, ...]] | None:
     return best
 
 
-def argv(bwrap: Path | str, policy: SandboxPolicy, command: Sequence[str], *, cwd: Path | str, seccomp_file: Path | str) -> list[str]:
-    """The argv that runs ``command`` under ``policy``."""
-    args: list[str] = [str(bwrap), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for path in _seen_through_tmp(policy, cwd):
-        args += ["--ro-bind", str(path), str(path)]
+def argv(
+    bwrap: Path | str, policy: SandboxPolicy, command: Sequence[str], *, cwd: Path | str, seccomp_file: Path | str,
+    tmp_overlay: bool = True,
+) -> list[str]:
+    """The argv that runs ``command`` under ``policy``. ``tmp_overlay`` (bwrap 0.10+, a kernel that
+    allows overlayfs in a user namespace): ``/tmp`` shows the host's files and keeps the command's
+    own writes private; otherwise ``/tmp`` is an empty tmpfs (with what must stay visible bound in)."""
+    args: list[str] = [str(bwrap), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    if tmp_overlay:
+        args += ["--overlay-src", "/tmp", "--tmp-overlay", "/tmp"]
+    else:
+        args += ["--tmpfs", "/tmp"]
+        for path in _seen_through_tmp(policy, cwd):
+            args += ["--ro-bind", str(path), str(path)]
     roots = policy.roots_for_writes()
     for root in policy.writable:
         args += ["--bind" if root in roots else "--ro-bind", str(root), str(root)]
@@ -118,7 +128,7 @@ PROBE_TOKEN = "ketch-sandbox-confined"
 _PROBE_SCRIPT = f'grep -q "^Seccomp:[[:space:]]*2" /proc/self/status && ! test -w / && echo {PROBE_TOKEN}'
 
 
-def probe(bwrap: Path | str, seccomp_file: Path | str, cwd: Path | str) -> str | None:
+def probe(bwrap: Path | str, seccomp_file: Path | str, cwd: Path | str, *, tmp_overlay: bool = True) -> str | None:
     """Run a trial command in the strictest sandbox and check that it really is confined (a
     seccomp filter on it, ``/`` not writable); None when it is, else why not (one line)."""
     from ketch.sandbox.policy import build_policy
@@ -126,7 +136,7 @@ def probe(bwrap: Path | str, seccomp_file: Path | str, cwd: Path | str) -> str |
     policy = build_policy("read-only", Path(cwd), scan_nested=False)
     try:
         out = subprocess.run(
-            argv(bwrap, policy, ["/bin/sh", "-c", _PROBE_SCRIPT], cwd=cwd, seccomp_file=seccomp_file),
+            argv(bwrap, policy, ["/bin/sh", "-c", _PROBE_SCRIPT], cwd=cwd, seccomp_file=seccomp_file, tmp_overlay=tmp_overlay),
             capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:

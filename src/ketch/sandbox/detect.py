@@ -40,6 +40,8 @@ class Mechanism:
     """The Landlock ABI, for landlock (network rules from 4 on)."""
     files: str = ""
     """A private directory of this process holding the seccomp filters."""
+    tmp_overlay: bool = False
+    """bubblewrap: ``/tmp`` as an overlay of the host's (else an empty tmpfs)."""
 
     @property
     def available(self) -> bool:
@@ -108,12 +110,15 @@ class Detector:
             return None
         binary, version = best
         files = self.files()
-        problem = bw.probe(binary, os.path.join(files, "net-off.bpf"), "/")
+        seccomp_file = os.path.join(files, "net-off.bpf")
+        overlay = version >= (0, 10) and bw.probe(binary, seccomp_file, "/", tmp_overlay=True) is None
+        problem = None if overlay else bw.probe(binary, seccomp_file, "/", tmp_overlay=False)
         if problem is not None:
             why_not.append(problem)
             return None
         shown = ".".join(str(v) for v in version)
-        return Mechanism("bubblewrap", f"bubblewrap {shown} at {binary}", binary=str(binary), files=files)
+        tmp = "/tmp an overlay" if overlay else "/tmp an empty tmpfs"
+        return Mechanism("bubblewrap", f"bubblewrap {shown} at {binary}, {tmp}", binary=str(binary), files=files, tmp_overlay=overlay)
 
 
 def _landlock_abi() -> int:

@@ -111,7 +111,9 @@ class Sandbox:
         name = self.mechanism.name
         seccomp_file = self.mechanism.seccomp_file(policy.network)
         if name == "bubblewrap":
-            wrapped = bwrap.argv(self.mechanism.binary, policy, argv, cwd=cwd, seccomp_file=seccomp_file)
+            wrapped = bwrap.argv(
+                self.mechanism.binary, policy, argv, cwd=cwd, seccomp_file=seccomp_file, tmp_overlay=self.mechanism.tmp_overlay
+            )
         elif name == "landlock":
             wrapped = landlock.argv(policy, argv, seccomp_file=seccomp_file, tmpdir=self.private_tmp())
         elif name == "seatbelt":
