@@ -50,6 +50,8 @@ def session_sandbox(
     sandbox = Sandbox(policy, mechanism, approval=config.approval)
     notices = list(getattr(config, "_ignored", []) or [])
     notices.extend(policy.notes)
+    if config.approval != "ask" and not policy.confined:
+        notices.append(f"approval = {config.approval} with full access: nothing runs sandboxed, so commands still ask")
     if sandbox.fail_closed:
         notices.append(
             f"no sandbox works here ({mechanism.reason}): every shell command asks first "
