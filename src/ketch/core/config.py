@@ -224,15 +224,14 @@ def load_config(cwd: Path, flags: dict[str, Any] | None = None, environ: dict[st
     user_file = user_config_dir() / "config.toml"
     if user_file.is_file():
         merged = _merge(merged, _read_toml(user_file))
-    env_layer = _env_layer(environ)
-    flag_layer = {k: v for k, v in (flags or {}).items() if v is not None}
-    _validate(flag_layer, "command line")
     ignored: list[str] = []
     project_file = find_project_root(cwd) / ".ketch" / "config.toml"
-    if project_file.is_file():
-        project, ignored = limit_project_layer(_read_toml(project_file), _merge(_merge(merged, env_layer), flag_layer), str(project_file))
+    if project_file.is_file():  # (sandbox and approval keys: only what narrows the user's file)
+        project, ignored = limit_project_layer(_read_toml(project_file), merged, str(project_file))
         merged = _merge(merged, project)
-    merged = _merge(merged, env_layer)
+    merged = _merge(merged, _env_layer(environ))
+    flag_layer = {k: v for k, v in (flags or {}).items() if v is not None}
+    _validate(flag_layer, "command line")
     merged = _merge(merged, flag_layer)
     config = Config.model_validate(merged)
     config._ignored = ignored

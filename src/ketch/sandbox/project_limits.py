@@ -1,7 +1,7 @@
 """A repository's configuration may narrow the sandbox and the approval mode, never widen them.
 
-``limit_project_layer`` takes the project's ``.ketch/config.toml`` data and the settings of
-every other layer (the user's file, the environment, the flags) and drops what would widen:
+``limit_project_layer`` takes the project's ``.ketch/config.toml`` data and the user's own
+config (flags are applied after it, so they override either way) and drops what would widen:
 a mode above the user's, the network, writable paths, tool caches, the mechanism choice, and
 an approval mode other than ``ask``. Each dropped key becomes one notice. This holds in a
 trusted folder too: where commands may write is the user's decision alone.
