@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("models", "auth", "sessions", "export", "mcp", "registry", "sandbox")
+SUBCOMMANDS = ("models", "auth", "sessions", "export", "mcp", "registry", "rewind", "checkpoints", "sandbox")
 
 
 def _parser_class() -> type[argparse.ArgumentParser]:
@@ -41,7 +41,8 @@ def _main_parser() -> argparse.ArgumentParser:
         description="ketch: a terminal AI coding agent. Without -p it opens the interactive UI in this repository.",
         epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | "
         "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch mcp list | "
-        "ketch registry list|show|install|remove | ketch sandbox check",
+        "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune | "
+        "ketch sandbox check",
     )
     p.add_argument("--version", action="version", version=f"ketch {__version__}")
     p.add_argument(
@@ -105,6 +106,10 @@ def _sub_parser() -> argparse.ArgumentParser:
     r.add_argument("action", choices=("list", "show", "install", "remove"))
     r.add_argument("name", nargs="?")
     r.add_argument("--yes", action="store_true", help="install without the interactive confirmation (after showing the text)")
+    from ketch.frontends.rewind_cmd import add_checkpoints_parser, add_parser as add_rewind
+
+    add_rewind(sub)
+    add_checkpoints_parser(sub)
     sb = sub.add_parser("sandbox", help="the OS sandbox: which mechanism confines commands here, and the policy")
     sb.add_argument("action", choices=("check",))
     sb.add_argument("--sandbox", choices=("read-only", "workspace-write", "full-access", "off"))
