@@ -264,3 +264,13 @@ async def test_with_no_mechanism_the_ui_asks_even_under_an_allow_rule(place: Pla
     assert request.name == "shell"
     assert (place.ws / "made.txt").read_text() == "hi\n"  # the user allowed it: it ran, unconfined
     assert sum("no sandbox works here" in n for n in notices) == 1, notices
+
+
+def test_sandbox_check_says_why_nothing_works(place: Place, no_mechanism: None) -> None:
+    run = run_ketch(["sandbox", "check"], place.ws)
+    assert run.code == 1
+    first = run.stdout.splitlines()[0]
+    assert first.startswith("mechanism: none (") and "no bwrap binary" in first and "no Landlock" in first
+    assert "every shell command asks" in run.stdout
+    run = run_ketch(["sandbox", "check", "--sandbox", "full-access"], place.ws)
+    assert run.code == 0 and "commands run unconfined" in run.stdout
