@@ -133,7 +133,7 @@ class ApprovalGate:
         if matched is not None and matched[0] == "deny":
             described = describe_rule(matched[1])
             return GateDecision("deny", "rule", f"Denied by permission rule {described}", described)
-        unconfined = self._unconfined_shell(tool_name)
+        unconfined = self._unconfined_shell(tool_name, args)
         if unconfined is not None:
             return unconfined
         if matched is not None and matched[0] != "allow":
@@ -152,7 +152,6 @@ class ApprovalGate:
             return GateDecision("allow", "default", rule="reading tools are allowed")
         return GateDecision("ask", "default")
 
-
     # ------------------------------------------------------------ the sandbox's part
     def _file_write_verdict(self, tool_name: str, args: dict[str, Any]) -> str:
         """The sandbox's write policy for a file tool's target ('' for other tools)."""
@@ -163,9 +162,12 @@ class ApprovalGate:
         except (OSError, ValueError):
             return ""
 
-    def _unconfined_shell(self, tool_name: str) -> GateDecision | None:
-        """Fail closed: the policy wants a sandbox and none works, so every shell command asks."""
+    def _unconfined_shell(self, tool_name: str, args: dict[str, Any]) -> GateDecision | None:
+        """Fail closed: the policy wants a sandbox and none works, so every shell command asks,
+        allow rules or not (the user's own "allow for this session" answer still holds)."""
         if tool_name != "shell" or self.sandbox is None or not self.sandbox.fail_closed:
+            return None
+        if self._session_allowance(tool_name, args):
             return None
         if not self.interactive:
             return GateDecision("deny", "sandbox", NO_SANDBOX_HEADLESS, "no sandbox mechanism")
