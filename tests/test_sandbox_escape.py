@@ -247,22 +247,25 @@ async def test_with_no_mechanism_the_ui_asks_even_under_an_allow_rule(place: Pla
     from ketch.frontends.assemble import build_session
 
     _user_config()
-    with FakeProvider([Turn(tool_calls=[ToolCall("shell", {"command": "echo hi > made.txt"})]), Turn(text="done")]) as fake:
+    command = "echo hi >> made.txt"
+    script = [Turn(tool_calls=[ToolCall("shell", {"command": command})]), Turn(text="one")] * 2
+    with FakeProvider(script) as fake:
         args = argparse.Namespace(cwd=str(place.ws), base_url=fake.base_url, wire=WIRE, model="fake-model", yolo=False, sandbox=None, approval="auto")
         session = await build_session(args, interactive=True)
         requests, notices = [], []
         try:
-            async for event in session.run_turn("go"):
-                if isinstance(event, ev.Notice):
-                    notices.append(event.text)
-                if isinstance(event, ev.ApprovalRequested):
-                    requests.append(event)
-                    session.decide(event.request_id, "allow", "")
+            for _ in range(2):
+                async for event in session.run_turn("go"):
+                    if isinstance(event, ev.Notice):
+                        notices.append(event.text)
+                    if isinstance(event, ev.ApprovalRequested):
+                        requests.append(event)
+                        session.decide(event.request_id, "allow_session", "")
         finally:
             await session.aclose()
-    [request] = requests
+    [request] = requests  # the second run of the same command: the user's answer holds
     assert request.name == "shell"
-    assert (place.ws / "made.txt").read_text() == "hi\n"  # the user allowed it: it ran, unconfined
+    assert (place.ws / "made.txt").read_text() == "hi\nhi\n"  # the user allowed it: it ran, unconfined
     assert sum("no sandbox works here" in n for n in notices) == 1, notices
 
 
