@@ -11,7 +11,6 @@ Run: .venv/bin/python bench/sandbox.py
 from __future__ import annotations
 
 import os
-import resource
 import statistics
 import subprocess
 import tempfile
@@ -29,15 +28,6 @@ def _timed(argv: list[str], cwd: Path) -> float:
     start = time.perf_counter()
     subprocess.run(argv, cwd=cwd, check=True, stdin=subprocess.DEVNULL, capture_output=True, start_new_session=True)
     return (time.perf_counter() - start) * 1000
-
-
-def _cpu_ms(argv: list[str], cwd: Path, runs: int = 20) -> float:
-    """CPU time (user + system) of the launched process tree per run: what load cannot inflate."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    for _ in range(runs):
-        subprocess.run(argv, cwd=cwd, check=True, stdin=subprocess.DEVNULL, capture_output=True, start_new_session=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000 / runs
 
 
 def _compare(bare: list[str], confined: list[str], cwd: Path) -> tuple[list[float], list[float]]:
@@ -69,13 +59,12 @@ def main() -> None:
             wrap_ms = (time.perf_counter() - start) * 1000
             bare, confined = _compare(command, argv, ws)
             added = statistics.median(confined) - statistics.median(bare)
-            cpu_added = _cpu_ms(argv, ws) - _cpu_ms(command, ws)
             target = " (target < 15 ms)" if preference == "auto" else ""
             print(
                 f"{mechanism.name}: bare median {statistics.median(bare):.1f} ms (min {min(bare):.1f}), "
                 f"sandboxed median {statistics.median(confined):.1f} ms (min {min(confined):.1f}), "
                 f"added {added:.1f} ms median{target}, {min(confined) - min(bare):.1f} ms between the minimums; "
-                f"building the argv {wrap_ms:.2f} ms; CPU added per run {cpu_added:.1f} ms"
+                f"building the argv {wrap_ms:.2f} ms"
             )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
