@@ -170,6 +170,8 @@ def test_writable_extras_caches_and_their_errors(tmp_path: Path, monkeypatch: py
         build_policy("workspace-write", ws, caches=["bogus"])
     with pytest.raises(ValueError, match="cannot make / writable"):
         build_policy("workspace-write", ws, writable=["/"])
+    with pytest.raises(ValueError, match="the workspace is / itself"):
+        build_policy("workspace-write", Path("/"), scan_nested=False)
 
 
 # ---------------------------------------------------------------- Landlock grants

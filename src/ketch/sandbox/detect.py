@@ -77,6 +77,12 @@ class Detector:
         return self._files
 
     def detect(self, preference: Preference = "auto") -> Mechanism:
+        try:
+            return self._detect(preference)
+        except OSError as exc:  # no private directory for the filters, say
+            return Mechanism("none", f"the sandbox could not be prepared: {exc.strerror or exc}")
+
+    def _detect(self, preference: Preference) -> Mechanism:
         if preference == "none":
             return Mechanism("none", "sandbox.mechanism = none: no mechanism is used")
         if self.platform == "darwin":

@@ -193,6 +193,8 @@ def build_policy(
     """The policy of a session. Missing extra directories are left out with a note."""
     notes: list[str] = []
     ws = _real(workspace)
+    if ws == Path("/") and mode == "workspace-write":
+        raise ValueError("the workspace is / itself, so workspace-write would make everything writable; start ketch in a project directory or pass --sandbox full-access")
     roots: list[Path] = [ws]
     extra = [*added_dirs, *writable]
     for name in caches:
