@@ -324,3 +324,21 @@ def test_writes_to_tmp_stay_private_and_the_workspace_under_tmp_stays_visible(tm
     assert out.stdout.splitlines()[0] == "t"
     assert (ws / "in-ws").read_text() == "w\n"
     assert (tmp_path / "host-file").read_text() == "host\n" and not Path("/tmp/k/new").exists()
+
+
+def test_a_workspace_that_holds_the_home_directory_keeps_its_dotfiles_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".bashrc").write_text("")
+    monkeypatch.setenv("HOME", str(home))
+    policy = build_policy("workspace-write", home, scan_nested=False)
+    assert policy.write_verdict(home / ".ssh" / "authorized_keys") == "run_later"
+    assert policy.write_verdict(home / ".bashrc") == "run_later" and policy.write_verdict(home / "notes.txt") == "writable"
+    project = home / "project"  # the usual case: a project inside the home directory
+    project.mkdir()
+    assert build_policy("workspace-write", project, scan_nested=False).read_only == ()
+    out = subprocess.run(
+        Sandbox(policy, detect.Detector().detect("bubblewrap")).wrap(["sh", "-c", "echo k >> .ssh/authorized_keys"], cwd=home).argv,
+        capture_output=True, text=True, cwd=home, timeout=30,
+    )  # fmt: skip
+    assert "Read-only file system" in out.stderr and not (home / ".ssh" / "authorized_keys").exists()

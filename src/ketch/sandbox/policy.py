@@ -39,6 +39,14 @@ TOOL_CACHES: dict[str, tuple[str, ...]] = {
 }
 """Names ``sandbox.caches`` accepts and the directories each one makes writable."""
 
+HOME_RUN_LATER: tuple[str, ...] = (
+    ".ssh", ".gnupg", ".aws", ".netrc", ".pypirc", ".npmrc", ".gitconfig", ".config/git",
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zprofile", ".zshenv",
+    ".config/fish", ".config/autostart", ".config/systemd", ".local/bin", ".config/ketch",
+)  # fmt: skip
+"""Places in the home directory that hold credentials or run code later: read-only when a
+writable root is the home directory or holds it (ketch started in ``~``)."""
+
 NESTED_SCAN_DIRS = 20_000
 """Directories the start-up scan for nested run-later names visits at most."""
 NESTED_SCAN_SECONDS = 1.0
@@ -213,6 +221,9 @@ def build_policy(
     read_only: set[Path] = set()
     for root in roots:
         read_only.update(_top_level_run_later(root))
+    home = _real("~")
+    if any(_inside(home, root) for root in roots):
+        read_only.update(_real(home / name) for name in HOME_RUN_LATER if os.path.exists(home / name))
     if scan_nested:
         read_only.update(_nested_run_later(ws, notes))
     ordered = list(_within(read_only, roots))
