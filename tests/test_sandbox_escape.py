@@ -277,3 +277,14 @@ def test_sandbox_check_says_why_nothing_works(place: Place, no_mechanism: None) 
     assert "every shell command asks" in run.stdout
     run = run_ketch(["sandbox", "check", "--sandbox", "full-access"], place.ws)
     assert run.code == 0 and "commands run unconfined" in run.stdout
+
+
+def test_the_real_binary_is_sandboxed_too(place: Place) -> None:
+    _user_config()
+    target = place.outside / "binary.txt"
+    for flags, written in (((), False), (("--sandbox", "full-access"), True)):
+        with FakeProvider([Turn(tool_calls=[ToolCall("shell", {"command": f"echo x > {target}"})]), Turn(text="done")]) as fake:
+            run = run_ketch(["-p", "go", *flags, *adhoc(fake, WIRE)], place.ws, env={"HOME": str(place.home)}, subprocess_=True)
+        assert run.code == 0, run.stderr
+        assert target.exists() is written
+        assert ("Read-only file system" in tool_results(fake.model_requests[1])[-1][1]) is not written
