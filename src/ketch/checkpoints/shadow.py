@@ -21,6 +21,7 @@ import hashlib
 import os
 import stat
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,12 +110,16 @@ class ShadowRepo:
         env = self._env()
         if args[0] == "init":
             del env["GIT_WORK_TREE"], env["GIT_DIR"]
-        try:
-            done = subprocess.run(["git", *args], input=input, capture_output=True, env=env, cwd=self.root, timeout=300)
-        except FileNotFoundError:
-            raise ShadowError("git is not installed; checkpoints need it") from None
-        except subprocess.TimeoutExpired:
-            raise ShadowError(f"git {args[0]} took over 300 s in the checkpoint store") from None
+        for attempt in range(20):
+            try:
+                done = subprocess.run(["git", *args], input=input, capture_output=True, env=env, cwd=self.root, timeout=300)
+            except FileNotFoundError:
+                raise ShadowError("git is not installed; checkpoints need it") from None
+            except subprocess.TimeoutExpired:
+                raise ShadowError(f"git {args[0]} took over 300 s in the checkpoint store") from None
+            if done.returncode == 0 or b".lock" not in done.stderr:
+                break
+            time.sleep(0.1)  # another ketch in this workspace is snapshotting: wait for its lock
         if check and done.returncode != 0:
             message = done.stderr.decode("utf-8", "replace").strip().splitlines()
             raise ShadowError(f"git {args[0]} failed in the checkpoint store {self.git_dir}: {message[-1] if message else done.returncode}")
