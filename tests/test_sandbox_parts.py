@@ -254,19 +254,23 @@ def test_the_newest_bwrap_wins(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- what a repository may change
 def test_a_project_layer_may_narrow_and_never_widen() -> None:
-    layer, notes = limit_project_layer(
-        {"sandbox": {"mode": "read-only", "network": False}, "approval": "ask", "model": "x:y"}, {}, "repo"
+    notes: list[str] = []
+    layer = limit_project_layer(
+        {"sandbox": {"mode": "read-only", "network": False}, "approval": "ask", "model": "x:y"}, {}, "repo", notes
     )
     assert layer == {"sandbox": {"mode": "read-only", "network": False}, "approval": "ask", "model": "x:y"} and notes == []
-    layer, [note] = limit_project_layer(
+    layer = limit_project_layer(
         {"sandbox": {"mode": "full-access", "network": True, "writable": ["/"], "caches": ["pip"], "mechanism": "none"}, "approval": "never"},
         {"sandbox": {"mode": "workspace-write"}},
         "repo/.ketch/config.toml",
+        notes,
     )
+    [note] = notes
     assert layer == {"sandbox": {}}
     for key in ("sandbox.mode", "sandbox.network", "sandbox.writable", "sandbox.caches", "sandbox.mechanism", "approval"):
         assert key in note
-    layer, notes = limit_project_layer({"sandbox": {"mode": "full-access", "network": True}}, {"sandbox": {"mode": "off", "network": True}}, "r")
+    notes.clear()
+    layer = limit_project_layer({"sandbox": {"mode": "full-access", "network": True}}, {"sandbox": {"mode": "off", "network": True}}, "r", notes)
     assert layer == {"sandbox": {"mode": "full-access", "network": True}} and notes == []
 
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ketch.core import strict_json
 from ketch.core.exceptions import ConfigError
-from ketch.sandbox.config import SandboxConfig
+from ketch.sandbox.config import SandboxConfig, limit_project_layer
 from ketch.providers.presets import PRESETS, WIRES, Preset
 
 __all__ = ["ConfigError", "Config", "Connection", "load_config", "resolve_connection"]
@@ -144,9 +144,8 @@ class Config(_Strict):
     """Where ``/registry`` fetches its index."""
     added_dirs: list[str] = Field(default_factory=list)
     """Directories besides the workspace that file tools may touch."""
-    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig, validate_default=True)
     approval: Literal["ask", "auto", "never"] = "ask"  # auto: sandboxed commands need no prompt; never: deny what would ask
-    _ignored: list[str] = PrivateAttr(default_factory=list)  # project keys dropped as widening (sandbox.project_limits)
 
 
 def user_config_dir() -> Path:
@@ -232,24 +231,18 @@ def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
 def load_config(cwd: Path, flags: dict[str, Any] | None = None, environ: dict[str, str] | None = None) -> Config:
     """Merge every layer into one validated Config."""
     environ = dict(os.environ if environ is None else environ)
-    from ketch.sandbox.project_limits import limit_project_layer
-
     merged: dict[str, Any] = {}
     user_file = user_config_dir() / "config.toml"
     if user_file.is_file():
         merged = _merge(merged, _read_toml(user_file))
-    ignored: list[str] = []
-    project_file = find_project_root(cwd) / ".ketch" / "config.toml"
+    project_file, ignored = find_project_root(cwd) / ".ketch" / "config.toml", []
     if project_file.is_file():  # (sandbox and approval keys: only what narrows the user's file)
-        project, ignored = limit_project_layer(_read_toml(project_file), merged, str(project_file))
-        merged = _merge(merged, project)
+        merged = _merge(merged, limit_project_layer(_read_toml(project_file), merged, str(project_file), ignored))
     merged = _merge(merged, _env_layer(environ))
     flag_layer = {k: v for k, v in (flags or {}).items() if v is not None}
     _validate(flag_layer, "command line")
     merged = _merge(merged, flag_layer)
-    config = Config.model_validate(merged)
-    config._ignored = ignored
-    return config
+    return Config.model_validate(merged, context={"ignored": ignored})
 
 
 # ---------------------------------------------------------------- connections and keys

@@ -15,8 +15,9 @@ MODE_RANK = {"read-only": 0, "workspace-write": 1, "full-access": 2, "off": 2}
 DEFAULT_MODE = "workspace-write"
 
 
-def limit_project_layer(project: dict[str, Any], others: dict[str, Any], source: str) -> tuple[dict[str, Any], list[str]]:
-    """(the project layer without widening sandbox/approval keys, one notice per dropped key)."""
+def limit_project_layer(project: dict[str, Any], others: dict[str, Any], source: str, notes: list[str] | None = None) -> dict[str, Any]:
+    """The project layer without widening sandbox/approval keys; a notice naming the dropped
+    keys is appended to ``notes``."""
     notices: list[str] = []
     out = dict(project)
     their = out.get("sandbox")
@@ -38,6 +39,6 @@ def limit_project_layer(project: dict[str, Any], others: dict[str, Any], source:
     if approval is not None and approval != "ask":
         del out["approval"]
         notices.append(f"approval = {approval!r}")
-    if not notices:
-        return out, []
-    return out, [f"{source}: ignored {', '.join(notices)}: a repository's config can narrow the sandbox and approvals, never widen them"]
+    if notices and notes is not None:
+        notes.append(f"{source}: ignored {', '.join(notices)}: a repository's config can narrow the sandbox and approvals, never widen them")
+    return out

@@ -48,7 +48,7 @@ def session_sandbox(
         raise ConfigError(f"sandbox: {exc}") from None
     mechanism = detector(cfg.mechanism) if policy.confined else Mechanism("none", "full access: nothing confines commands")
     sandbox = Sandbox(policy, mechanism, approval=config.approval)
-    notices = list(getattr(config, "_ignored", []) or [])
+    notices = list(getattr(cfg, "_ignored", []) or [])
     notices.extend(policy.notes)
     if config.approval != "ask" and not policy.confined:
         notices.append(f"approval = {config.approval} with full access: nothing runs sandboxed, so commands still ask")
