@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from ketch.core import strict_json
 from ketch.core.dirs import user_config_dir, user_data_dir
 from ketch.core.exceptions import ConfigError
+from ketch.sandbox.config import SandboxConfig, limit_project_layer
 from ketch.providers.presets import PRESETS, WIRES, Preset
 
 __all__ = ["ConfigError", "Config", "Connection", "load_config", "resolve_connection", "user_config_dir", "user_data_dir"]
@@ -147,6 +148,8 @@ class Config(_Strict):
     """Where ``/registry`` fetches its index."""
     added_dirs: list[str] = Field(default_factory=list)
     """Directories besides the workspace that file tools may touch."""
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig, validate_default=True)
+    approval: Literal["ask", "auto", "never"] = "ask"  # auto: sandboxed commands need no prompt; never: deny what would ask
     _project_trust: Any = PrivateAttr(default=None)
 
     @property
@@ -234,7 +237,8 @@ def load_config(
     if user_file.is_file():
         merged = _merge(merged, _read_toml(user_file))
     root = find_project_root(cwd)
-    split = _split_project_file(root, merged)
+    ignored: list[str] = []  # (sandbox and approval keys: only what narrows the user's file, trusted or not)
+    split = _split_project_file(root, merged, ignored)
     if split is not None:
         merged = merge_layer(merged, split.narrowing)
     standing = trust.standing_of(root, split, flag=trust_flag)
@@ -244,7 +248,7 @@ def load_config(
     flag_layer = {k: v for k, v in (flags or {}).items() if v is not None}
     _validate(flag_layer, "command line")
     merged = _merge(merged, flag_layer)
-    config = Config.model_validate(merged)
+    config = Config.model_validate(merged, context={"ignored": ignored})
     config._project_trust = standing
     return config
 
@@ -256,7 +260,7 @@ def project_split(cwd: Path) -> Any:
     return _split_project_file(find_project_root(cwd), user)
 
 
-def _split_project_file(root: Path, user: dict[str, Any]) -> Any:
+def _split_project_file(root: Path, user: dict[str, Any], ignored: list[str] | None = None) -> Any:
     from ketch.core.project_config import ProjectConfigError, split_project
 
     project_file = root / ".ketch" / "config.toml"
@@ -265,7 +269,8 @@ def _split_project_file(root: Path, user: dict[str, Any]) -> Any:
     keys = stored_keys()
     try:
         # a connection with a key variable (set now or later) or a stored key uses the user's key
-        return split_project(_read_toml(project_file), user, project_file, has_user_key=lambda name, env: bool(env or keys.get(name)))
+        project = limit_project_layer(_read_toml(project_file), user, str(project_file), ignored)
+        return split_project(project, user, project_file, has_user_key=lambda name, env: bool(env or keys.get(name)))
     except ProjectConfigError as exc:
         raise ConfigError(f"{project_file}: {exc}") from None
 

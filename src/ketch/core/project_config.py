@@ -28,9 +28,10 @@ USER_ONLY_KEYS: tuple[tuple[str, str], ...] = (("tools", "keep_env"),)
 """Keys a repository's config can never set (the user's own decisions)."""
 USER_ONLY_TABLES = frozenset({"telemetry"})
 """Top-level tables read from the user's own file only (``core.telemetry``): dropped here too."""
-NEUTRAL_KEYS = frozenset({"model", "think", "agent", "titles", "models", "compaction"})
-"""Top-level keys that change nothing about what runs or where data goes. A key that is
-neither here nor handled below counts as widening until someone decides otherwise."""
+NEUTRAL_KEYS = frozenset({"model", "think", "agent", "titles", "models", "compaction", "sandbox", "approval"})
+"""Top-level keys that change nothing about what runs or where data goes (``sandbox`` and
+``approval`` arrive here already cut to what narrows, by ``sandbox.limit_project_layer``). A
+key that is neither here nor handled below counts as widening until someone decides otherwise."""
 
 _RULE_ACTIONS = ("allow", "ask", "deny")
 _CONNECTION_ROUTE_FIELDS = ("preset", "base_url", "wire", "api_key_env")

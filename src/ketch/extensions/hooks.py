@@ -34,6 +34,7 @@ import psutil
 
 from ketch.core import strict_json
 from ketch.tools.child_env import ChildEnv, child_environment
+from ketch.sandbox.runtime import launch_argv
 
 HOOK_EVENTS = ("before_tool", "after_tool", "prompt_submitted", "turn_stopped")
 REFUSE_EXIT_CODE = 2
@@ -126,12 +127,14 @@ def _kill_tree(pid: int) -> None:
 class HookRunner:
     """Runs the configured hooks for each event and keeps the warnings they raise."""
 
-    def __init__(self, hooks_config: Mapping[str, Any] | Sequence[HookSpec] | None, cwd: Path | str) -> None:
+    def __init__(self, hooks_config: Mapping[str, Any] | Sequence[HookSpec] | None, cwd: Path | str, sandbox: Any = None) -> None:
         if isinstance(hooks_config, Sequence) and not isinstance(hooks_config, str):
             self.hooks = list(hooks_config)
         else:
             self.hooks = parse_hooks(hooks_config)
         self.cwd = Path(cwd)
+        self.sandbox = sandbox
+        """A ``ketch.sandbox.runtime.Sandbox``: hooks run under the session's sandbox policy."""
         self.warnings: list[str] = []
         self.child_env: ChildEnv | None = None
         """What hooks' environment leaves out (None: every variable whose name looks like a secret)."""
@@ -182,7 +185,7 @@ class HookRunner:
         with tempfile.TemporaryFile() as stderr_file:
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    "bash", "-c", hook.command,
+                    *launch_argv(self.sandbox, ["bash", "-c", hook.command], self.cwd),
                     stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=stderr_file,
                     cwd=self.cwd, env=env, start_new_session=True,
                 )  # fmt: skip
