@@ -1,0 +1,421 @@
+"""The read-only git tools never run a program the repository's git config names.
+
+Each test builds a repository whose config names a program that leaves a marker file,
+first proves the trap is armed (plain ``git`` with the same command leaves the marker),
+then runs the tool and asserts the marker never appears.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import pty
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pydantic_ai.exceptions import ToolFailed
+
+from ketch.core.prompt import git_summary
+from ketch.tools.base import ToolDeps, ToolSettings
+from ketch.tools.git import git_blame, git_diff, git_log, git_show, git_status, staged_diff
+from ketch.tools.gitsafe import git_command, neutral_value
+from ketch.tools.workspace import Workspace
+
+
+@dataclass
+class Ctx:
+    deps: ToolDeps
+    tool_call_id: str = "call-1"
+
+
+def git(root: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(root), *args], check=check, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, timeout=15)
+
+
+class Traps:
+    """Programs that leave a marker named after them in ``markers/`` and pass data through."""
+
+    def __init__(self, base: Path) -> None:
+        self.bin = base / "bin"
+        self.markers = base / "markers"
+        self.bin.mkdir()
+        self.markers.mkdir()
+
+    def program(self, name: str, *, passthrough: bool = True) -> str:
+        """A program leaving ``markers/<name>``; it copies stdin (or its one file argument) to
+        stdout when ``passthrough``, else it exits 1 at once (for transports and prompts)."""
+        path = self.bin / name
+        rest = 'if [ "$#" -eq 1 ] && [ -f "$1" ]; then cat "$1"; else cat; fi\n' if passthrough else "exit 1\n"
+        path.write_text(f'#!/bin/sh\necho "$*" >> {self.markers / name}\n{rest}')
+        path.chmod(0o755)
+        return str(path)
+
+    def fired(self) -> list[str]:
+        return sorted(p.name for p in self.markers.iterdir())
+
+    def clear(self) -> None:
+        for path in self.markers.iterdir():
+            path.unlink()
+
+
+@pytest.fixture
+def traps(tmp_path: Path) -> Traps:
+    return Traps(tmp_path)
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for key, value in {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com",
+                       "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com"}.items():
+        monkeypatch.setenv(key, value)
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "a.txt").write_text("alpha\n")
+    (root / "b.txt").write_text("bravo\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
+    (root / "a.txt").write_text("alpha\nagain\n")
+    git(root, "commit", "-q", "-am", "second")
+    return root
+
+
+def ctx_for(root: Path) -> Ctx:
+    return Ctx(ToolDeps(workspace=Workspace(root), settings=ToolSettings(shell_timeout_s=20)))
+
+
+def touch_same_size(path: Path) -> None:
+    """Change a file without changing its size, so git must hash it (run the clean filter)."""
+    text = path.read_text()
+    path.write_text(text[:-2] + ("X" if text[-2] != "X" else "Y") + "\n")
+    os.utime(path, (1_600_000_000, 1_600_000_000))
+
+
+async def run_every_tool(root: Path) -> None:
+    ctx = ctx_for(root)
+    for call in (lambda: git_status(ctx), lambda: git_diff(ctx), lambda: git_diff(ctx, staged=True),
+                 lambda: git_diff(ctx, ref="HEAD~1"), lambda: git_log(ctx), lambda: git_show(ctx),
+                 lambda: git_show(ctx, "HEAD:a.txt"), lambda: git_blame(ctx, "a.txt")):
+        try:
+            await call()
+        except ToolFailed:
+            pass  # a refused read is fine; a program running is not
+    staged_diff(root)
+    git_summary(root, timeout=20)
+
+
+def armed(traps: Traps, *plain: subprocess.CompletedProcess[str]) -> None:
+    """The plain-git control left a marker: the trap is real. Clear it for the tool run."""
+    assert traps.fired(), f"the trap did not fire under plain git: {[p.stderr for p in plain]}"
+    traps.clear()
+
+
+# ------------------------------------------------------------------ worktree-reading traps
+
+
+@pytest.mark.parametrize("variable", ["clean", "process"])
+async def test_filters_from_gitattributes_never_run(repo: Path, traps: Traps, variable: str) -> None:
+    (repo / ".gitattributes").write_text("*.txt filter=trap\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-q", "-m", "attrs")
+    git(repo, "config", f"filter.trap.{variable}", traps.program(f"filter-{variable}"))
+    git(repo, "config", "filter.trap.smudge", traps.program("filter-smudge"))
+    git(repo, "config", "filter.trap.required", "true")
+    touch_same_size(repo / "a.txt")
+    armed(traps, git(repo, "status", "--short", check=False))
+    touch_same_size(repo / "a.txt")
+    await run_every_tool(repo)
+    assert traps.fired() == []
+
+
+async def test_smudge_filter_never_runs_on_show(repo: Path, traps: Traps) -> None:
+    (repo / ".gitattributes").write_text("*.txt filter=trap\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-q", "-m", "attrs")
+    git(repo, "config", "filter.trap.smudge", traps.program("smudge"))
+    armed(traps, git(repo, "cat-file", "--filters", "HEAD:a.txt", check=False))
+    await run_every_tool(repo)
+    assert traps.fired() == []
+
+
+async def test_fsmonitor_hook_never_runs(repo: Path, traps: Traps) -> None:
+    git(repo, "config", "core.fsmonitor", traps.program("fsmonitor"))
+    armed(traps, git(repo, "status", check=False))
+    await run_every_tool(repo)
+    assert traps.fired() == []
+
+
+async def test_external_diff_from_config_env_and_driver_never_runs(
+    repo: Path, traps: Traps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    git(repo, "config", "diff.external", traps.program("diff-external"))
+    (repo / ".gitattributes").write_text("*.txt diff=trap\n")
+    git(repo, "config", "diff.trap.command", traps.program("diff-driver"))
+    (repo / "a.txt").write_text("changed\n")
+    monkeypatch.setenv("GIT_EXTERNAL_DIFF", traps.program("env-external"))
+    armed(traps, git(repo, "diff", check=False), git(repo, "show", check=False))
+    await run_every_tool(repo)
+    assert traps.fired() == []
+
+
+async def test_textconv_never_runs_for_diff_show_or_blame(repo: Path, traps: Traps) -> None:
+    (repo / ".gitattributes").write_text("*.txt diff=trap\n")
+    git(repo, "config", "diff.trap.textconv", traps.program("textconv"))
+    (repo / "a.txt").write_text("changed\n")
+    armed(traps, git(repo, "blame", "a.txt", check=False))
+    await run_every_tool(repo)
+    assert traps.fired() == []
+
+
+async def test_include_path_and_include_if_config_is_neutralised_too(repo: Path, traps: Traps) -> None:
+    """A config included from the work tree (relative to .git) names a filter and an fsmonitor."""
+    (repo / "inc").mkdir()
+    (repo / "inc" / "one.cfg").write_text(f'[filter "inc"]\n\tclean = {traps.program("included-clean")}\n')
+    (repo / "inc" / "two.cfg").write_text(f'[core]\n\tfsmonitor = {traps.program("included-fsmonitor")}\n')
+    git(repo, "config", "include.path", "../inc/one.cfg")
+    git(repo, "config", f"includeIf.gitdir:{repo}/.path", "../inc/two.cfg")
+    (repo / ".gitattributes").write_text("*.txt filter=inc\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-q", "-m", "attrs")
+    touch_same_size(repo / "a.txt")
+    armed(traps, git(repo, "status", check=False))
+    touch_same_size(repo / "a.txt")
+    await run_every_tool(repo)
+    assert traps.fired() == []
+
+
+async def test_a_submodule_config_never_runs_through_the_superproject(repo: Path, traps: Traps, tmp_path: Path) -> None:
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q", "-b", "main")
+    (sub / ".gitattributes").write_text("*.txt filter=subtrap\n")
+    (sub / "x.txt").write_text("xray\n")
+    git(sub, "add", "-A")
+    git(sub, "commit", "-q", "-m", "sub")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "sm")
+    git(repo, "commit", "-q", "-m", "add sm")
+    git(repo / "sm", "config", "filter.subtrap.clean", traps.program("submodule-clean"))
+    git(repo / "sm", "config", "core.fsmonitor", traps.program("submodule-fsmonitor"))
+    touch_same_size(repo / "sm" / "x.txt")
+    armed(traps, git(repo, "status", check=False))
+    touch_same_size(repo / "sm" / "x.txt")
+    await run_every_tool(repo)
+    assert traps.fired() == []
+
+
+async def test_hooks_in_dot_git_and_hooks_path_never_run(repo: Path, traps: Traps) -> None:
+    names = ["reference-transaction", "post-index-change", "post-checkout", "pre-commit", "fsmonitor-watchman",
+             "pre-auto-gc", "post-rewrite", "push-to-checkout"]
+    hooks = repo / "elsewhere-hooks"
+    hooks.mkdir()
+    for name in names:
+        for folder in (repo / ".git" / "hooks", hooks):
+            (folder / name).write_text(f"#!/bin/sh\necho {name} >> {traps.markers / ('hook-' + name)}\n")
+            (folder / name).chmod(0o755)
+    git(repo, "config", "core.hooksPath", str(hooks))
+    armed(traps, git(repo, "update-ref", "refs/heads/probe", "HEAD", check=False))
+    await run_every_tool(repo)
+    assert traps.fired() == []
+
+
+async def test_gpg_program_never_runs_for_a_signed_commit(repo: Path, traps: Traps) -> None:
+    body = git(repo, "cat-file", "commit", "HEAD").stdout
+    head, _, message = body.partition("\n\n")
+    signed = f"{head}\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n AAAA\n -----END PGP SIGNATURE-----\n\n{message}"
+    made = subprocess.run(["git", "-C", str(repo), "hash-object", "-t", "commit", "-w", "--stdin"], input=signed,
+                          capture_output=True, text=True, check=True).stdout.strip()
+    git(repo, "update-ref", "refs/heads/main", made)
+    git(repo, "config", "log.showSignature", "true")
+    git(repo, "config", "gpg.program", traps.program("gpg"))
+    git(repo, "config", "gpg.openpgp.program", traps.program("gpg-openpgp"))
+    armed(traps, git(repo, "show", "-s", check=False))
+    await run_every_tool(repo)
+    assert traps.fired() == []
+
+
+async def test_pager_never_runs_even_on_a_terminal(repo: Path, traps: Traps, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git pages only to a terminal; the tools pipe, and the hardened argv holds on a pty too."""
+    git(repo, "config", "core.pager", traps.program("core-pager"))
+    git(repo, "config", "pager.log", traps.program("pager-log"))
+    monkeypatch.setenv("GIT_PAGER", traps.program("env-git-pager"))
+    monkeypatch.setenv("PAGER", traps.program("env-pager"))
+
+    def on_a_pty(argv: list[str], env: dict[str, str]) -> None:
+        leader, follower = pty.openpty()
+        try:
+            subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, env=env, timeout=20)
+        finally:
+            os.close(follower)
+            os.close(leader)
+
+    on_a_pty(["git", "-C", str(repo), "log"], dict(os.environ))
+    armed(traps)
+    on_a_pty(*git_command(repo, ["log"]))
+    on_a_pty(*git_command(repo, ["diff", "HEAD~1"]))
+    await run_every_tool(repo)
+    assert traps.fired() == []
+
+
+def test_editors_resolve_to_nothing(repo: Path, traps: Traps, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read commands never edit; should one ever ask, git's editor is ':' (run nothing)."""
+    git(repo, "config", "core.editor", traps.program("editor"))
+    git(repo, "config", "sequence.editor", traps.program("sequence-editor"))
+    monkeypatch.setenv("GIT_EDITOR", traps.program("env-editor"))
+    assert git(repo, "var", "GIT_EDITOR").stdout.strip().endswith("env-editor")
+    argv, env = git_command(repo, ["var", "GIT_EDITOR"])
+    assert subprocess.run(argv, env=env, capture_output=True, text=True).stdout.strip() in ("", ":")
+    argv, env = git_command(repo, ["var", "GIT_SEQUENCE_EDITOR"])
+    assert subprocess.run(argv, env=env, capture_output=True, text=True).stdout.strip() in ("", ":")
+
+
+# ------------------------------------------------------------------ lazy fetch in a partial clone
+
+
+@pytest.fixture
+def partial(repo: Path, tmp_path: Path) -> Path:
+    """A blobless clone of ``repo``: showing an old file makes git fetch it from the remote."""
+    git(repo, "config", "uploadpack.allowFilter", "true")
+    git(repo, "config", "uploadpack.allowAnySHA1InWant", "true")
+    clone = tmp_path / "partial"
+    subprocess.run(["git", "clone", "-q", "--filter=blob:none", "--no-checkout", f"file://{repo}", str(clone)],
+                   check=True, capture_output=True)
+    return clone
+
+
+async def lazy_fetch_tools(clone: Path) -> list[str]:
+    ctx = ctx_for(clone)
+    errors = []
+    for call in (lambda: git_show(ctx, "HEAD~1:a.txt"), lambda: git_show(ctx, "HEAD~1"),
+                 lambda: git_log(ctx), lambda: git_blame(ctx, "a.txt", ref="HEAD~1")):
+        try:
+            await call()
+        except ToolFailed as exc:
+            errors.append(exc.message)
+    return errors
+
+
+async def test_lazy_fetch_runs_no_upload_pack(partial: Path, traps: Traps) -> None:
+    git(partial, "config", "remote.origin.uploadpack", f"{traps.program('upload-pack', passthrough=False)} >/dev/null; git-upload-pack")
+    armed(traps, git(partial, "show", "HEAD~1:a.txt", check=False))
+    errors = await lazy_fetch_tools(partial)
+    assert traps.fired() == []
+    assert any("not allowed" in e or "could not fetch" in e for e in errors), errors
+
+
+async def test_lazy_fetch_runs_no_ssh_command(partial: Path, traps: Traps) -> None:
+    git(partial, "config", "remote.origin.url", "ssh://git.example.invalid/repo.git")
+    git(partial, "config", "core.sshCommand", traps.program("ssh-command", passthrough=False))
+    armed(traps, git(partial, "show", "HEAD~1:a.txt", check=False))
+    await lazy_fetch_tools(partial)
+    assert traps.fired() == []
+
+
+async def test_lazy_fetch_runs_no_ext_transport_or_remote_helper(partial: Path, traps: Traps) -> None:
+    git(partial, "config", "remote.origin.url", f"ext::sh -c {traps.program('ext', passthrough=False)}% >&2")
+    git(partial, "config", "protocol.ext.allow", "always")
+    git(partial, "config", "protocol.allow", "always")
+    armed(traps, git(partial, "show", "HEAD~1:a.txt", check=False))
+    await lazy_fetch_tools(partial)
+    assert traps.fired() == []
+    helper = traps.bin / "git-remote-trap"
+    helper.write_text(f"#!/bin/sh\necho helper >> {traps.markers / 'remote-helper'}\n")
+    helper.chmod(0o755)
+    git(partial, "config", "remote.origin.url", "trap::anything")
+    os.environ["PATH"] = f"{traps.bin}{os.pathsep}{os.environ['PATH']}"
+    try:
+        armed(traps, git(partial, "show", "HEAD~1:a.txt", check=False))
+        await lazy_fetch_tools(partial)
+    finally:
+        os.environ["PATH"] = os.environ["PATH"].split(os.pathsep, 1)[1]
+    assert traps.fired() == []
+
+
+class _AskForPassword(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="trap"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def asks_for_password() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AskForPassword)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/repo.git"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_lazy_fetch_runs_no_credential_helper_or_askpass(partial: Path, traps: Traps, asks_for_password: str) -> None:
+    git(partial, "config", "remote.origin.url", asks_for_password)
+    git(partial, "config", "credential.helper", traps.program("credential-helper", passthrough=False))
+    git(partial, "config", f"credential.{asks_for_password}.helper", traps.program("credential-url-helper", passthrough=False))
+    git(partial, "config", "core.askPass", traps.program("askpass", passthrough=False))
+    armed(traps, git(partial, "show", "HEAD~1:a.txt", env={"GIT_TERMINAL_PROMPT": "0"}, check=False))
+    await lazy_fetch_tools(partial)
+    assert traps.fired() == []
+
+
+# ------------------------------------------------------------------ reads that leave the workspace
+
+
+async def test_core_worktree_pointing_elsewhere_is_refused(repo: Path, tmp_path: Path) -> None:
+    """A config that moves the work tree to another folder would show that folder's files."""
+    outside = tmp_path / "home-of-user"
+    outside.mkdir()
+    (outside / "id_secret").write_text("the user's private key\n")
+    git(repo, "--work-tree", str(outside), "add", "id_secret")
+    (outside / "id_secret").write_text("the user's private key, edited\n")
+    git(repo, "config", "core.worktree", str(outside))
+    assert "private key, edited" in git(repo, "diff").stdout  # the trap: plain git reads outside
+    ctx = ctx_for(repo)
+    for call in (lambda: git_status(ctx), lambda: git_diff(ctx), lambda: git_blame(ctx, "id_secret")):
+        with pytest.raises(ToolFailed, match="core.worktree"):
+            await call()
+    assert "private key" not in staged_diff_or_error(repo)
+    assert git_summary(repo, timeout=20) == ""
+
+
+def staged_diff_or_error(root: Path) -> str:
+    try:
+        return staged_diff(root)
+    except ToolFailed as exc:
+        return exc.message
+
+
+async def test_a_submodule_work_tree_set_by_core_worktree_still_works(repo: Path, tmp_path: Path) -> None:
+    """Submodules keep core.worktree in .git/modules/…/config pointing back at themselves."""
+    sub = tmp_path / "sub2"
+    sub.mkdir()
+    git(sub, "init", "-q", "-b", "main")
+    (sub / "y.txt").write_text("yankee\n")
+    git(sub, "add", "-A")
+    git(sub, "commit", "-q", "-m", "sub")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "sm2")
+    assert git(repo / "sm2", "config", "core.worktree").stdout.strip()
+    (repo / "sm2" / "y.txt").write_text("yankee\nzulu\n")
+    assert "+zulu" in await git_diff(ctx_for(repo / "sm2"))
+
+
+def test_every_configured_program_key_gets_a_neutral_value() -> None:
+    assert neutral_value("filter.Any Name.clean") == ""
+    assert neutral_value("filter.x.process") == ""
+    assert neutral_value("filter.x.required") == "false"
+    assert neutral_value("pager.log") == "false"
+    assert neutral_value("credential.https://h.example.helper") == ""
+    assert neutral_value("gpg.ssh.program") == "/dev/null"
+    assert neutral_value("protocol.ext.allow") == "never"
+    assert neutral_value("user.name") is None and neutral_value("diff.x.xfuncname") is None
