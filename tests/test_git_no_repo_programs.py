@@ -419,3 +419,36 @@ def test_every_configured_program_key_gets_a_neutral_value() -> None:
     assert neutral_value("gpg.ssh.program") == "/dev/null"
     assert neutral_value("protocol.ext.allow") == "never"
     assert neutral_value("user.name") is None and neutral_value("diff.x.xfuncname") is None
+
+
+# ------------------------------------------------------------------ the real binary
+
+
+def test_headless_run_with_every_git_tool_runs_no_repository_program(repo: Path, traps: Traps) -> None:
+    """``ketch -p`` (no --yolo) in a hostile clone: the per-step git summary and all five
+    tools run, and none of the programs the repository's config names does."""
+    from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
+    from kettle import adhoc, run_ketch
+
+    (repo / ".gitattributes").write_text("*.txt filter=trap diff=trap\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-q", "-m", "attrs")
+    for key, name in [("filter.trap.clean", "clean"), ("filter.trap.process", "process"),
+                      ("diff.trap.textconv", "textconv"), ("diff.trap.command", "diff-driver"),
+                      ("diff.external", "diff-external"), ("core.fsmonitor", "fsmonitor"),
+                      ("core.pager", "pager"), ("gpg.program", "gpg")]:
+        git(repo, "config", key, traps.program(name))
+    git(repo, "config", "log.showSignature", "true")
+    touch_same_size(repo / "a.txt")
+    armed(traps, git(repo, "status", check=False), git(repo, "diff", check=False), git(repo, "blame", "a.txt", check=False))
+    touch_same_size(repo / "a.txt")
+    calls = [ToolCall("git_status", {}), ToolCall("git_diff", {}), ToolCall("git_diff", {"ref": "HEAD~2"}),
+             ToolCall("git_log", {}), ToolCall("git_show", {"ref": "HEAD~1"}), ToolCall("git_blame", {"path": "a.txt"})]
+    with FakeProvider([Turn(tool_calls=calls), Turn(text="Looked.")]) as fake:
+        run = run_ketch(["-p", "look at the repository", *adhoc(fake, "openai-chat")], repo, subprocess_=True)
+    assert run.code == 0, run.stderr
+    assert run.stdout.strip() == "Looked."
+    assert traps.fired() == []
+    results = dict(tool_results(fake.model_requests[1]))
+    assert len(results) == 6 and all("failed" not in text for text in results.values()), results
+    assert any("+again" in text for text in results.values())  # git_diff HEAD~2 really ran
