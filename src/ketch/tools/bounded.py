@@ -40,6 +40,39 @@ def _strip_eol(raw: bytes) -> bytes:
     return raw[:-1] if raw.endswith(b"\r") else raw
 
 
+def _through_newline(handle: BinaryIO, pos: int, end: int, budget: int) -> tuple[int, bytes, bool]:
+    """Read on from ``pos`` to just past the next newline, at most ``budget`` bytes (and never
+    past ``end``), in large chunks. Returns (new position, bytes read without the newline, found)."""
+    taken: list[bytes] = []
+    while budget > 0 and pos < end:
+        chunk = handle.read(min(SKIP_CHUNK, end - pos, budget))
+        if not chunk:
+            break
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            handle.seek(pos + newline + 1)
+            taken.append(chunk[:newline])
+            return pos + newline + 1, b"".join(taken), True
+        pos += len(chunk)
+        budget -= len(chunk)
+        taken.append(chunk)
+    return pos, b"".join(taken), False
+
+
+def _skip_line(handle: BinaryIO, pos: int, end: int) -> int:
+    """Position just past the next newline (or ``end``), reading without keeping anything."""
+    while pos < end:
+        chunk = handle.read(min(SKIP_CHUNK, end - pos))
+        if not chunk:
+            return end
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            handle.seek(pos + newline + 1)
+            return pos + newline + 1
+        pos += len(chunk)
+    return pos
+
+
 def bounded_lines(handle: BinaryIO, end: int, max_bytes: int) -> Iterator[Line]:
     """The lines of ``handle`` from its position up to byte ``end``, each cut at ``max_bytes``."""
     pos = handle.tell()
@@ -51,27 +84,11 @@ def bounded_lines(handle: BinaryIO, end: int, max_bytes: int) -> Iterator[Line]:
         if raw.endswith(b"\n") or len(raw) <= max_bytes:
             yield Line(_strip_eol(raw))
             continue
-        rest, ended = utf8_chars(raw[max_bytes:]), False
-        counted = len(raw) - max_bytes
-        while counted < COUNT_REST_BYTES and pos < end:
-            chunk = handle.readline(min(SKIP_CHUNK, end - pos, COUNT_REST_BYTES - counted + 1))
-            if not chunk:
-                break
-            pos += len(chunk)
-            counted += len(chunk)
-            if chunk.endswith(b"\n"):
-                rest += utf8_chars(_strip_eol(chunk))
-                ended = True
-                break
-            rest += utf8_chars(chunk)
-        known = ended or pos >= end
-        yield Line(raw[:max_bytes], rest, known)
-        while not ended and pos < end:  # reached only when the caller wants the next line
-            chunk = handle.readline(min(SKIP_CHUNK, end - pos))
-            if not chunk:
-                return
-            pos += len(chunk)
-            ended = chunk.endswith(b"\n")
+        pos, counted, ended = _through_newline(handle, pos, end, COUNT_REST_BYTES)
+        rest = utf8_chars(raw[max_bytes:]) + utf8_chars(_strip_eol(counted + b"\n") if ended else counted)
+        yield Line(raw[:max_bytes], rest, ended or pos >= end)
+        if not ended:  # reached only when the caller wants the next line
+            pos = _skip_line(handle, pos, end)
 
 
 def cut_note(chars: int, line: Line) -> str:
