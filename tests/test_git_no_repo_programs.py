@@ -452,3 +452,30 @@ def test_headless_run_with_every_git_tool_runs_no_repository_program(repo: Path,
     results = dict(tool_results(fake.model_requests[1]))
     assert len(results) == 6 and all("failed" not in text for text in results.values()), results
     assert any("+again" in text for text in results.values())  # git_diff HEAD~2 really ran
+
+
+async def test_the_commit_message_helper_runs_no_repository_program(repo: Path, traps: Traps) -> None:
+    """``/commit``'s helper reads the staged diff of a hostile repository: the provider gets
+    the real diff (no textconv output), and no program the config names runs."""
+    from fakeprovider import FakeProvider, Turn, user_texts
+
+    from ketch.core.commit import propose_for_repo
+    from ketch.core.config import load_config, resolve_connection
+    from ketch.providers.models import build_model
+
+    (repo / ".gitattributes").write_text("*.txt filter=trap diff=trap\n")
+    for key, name in [("filter.trap.clean", "clean"), ("diff.trap.textconv", "textconv"),
+                      ("diff.trap.command", "diff-driver"), ("diff.external", "diff-external"),
+                      ("core.fsmonitor", "fsmonitor")]:
+        git(repo, "config", key, traps.program(name))
+    (repo / "b.txt").write_text("bravo\nstaged line\n")
+    git(repo, "add", "b.txt", ".gitattributes")
+    armed(traps)  # git add ran the clean filter: the trap is live
+    touch_same_size(repo / "a.txt")
+    with FakeProvider([Turn(text="Add a staged line")]) as fake:
+        conn = resolve_connection(load_config(repo, {}), "fake-model", base_url=fake.base_url, wire="openai-chat")
+        message = await propose_for_repo(build_model(conn), repo)
+    assert message == "Add a staged line\n"
+    assert traps.fired() == []
+    [request] = fake.model_requests
+    assert any("+staged line" in text and "b/b.txt" in text for text in user_texts(request))
