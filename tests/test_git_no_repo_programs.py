@@ -413,6 +413,7 @@ async def test_a_submodule_work_tree_set_by_core_worktree_still_works(repo: Path
 def test_every_configured_program_key_gets_a_neutral_value() -> None:
     assert neutral_value("filter.Any Name.clean") == ""
     assert neutral_value("filter.x.process") == ""
+    assert neutral_value("filter.a.b.clean") == ""  # a filter name holding a dot
     assert neutral_value("filter.x.required") == "false"
     assert neutral_value("pager.log") == "false"
     assert neutral_value("credential.https://h.example.helper") == ""
@@ -479,3 +480,31 @@ async def test_the_commit_message_helper_runs_no_repository_program(repo: Path, 
     assert traps.fired() == []
     [request] = fake.model_requests
     assert any("+staged line" in text and "b/b.txt" in text for text in user_texts(request))
+
+
+async def test_an_embedded_bare_repository_as_the_workspace_is_refused(repo: Path, tmp_path: Path, traps: Traps) -> None:
+    """A folder laid out as a bare repository (HEAD, objects/, refs/, a plain ``config`` file
+    anyone can commit) is a repository to git; its config names a gpg program here."""
+    bare = tmp_path / "vendored"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True, capture_output=True)
+    body = git(bare, "cat-file", "commit", "HEAD").stdout
+    head, _, message = body.partition("\n\n")
+    signed = f"{head}\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n AAAA\n -----END PGP SIGNATURE-----\n\n{message}"
+    made = subprocess.run(["git", "-C", str(bare), "hash-object", "-t", "commit", "-w", "--stdin"], input=signed,
+                          capture_output=True, text=True, check=True).stdout.strip()
+    git(bare, "update-ref", "refs/heads/main", made)
+    with open(bare / "config", "a") as config:
+        config.write(f"[log]\n\tshowSignature = true\n[gpg]\n\tprogram = {traps.program('bare-gpg')}\n")
+    armed(traps, git(bare, "log", check=False))
+    ctx = ctx_for(bare)
+    for call in (lambda: git_log(ctx), lambda: git_show(ctx)):
+        with pytest.raises(ToolFailed):
+            await call()
+    assert traps.fired() == []
+
+
+async def test_an_unreadable_config_stops_the_read_with_git_s_reason(repo: Path) -> None:
+    with open(repo / ".git" / "config", "a") as config:
+        config.write("[broken\n")
+    with pytest.raises(ToolFailed, match="git status failed: the repository's git config could not be read"):
+        await git_status(ctx_for(repo))

@@ -213,8 +213,10 @@ def _repo_overrides(root: str, env: dict[str, str], timeout_s: float) -> list[tu
     """Overrides for every configured key that names a program; checks ``core.worktree``."""
     listed = _run(["git", "-C", root, "config", "--list", "--null", "--name-only", "--includes"],
                   env, timeout_s, 4 * 1024 * 1024)
-    if listed.returncode != 0:
-        return []  # the command itself will report what is wrong with the config
+    if listed.returncode != 0:  # unreadable config: do not run git on a config not listed
+        lines = listed.stderr.decode("utf-8", "replace").strip().splitlines()
+        reason = lines[0].removeprefix("fatal: ").removeprefix("error: ") if lines else "its config cannot be read"
+        raise GitLaunchError(f"the repository's git config could not be read ({reason})")
     keys = [k for k in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if k]
     overrides: list[tuple[str, str]] = []
     for key in dict.fromkeys(keys):
