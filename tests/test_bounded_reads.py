@@ -6,6 +6,7 @@ peak resident memory from the kernel (``ru_maxrss``), for itself and for the rg 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -56,9 +57,9 @@ print(json.dumps({
 """
 
 
-def measure(root: Path, tool: str, **args: object) -> dict:
+def measure(root: Path, tool: str, timeout: float = 120, **args: object) -> dict:
     done = subprocess.run([sys.executable, "-c", CHILD, str(root), tool, json.dumps(args)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -150,32 +151,42 @@ class Ctx:
 
 
 async def test_a_file_growing_while_read_cannot_keep_the_read_going(tmp_path: Path) -> None:
-    """A writer appends 2 GB of short lines faster than lines can be parsed; the read stops at
-    the size the file had when it was opened instead of chasing the writer."""
+    """A writer appends short lines ten times faster than they can be parsed, for ten seconds;
+    the read stops at the size the file had when it was opened instead of chasing the writer.
+    (Should it chase, the test fails after 10 s and empties the file so the read ends.)"""
     target = tmp_path / "growing.log"
     seed = b"seed line\n" * 1000
     target.write_bytes(seed)
     writer = subprocess.Popen([sys.executable, "-c", (
-        "import sys\n"
+        "import sys, time\n"
         "with open(sys.argv[1], 'ab', buffering=0) as f:\n"
-        "    block = b'appended line of forty bytes ........\\n' * 26000\n"
-        "    for _ in range(2000): f.write(block)\n"
+        "    block = b'appended\\n' * 100_000\n"
+        "    for _ in range(1000):\n"
+        "        f.write(block)\n"
+        "        time.sleep(0.01)\n"
     ), str(target)])
+    ctx = Ctx(ToolDeps(workspace=Workspace(tmp_path)))
     try:
         while target.stat().st_size <= len(seed):
             time.sleep(0.001)
         started = time.monotonic()
-        with pytest.raises(Exception, match=r"offset 1000000000 is past the end of growing.log, which has (\d+) lines") as caught:
-            await read_file(Ctx(ToolDeps(workspace=Workspace(tmp_path))), "growing.log", offset=1_000_000_000, limit=1)
+        reading = asyncio.ensure_future(asyncio.to_thread(
+            asyncio.run, read_file(ctx, "growing.log", offset=1_000_000_000, limit=1)))
+        done, _ = await asyncio.wait([reading], timeout=10)
         elapsed = time.monotonic() - started
         still_writing = writer.poll() is None
     finally:
         writer.kill()
         writer.wait()
+    if not done:
+        target.write_bytes(b"")  # end the chase, then fail
+        await asyncio.wait([reading])
+        pytest.fail("the read was still going after 10 s: it chased the growing file")
+    with pytest.raises(Exception, match=r"offset 1000000000 is past the end of growing.log, which has (\d+) lines") as caught:
+        reading.result()
     counted = int(str(caught.value).rsplit("has ", 1)[1].split()[0])
-    final_lines = target.read_bytes().count(b"\n")
     assert still_writing, "the writer finished before the read: the test proves nothing"
-    assert counted < final_lines
+    assert counted < target.read_bytes().count(b"\n")
     assert elapsed < 5
 
 
@@ -188,3 +199,10 @@ async def test_glob_stops_counting_at_its_limit(tmp_path: Path, monkeypatch: pyt
     out = await glob(Ctx(ToolDeps(workspace=Workspace(tmp_path))), "*.py")
     lines = out.splitlines()
     assert len(lines) == 1001 and lines[-1] == "(200+ more files not shown; narrow the pattern)"
+
+
+async def test_a_file_that_reports_size_zero_is_read_up_to_the_cap(tmp_path: Path) -> None:
+    """procfs files say they are empty; the read still shows them, and stops at the cap."""
+    proc = Path(f"/proc/{__import__('os').getpid()}")
+    out = await read_file(Ctx(ToolDeps(workspace=Workspace(proc))), "status")
+    assert "\tName:\t" in out and "\tPid:\t" in out

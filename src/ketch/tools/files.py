@@ -283,7 +283,8 @@ def _numbered_lines(binary: BinaryIO, shown: str, offset: int, limit: int | None
     number = 0
     stopped_at: int | None = None
     more_note = "(more lines follow; continue with offset={})"
-    for number, line in enumerate(bounded_lines(binary, size, MAX_LINE_CHARS * 4), start=1):
+    end = size or cap  # a file that says it is empty (procfs, some FUSE) is read up to the cap
+    for number, line in enumerate(bounded_lines(binary, end, MAX_LINE_CHARS * 4), start=1):
         if number < offset:
             continue
         text = line.data.decode("utf-8", "replace")
@@ -299,7 +300,7 @@ def _numbered_lines(binary: BinaryIO, shown: str, offset: int, limit: int | None
             if not line.rest_known:  # do not scan the rest of a huge line only to find the next one
                 more_note = "(line {} was cut; any further lines start after it)"
                 stopped_at = number + 1
-            elif binary.tell() < size:
+            elif binary.tell() < end:
                 stopped_at = number + 1
             break
     if number == 0:
