@@ -7,113 +7,21 @@ then runs the tool and asserts the marker never appears.
 
 from __future__ import annotations
 
-import http.server
 import os
 import pty
 import subprocess
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from gittraps import Traps, armed, ctx_for, git, repo_fixture, run_every_tool, touch_same_size, traps_fixture
 from pydantic_ai.exceptions import ToolFailed
 
 from ketch.core.prompt import git_summary
-from ketch.tools.base import ToolDeps, ToolSettings
 from ketch.tools.git import git_blame, git_diff, git_log, git_show, git_status, staged_diff
 from ketch.tools.gitsafe import git_command, neutral_value
-from ketch.tools.workspace import Workspace
 
-
-@dataclass
-class Ctx:
-    deps: ToolDeps
-    tool_call_id: str = "call-1"
-
-
-def git(root: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", str(root), *args], check=check, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, timeout=15)
-
-
-class Traps:
-    """Programs that leave a marker named after them in ``markers/`` and pass data through."""
-
-    def __init__(self, base: Path) -> None:
-        self.bin = base / "bin"
-        self.markers = base / "markers"
-        self.bin.mkdir()
-        self.markers.mkdir()
-
-    def program(self, name: str, *, passthrough: bool = True) -> str:
-        """A program leaving ``markers/<name>``; it copies stdin (or its one file argument) to
-        stdout when ``passthrough``, else it exits 1 at once (for transports and prompts)."""
-        path = self.bin / name
-        rest = 'if [ "$#" -eq 1 ] && [ -f "$1" ]; then cat "$1"; else cat; fi\n' if passthrough else "exit 1\n"
-        path.write_text(f'#!/bin/sh\necho "$*" >> {self.markers / name}\n{rest}')
-        path.chmod(0o755)
-        return str(path)
-
-    def fired(self) -> list[str]:
-        return sorted(p.name for p in self.markers.iterdir())
-
-    def clear(self) -> None:
-        for path in self.markers.iterdir():
-            path.unlink()
-
-
-@pytest.fixture
-def traps(tmp_path: Path) -> Traps:
-    return Traps(tmp_path)
-
-
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for key, value in {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com",
-                       "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com"}.items():
-        monkeypatch.setenv(key, value)
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    (root / "a.txt").write_text("alpha\n")
-    (root / "b.txt").write_text("bravo\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "first")
-    (root / "a.txt").write_text("alpha\nagain\n")
-    git(root, "commit", "-q", "-am", "second")
-    return root
-
-
-def ctx_for(root: Path) -> Ctx:
-    return Ctx(ToolDeps(workspace=Workspace(root), settings=ToolSettings(shell_timeout_s=20)))
-
-
-def touch_same_size(path: Path) -> None:
-    """Change a file without changing its size, so git must hash it (run the clean filter)."""
-    text = path.read_text()
-    path.write_text(text[:-2] + ("X" if text[-2] != "X" else "Y") + "\n")
-    os.utime(path, (1_600_000_000, 1_600_000_000))
-
-
-async def run_every_tool(root: Path) -> None:
-    ctx = ctx_for(root)
-    for call in (lambda: git_status(ctx), lambda: git_diff(ctx), lambda: git_diff(ctx, staged=True),
-                 lambda: git_diff(ctx, ref="HEAD~1"), lambda: git_log(ctx), lambda: git_show(ctx),
-                 lambda: git_show(ctx, "HEAD:a.txt"), lambda: git_blame(ctx, "a.txt")):
-        try:
-            await call()
-        except ToolFailed:
-            pass  # a refused read is fine; a program running is not
-    staged_diff(root)
-    git_summary(root, timeout=20)
-
-
-def armed(traps: Traps, *plain: subprocess.CompletedProcess[str]) -> None:
-    """The plain-git control left a marker: the trap is real. Clear it for the tool run."""
-    assert traps.fired(), f"the trap did not fire under plain git: {[p.stderr for p in plain]}"
-    traps.clear()
+traps = pytest.fixture(traps_fixture, name="traps")
+repo = pytest.fixture(repo_fixture, name="repo")
 
 
 # ------------------------------------------------------------------ worktree-reading traps
@@ -272,101 +180,6 @@ def test_editors_resolve_to_nothing(repo: Path, traps: Traps, monkeypatch: pytes
     assert subprocess.run(argv, env=env, capture_output=True, text=True).stdout.strip() in ("", ":")
     argv, env = git_command(repo, ["var", "GIT_SEQUENCE_EDITOR"])
     assert subprocess.run(argv, env=env, capture_output=True, text=True).stdout.strip() in ("", ":")
-
-
-# ------------------------------------------------------------------ lazy fetch in a partial clone
-
-
-@pytest.fixture
-def partial(repo: Path, tmp_path: Path) -> Path:
-    """A blobless clone of ``repo``: showing an old file makes git fetch it from the remote."""
-    git(repo, "config", "uploadpack.allowFilter", "true")
-    git(repo, "config", "uploadpack.allowAnySHA1InWant", "true")
-    clone = tmp_path / "partial"
-    subprocess.run(["git", "clone", "-q", "--filter=blob:none", "--no-checkout", f"file://{repo}", str(clone)],
-                   check=True, capture_output=True)
-    return clone
-
-
-async def lazy_fetch_tools(clone: Path) -> list[str]:
-    ctx = ctx_for(clone)
-    errors = []
-    for call in (lambda: git_show(ctx, "HEAD~1:a.txt"), lambda: git_show(ctx, "HEAD~1"),
-                 lambda: git_log(ctx), lambda: git_blame(ctx, "a.txt", ref="HEAD~1")):
-        try:
-            await call()
-        except ToolFailed as exc:
-            errors.append(exc.message)
-    return errors
-
-
-async def test_lazy_fetch_runs_no_upload_pack(partial: Path, traps: Traps) -> None:
-    git(partial, "config", "remote.origin.uploadpack", f"{traps.program('upload-pack', passthrough=False)} >/dev/null; git-upload-pack")
-    armed(traps, git(partial, "show", "HEAD~1:a.txt", check=False))
-    errors = await lazy_fetch_tools(partial)
-    assert traps.fired() == []
-    assert any("not allowed" in e or "could not fetch" in e for e in errors), errors
-
-
-async def test_lazy_fetch_runs_no_ssh_command(partial: Path, traps: Traps) -> None:
-    git(partial, "config", "remote.origin.url", "ssh://git.example.invalid/repo.git")
-    git(partial, "config", "core.sshCommand", traps.program("ssh-command", passthrough=False))
-    armed(traps, git(partial, "show", "HEAD~1:a.txt", check=False))
-    await lazy_fetch_tools(partial)
-    assert traps.fired() == []
-
-
-async def test_lazy_fetch_runs_no_ext_transport_or_remote_helper(partial: Path, traps: Traps) -> None:
-    git(partial, "config", "remote.origin.url", f"ext::sh -c {traps.program('ext', passthrough=False)}% >&2")
-    git(partial, "config", "protocol.ext.allow", "always")
-    git(partial, "config", "protocol.allow", "always")
-    armed(traps, git(partial, "show", "HEAD~1:a.txt", check=False))
-    await lazy_fetch_tools(partial)
-    assert traps.fired() == []
-    helper = traps.bin / "git-remote-trap"
-    helper.write_text(f"#!/bin/sh\necho helper >> {traps.markers / 'remote-helper'}\n")
-    helper.chmod(0o755)
-    git(partial, "config", "remote.origin.url", "trap::anything")
-    os.environ["PATH"] = f"{traps.bin}{os.pathsep}{os.environ['PATH']}"
-    try:
-        armed(traps, git(partial, "show", "HEAD~1:a.txt", check=False))
-        await lazy_fetch_tools(partial)
-    finally:
-        os.environ["PATH"] = os.environ["PATH"].split(os.pathsep, 1)[1]
-    assert traps.fired() == []
-
-
-class _AskForPassword(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
-        self.send_response(401)
-        self.send_header("WWW-Authenticate", 'Basic realm="trap"')
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def asks_for_password() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AskForPassword)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/repo.git"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-async def test_lazy_fetch_runs_no_credential_helper_or_askpass(partial: Path, traps: Traps, asks_for_password: str) -> None:
-    git(partial, "config", "remote.origin.url", asks_for_password)
-    git(partial, "config", "credential.helper", traps.program("credential-helper", passthrough=False))
-    git(partial, "config", f"credential.{asks_for_password}.helper", traps.program("credential-url-helper", passthrough=False))
-    git(partial, "config", "core.askPass", traps.program("askpass", passthrough=False))
-    armed(traps, git(partial, "show", "HEAD~1:a.txt", env={"GIT_TERMINAL_PROMPT": "0"}, check=False))
-    await lazy_fetch_tools(partial)
-    assert traps.fired() == []
 
 
 # ------------------------------------------------------------------ reads that leave the workspace
