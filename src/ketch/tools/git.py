@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
+from ketch.sandbox.runtime import launch_argv
 from ketch.tools.workspace import Workspace
 from ketch.tools.base import ToolDeps, ToolSpec
 from ketch.tools.gitsafe import DIFF_FLAGS, SUBMODULE_FLAGS, GitLaunchError, GitResult, run_git, stop
@@ -81,12 +82,18 @@ def jailed_pathspec(workspace: Workspace, path: str) -> str:
 
 async def _run_git(ctx: RunContext[ToolDeps], command: str, *args: str) -> str:
     """Run one read-only git command at the workspace root; capped output or GitError."""
+    root = ctx.deps.workspace.root
+    sandbox = getattr(ctx.deps.settings, "sandbox", None)
+
+    def wrap(argv: list[str]) -> list[str]:
+        return launch_argv(sandbox, argv, root, read_only=True)
+
     cap = ctx.deps.settings.shell_output_cap
     started: list[subprocess.Popen[bytes]] = []
     job = asyncio.ensure_future(asyncio.to_thread(
         _checked, command, lambda: run_git(
-            ctx.deps.workspace.root, args, timeout_s=ctx.deps.settings.shell_timeout_s,
-            max_bytes=cap * 4 + 4096, on_start=started.append)))
+            root, args, timeout_s=ctx.deps.settings.shell_timeout_s,
+            max_bytes=cap * 4 + 4096, on_start=started.append, wrap=wrap if sandbox is not None else None)))
     try:
         result = await asyncio.shield(job)
     except asyncio.CancelledError:

@@ -261,9 +261,16 @@ def git_command(root: Path | str, args: Sequence[str], *, timeout_s: float = 10.
 
 
 def run_git(root: Path | str, args: Sequence[str], *, timeout_s: float, max_bytes: int = 64 * 1024 * 1024,
-            on_start: Callable[[subprocess.Popen[bytes]], None] | None = None) -> GitResult:
-    """Run hardened ``git <args>`` at ``root``: stdout capped at ``max_bytes``, killed at ``timeout_s``."""
+            on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
+            wrap: Callable[[list[str]], list[str]] | None = None) -> GitResult:
+    """Run hardened ``git <args>`` at ``root``: stdout capped at ``max_bytes``, killed at ``timeout_s``.
+
+    ``wrap`` turns the command's argv into the one to execute (the OS sandbox); the config
+    listing before it runs no program and is not wrapped.
+    """
     started = time.monotonic()
     argv, env = git_command(root, args, timeout_s=timeout_s)
+    if wrap is not None:
+        argv = wrap(argv)
     left = max(0.1, timeout_s - (time.monotonic() - started))
     return _run(argv, env, left, max_bytes, on_start)
