@@ -11,7 +11,8 @@ from ketch.core import events as ev
 
 KINDS = {"read": "read", "write": "edit", "shell": "execute", "network": "fetch", "meta": "think", "mcp": "other"}
 
-def _title(name: str, args: dict[str, Any]) -> str:
+
+def tool_title(name: str, args: dict[str, Any]) -> str:
     key = {"shell": "command", "read_file": "path", "write_file": "path", "edit_file": "path", "grep": "pattern",
            "glob": "pattern", "list_dir": "path", "web_fetch": "url"}.get(name)
     value = args.get(key) if key else None
@@ -33,7 +34,7 @@ async def forward(conn: Any, session: Any, event: Any, ask: Callable[[Any, Any],
         path = event.args.get("path")
         locations = [ToolCallLocation(path=str(session.workspace.root / path))] if isinstance(path, str) else None
         await send(session_id=sid, update=acp.start_tool_call(
-            event.call_id, _title(event.name, event.args), kind=KINDS.get(session.kinds.get(event.name, ""), "other"),
+            event.call_id, tool_title(event.name, event.args), kind=KINDS.get(session.kinds.get(event.name, ""), "other"),
             status="pending", locations=locations, raw_input=event.args))
     elif isinstance(event, ev.ToolOutputChunk):
         await send(session_id=sid, update=acp.update_tool_call(event.call_id, status="in_progress"))

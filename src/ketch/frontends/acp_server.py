@@ -22,7 +22,7 @@ from typing import Any
 
 from ketch import __version__
 from ketch.core import events as ev
-from ketch.frontends.acp_events import _title, forward
+from ketch.frontends.acp_events import tool_title, forward
 
 STOP = {"done": "end_turn", "cancelled": "cancelled", "interrupted": "cancelled", "step_limit": "max_turn_requests",
         "max_tokens": "max_tokens", "error": "end_turn"}
@@ -222,7 +222,7 @@ class KetchAgent:
                 PermissionOption(option_id=ALLOW_ALWAYS, name=f"Allow {event.name} for this session", kind="allow_always"),
                 PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
             ]
-            call = ToolCallUpdate(tool_call_id=event.call_id, title=_title(event.name, event.args), status="pending",
+            call = ToolCallUpdate(tool_call_id=event.call_id, title=tool_title(event.name, event.args), status="pending",
                                   raw_input=event.args)
         try:
             response = await self.conn.request_permission(session_id=session.session_id, tool_call=call, options=options)
