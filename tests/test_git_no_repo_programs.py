@@ -7,11 +7,14 @@ then runs the tool and asserts the marker never appears.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pty
 import subprocess
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from gittraps import Traps, armed, ctx_for, git, repo_fixture, run_every_tool, touch_same_size, traps_fixture
 from pydantic_ai.exceptions import ToolFailed
@@ -321,3 +324,43 @@ async def test_an_unreadable_config_stops_the_read_with_git_s_reason(repo: Path)
         config.write("[broken\n")
     with pytest.raises(ToolFailed, match="git status failed: the repository's git config could not be read"):
         await git_status(ctx_for(repo))
+
+
+def _gits_in(root: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        if proc.info["name"] == "git" and str(root) in " ".join(proc.info["cmdline"] or []):
+            found.append(proc)
+    return found
+
+
+@pytest.fixture
+def hanging(repo: Path) -> Path:
+    """A repository whose object store makes git block forever (alternates is a FIFO)."""
+    alternates = repo / ".git" / "objects" / "info" / "alternates"
+    alternates.unlink(missing_ok=True)
+    os.mkfifo(alternates)
+    return repo
+
+
+async def test_a_git_read_that_hangs_is_killed_at_its_timeout(hanging: Path) -> None:
+    ctx = ctx_for(hanging)
+    ctx.deps.settings.shell_timeout_s = 1.0
+    with pytest.raises(ToolFailed, match=r"git log failed: did not finish in 1 s"):
+        await git_log(ctx)
+    assert _gits_in(hanging) == []
+
+
+async def test_a_cancelled_git_read_leaves_no_git_running(hanging: Path) -> None:
+    task = asyncio.create_task(git_log(ctx_for(hanging)))
+    deadline = time.monotonic() + 10
+    while not _gits_in(hanging) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert _gits_in(hanging), "git never started"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    deadline = time.monotonic() + 2
+    while _gits_in(hanging) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert _gits_in(hanging) == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -90,14 +91,22 @@ async def _run_git(ctx: RunContext[ToolDeps], command: str, *args: str) -> str:
 
     cap = ctx.deps.settings.shell_output_cap
     started: list[subprocess.Popen[bytes]] = []
+    cancelled = threading.Event()
+
+    def on_start(process: subprocess.Popen[bytes]) -> None:
+        started.append(process)
+        if cancelled.is_set():  # the call was cancelled while this thread was between launches
+            stop(process)
+
     job = asyncio.ensure_future(asyncio.to_thread(
         _checked, command, lambda: run_git(
             root, args, timeout_s=ctx.deps.settings.shell_timeout_s,
-            max_bytes=cap * 4 + 4096, on_start=started.append, wrap=wrap if sandbox is not None else None)))
+            max_bytes=cap * 4 + 4096, on_start=on_start, wrap=wrap if sandbox is not None else None)))
     try:
         result = await asyncio.shield(job)
     except asyncio.CancelledError:
-        for process in started:
+        cancelled.set()
+        for process in list(started):
             stop(process)
         raise
     text = result.stdout.decode("utf-8", "replace")

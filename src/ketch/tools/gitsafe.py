@@ -209,10 +209,11 @@ def _run(argv: Sequence[str], env: dict[str, str], timeout_s: float, max_bytes: 
         raise
 
 
-def _repo_overrides(root: str, env: dict[str, str], timeout_s: float) -> list[tuple[str, str]]:
+def _repo_overrides(root: str, env: dict[str, str], timeout_s: float,
+                    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None) -> list[tuple[str, str]]:
     """Overrides for every configured key that names a program; checks ``core.worktree``."""
     listed = _run(["git", "-C", root, "config", "--list", "--null", "--name-only", "--includes"],
-                  env, timeout_s, 4 * 1024 * 1024)
+                  env, timeout_s, 4 * 1024 * 1024, on_start)
     if listed.returncode != 0:  # unreadable config: do not run git on a config not listed
         lines = listed.stderr.decode("utf-8", "replace").strip().splitlines()
         reason = lines[0].removeprefix("fatal: ").removeprefix("error: ") if lines else "its config cannot be read"
@@ -252,11 +253,12 @@ def _check_worktree(root: str, env: dict[str, str], timeout_s: float) -> None:
         )
 
 
-def git_command(root: Path | str, args: Sequence[str], *, timeout_s: float = 10.0) -> tuple[list[str], dict[str, str]]:
+def git_command(root: Path | str, args: Sequence[str], *, timeout_s: float = 10.0,
+                on_start: Callable[[subprocess.Popen[bytes]], None] | None = None) -> tuple[list[str], dict[str, str]]:
     """The argv and environment of a hardened ``git <args>`` at ``root``."""
     root = str(root)
     env = with_overrides(base_env(), FIXED_OVERRIDES)
-    overrides = [*FIXED_OVERRIDES, *_repo_overrides(root, env, timeout_s)]
+    overrides = [*FIXED_OVERRIDES, *_repo_overrides(root, env, timeout_s, on_start)]
     return ["git", "-C", root, "--no-pager", *args], with_overrides(base_env(), overrides)
 
 
@@ -269,7 +271,7 @@ def run_git(root: Path | str, args: Sequence[str], *, timeout_s: float, max_byte
     listing before it runs no program and is not wrapped.
     """
     started = time.monotonic()
-    argv, env = git_command(root, args, timeout_s=timeout_s)
+    argv, env = git_command(root, args, timeout_s=timeout_s, on_start=on_start)
     if wrap is not None:
         argv = wrap(argv)
     left = max(0.1, timeout_s - (time.monotonic() - started))
