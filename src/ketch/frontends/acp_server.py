@@ -122,12 +122,51 @@ class KetchAgent:
             available_modes=[SessionMode(id=n, name=n, description=_mode_description(n)) for n in names],
         )
 
+    async def _config_options(self, session: Any) -> list[Any]:
+        """The model and the thinking level, as ACP session config options (the protocol's way to
+        pick a model); a model that is not among the choices (an ad-hoc one) is listed first."""
+        from acp.schema import SessionConfigOptionSelect, SessionConfigSelectOption
+
+        from ketch.frontends.slash_actions import SlashActions
+
+        actions = SlashActions(lambda: session, self.args, Path(session.workspace.root))
+        try:
+            models = await actions.choices("model")
+        except Exception:  # noqa: BLE001 - a model list that cannot be had leaves the current one
+            models = []
+        models = list(dict.fromkeys([session.model_ref, *models]))
+        levels = await actions.choices("think")
+        return [
+            SessionConfigOptionSelect(id="model", name="Model", category="model", type="select", current_value=session.model_ref,
+                                      options=[SessionConfigSelectOption(value=m, name=m) for m in models]),
+            SessionConfigOptionSelect(id="think", name="Thinking", category="thought_level", type="select",
+                                      current_value=session.config.think,
+                                      options=[SessionConfigSelectOption(value=v, name=v) for v in levels]),
+        ]
+
+    async def set_config_option(self, config_id: str, session_id: str, value: str | bool, **_: Any) -> Any:
+        from acp import RequestError
+        from acp.schema import SetSessionConfigOptionResponse
+
+        from ketch.frontends.slash_actions import SlashActions
+
+        session = self._session(session_id)
+        if config_id not in ("model", "think") or not isinstance(value, str):
+            raise RequestError.invalid_params({"message": f"ketch has no config option {config_id!r} taking {value!r}"})
+        actions = SlashActions(lambda: session, self.args, Path(session.workspace.root))
+        try:
+            await (actions.model(value) if config_id == "model" else actions.think(value))
+        except Exception as exc:  # noqa: BLE001 - an unknown model or level, a turn running
+            raise RequestError.invalid_params({"message": str(exc)}) from None
+        return SetSessionConfigOptionResponse(config_options=await self._config_options(session))
+
     async def new_session(self, cwd: str, mcp_servers: Any = None, additional_directories: list[str] | None = None, **_: Any) -> Any:
         from acp.schema import NewSessionResponse
 
         session = await self._build(cwd, additional_directories, mcp_servers, None)
         asyncio.get_running_loop().create_task(self._advertise(session))
-        return NewSessionResponse(session_id=session.session_id, modes=self._modes(session))
+        return NewSessionResponse(session_id=session.session_id, modes=self._modes(session),
+                                  config_options=await self._config_options(session))
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
                            additional_directories: list[str] | None = None, **_: Any) -> Any:
@@ -139,7 +178,7 @@ class KetchAgent:
         session = await self._build(cwd, additional_directories, mcp_servers, session_id)
         await self._replay(session)
         asyncio.get_running_loop().create_task(self._advertise(session))
-        return LoadSessionResponse(modes=self._modes(session))
+        return LoadSessionResponse(modes=self._modes(session), config_options=await self._config_options(session))
 
     async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> Any:
         from acp import RequestError
