@@ -145,24 +145,3 @@ def test_a_key_split_across_live_chunks_is_still_replaced() -> None:
     assert key not in shown and MARKER in shown
     assert shown.startswith("out: ") and "end\ntail " in shown
 
-
-def test_git_run_for_the_prompt_gets_no_keys(tmp_path: Path) -> None:
-    """The instructions' ``git status`` runs before any gate; whatever git itself starts from the
-    repository's config (here a ``core.fsmonitor`` program that dumps its environment) must not
-    find a key in its environment. (Whether that program may run at all is the git tools' part of
-    issue 16; this test only asserts on the environment it would see.)"""
-    import subprocess
-
-    dump = tmp_path / "fsmonitor-env.txt"
-    script = tmp_path / "fsmonitor.sh"
-    script.write_text(f"#!/bin/sh\nenv > {dump}\n")
-    script.chmod(0o755)
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "config", "core.fsmonitor", str(script)], check=True)
-    with FakeProvider([Turn(text="hello")]) as fake:
-        run = run_ketch(["-p", "hi", *adhoc(fake, WIRE), "--api-key-env", "PROVCRED"], tmp_path, env=_env(), subprocess_=True)
-    assert run.code == 0, run.stderr
-    if dump.exists():
-        seen = _dump(dump)
-        for name in (*SECRETS, "PROVCRED"):
-            assert name not in seen, f"{name} reached a program the repository named"
