@@ -32,13 +32,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ketch.state import store_schema as schema
 from ketch.state.prompt_history import PromptHistory
 from ketch.state.store_errors import StoreError, read_only, store_error, write_error
 from ketch.state.store_messages import MessageLog, deserialize_messages, serialize_messages
-from ketch.state.store_schema import DB_FILENAME, MIGRATIONS, SCHEMA_VERSION, SQLITE_HEADER, default_db_path, run_script
+from ketch.state.sql import run_script
+from ketch.state.store_schema import DB_FILENAME, MIGRATIONS, SCHEMA_VERSION, SQLITE_HEADER, default_db_path
 
 __all__ = [
     "DB_FILENAME",
@@ -352,12 +353,6 @@ class Store(MessageLog, PromptHistory):
         return new_id
 
     # ----- export
-
-    def export(self, session_id: str, fmt: Literal["md", "json"] = "md") -> str:
-        """The session as a Markdown transcript (``md``) or the full record (``json``)."""
-        from ketch.state.export import export_session
-
-        return export_session(self, session_id, fmt)
 
 
 _HAS_MESSAGES = "EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id)"

@@ -7,25 +7,11 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from ketch.state.sql import run_script
 from ketch.state.store_errors import StoreError
 
 DB_FILENAME = "ketch.db"
 SQLITE_HEADER = b"SQLite format 3\x00"
-
-
-def run_script(conn: sqlite3.Connection, script: str) -> None:
-    """Execute several statements inside the caller's transaction.
-
-    ``Connection.executescript`` would commit first, breaking the atomicity of a migration.
-    """
-    statement = ""
-    for line in script.splitlines(keepends=True):
-        statement += line
-        if sqlite3.complete_statement(statement):
-            conn.execute(statement)
-            statement = ""
-    if statement.strip():
-        conn.execute(statement)
 
 
 def _migrate_core(conn: sqlite3.Connection) -> None:
