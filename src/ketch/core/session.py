@@ -37,6 +37,7 @@ from ketch.core.encodable import encodable, encodable_newest_request
 from ketch.core.session_approval import ApprovalBridge
 from ketch.core.session_controls import SessionControls
 from ketch.core.session_persist import Persistence
+from ketch.state.history_writer import HistoryWriter
 from ketch.core.stream_translate import StreamTranslator, TurnState
 from ketch.providers.pricing import response_cost
 from ketch.websearch.wiring import NativeSearchTracker
@@ -92,9 +93,10 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls):
         self.messages: list[ModelMessage] = list(history or [])
         self.label = label
         self.compactor = compactor
-        self._persisted = len(self.messages)
+        self._writer = HistoryWriter(store, self.session_id, self.messages)
+        """Keeps the stored history equal to ``messages``, writing only what changed."""
         self.history_rewritten = False
-        """Set when the history was rewritten in place (compaction, id repair): store it whole."""
+        """Set by compaction when it rewrote the history in place (the writer finds the changed rows)."""
         self._step_events: list[Any] = []
         """Events of the step in progress, stored with its messages (for export)."""
         self.auto_title = False
@@ -201,6 +203,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls):
         if self.compactor is not None:
             request_context = await self.compactor.before_request(self, ctx, request_context)
         encodable_newest_request(ctx.messages, request_context.messages)
+        if self._turn is not None:
+            self._turn.record.live, self._turn.record.prompt_sent = ctx.messages, True
         self._persist(list(ctx.messages))
         return request_context
 
@@ -273,6 +277,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls):
         except asyncio.CancelledError:
             reason = "cancelled"
             self._cancel_pending()
+            self._keep_cancelled(prompt, turn)
         except UsageLimitExceeded:
             reason = "step_limit"
             self._emit(ev.Notice(level="warning", text=f"Stopped after {self.config.max_steps} model requests (the step limit)."))

@@ -15,6 +15,7 @@ from pydantic_ai.messages import ModelMessage
 from ketch.core.agents import AgentVariant
 from ketch.core.config import Connection
 from ketch.core.frontend import SessionStatus
+from ketch.state.history_writer import HistoryWriter
 
 
 class SessionControls:
@@ -46,7 +47,7 @@ class SessionControls:
         self._require_idle()
         self.session_id = session_id
         self.messages = list(history)
-        self._persisted = len(self.messages)
+        self._writer = HistoryWriter(self.store, session_id, self.messages)
         self._step_events = []
         self.cost_usd = 0.0
         self.input_tokens = self.output_tokens = self.last_request_tokens = 0

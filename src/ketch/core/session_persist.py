@@ -13,6 +13,8 @@ from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
 from ketch.core import events as ev
+from ketch.core.stream_translate import TurnState
+from ketch.core.turn_record import cancelled_history, interim_history, open_calls
 from ketch.tools.base import ToolDeps
 
 
@@ -20,21 +22,53 @@ class Persistence:
     """Storing the history of one session (needs the attributes ``Session`` sets)."""
 
     def _persist(self, messages: list[ModelMessage]) -> None:
-        """Commit every message not yet stored, with the step's events, as one transaction."""
+        """Make the stored history ``messages`` (writing only new and changed rows) with the
+        step's events, as one transaction. On a storage fault the events wait for the next write."""
         self.messages = messages
-        if self.store is None:
-            self._persisted = len(messages)
-            self.history_rewritten = False
-            return
         events, self._step_events = self._step_events, []
-        if self.history_rewritten or len(messages) < self._persisted:
-            self.store.replace_history(self.session_id, messages)
-            if events:
-                self.store.append_step(self.session_id, [], events)
-        elif len(messages) > self._persisted or events:
-            self.store.append_step(self.session_id, messages[self._persisted :], events)
-        self._persisted = len(messages)
+        try:
+            self._writer.commit(messages, events)
+        except BaseException:
+            self._step_events[:0] = events
+            raise
         self.history_rewritten = False
+
+    def _tool_started(self, ctx: RunContext[ToolDeps], call: Any) -> None:
+        """Just before a tool body runs: store the history with this call marked as started, so a
+        process killed while it runs leaves a result saying it ran and was cut off."""
+        turn = self._turn
+        if turn is None:
+            return
+        turn.record.live = ctx.messages
+        turn.record.started.add(call.tool_call_id)
+        self._persist_interim(turn)
+
+    def _tool_finished(self, turn: TurnState, part: Any) -> None:
+        """A tool finished: its real result replaces the note in the stored history."""
+        turn.record.results[part.tool_call_id] = part
+        self._persist_interim(turn)
+
+    def _persist_interim(self, turn: TurnState) -> None:
+        if self.store is None:
+            return
+        history = interim_history(turn.record)
+        if history is not None:
+            self._persist(history)
+
+    def _keep_cancelled(self, prompt: str | None, turn: TurnState) -> None:
+        """After a cancel: store the prompt, the partial answer marked as cancelled and every
+        finished step, as a history the next prompt can follow on every wire."""
+        history = cancelled_history(self.messages, turn.record, prompt)
+        closed = bool(open_calls(turn.record.live or self.messages))
+        try:
+            self._persist(history)
+            if closed and self.store is not None:
+                self.store.set_pending(self.session_id, None)
+        except Exception as exc:  # noqa: BLE001 - reported as the turn's error; the history stays in memory
+            from ketch.core.errors import describe_run_error
+
+            kind, message, retryable = describe_run_error(exc, self.connection)
+            self._emit(ev.Error(kind=kind, message=message, retryable=retryable))  # type: ignore[arg-type]
 
     def pending_calls(self) -> list[dict[str, Any]]:
         """Tool calls of the last response that have no result yet (an approval the user never gave)."""
