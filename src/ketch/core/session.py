@@ -95,6 +95,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls):
         self.compactor = compactor
         self._writer = HistoryWriter(store, self.session_id, self.messages)
         """Keeps the stored history equal to ``messages``, writing only what changed."""
+        self.claim: Callable[[str], None] | None = None
+        """Takes the write lock of a session before ``switch_to`` moves to it (set by the wiring)."""
         self.history_rewritten = False
         """Set by compaction when it rewrote the history in place (the writer finds the changed rows)."""
         self._step_events: list[Any] = []

@@ -45,6 +45,8 @@ class SessionControls:
     def switch_to(self, session_id: str, history: Sequence[ModelMessage]) -> None:
         """Continue as another stored session (``/clear``, ``/resume``, ``/fork``)."""
         self._require_idle()
+        if self.claim is not None:
+            self.claim(session_id)  # one writer per session: refuses one open in another ketch
         self.session_id = session_id
         self.messages = list(history)
         self._writer = HistoryWriter(self.store, session_id, self.messages)

@@ -186,7 +186,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     s = settle(args)
     store = open_store()
     warnings: list[str] = []
-    session_id, history = open_history(
+    session_id, history, locks = open_history(
         args, store, s.cwd, model_ref=s.conn.ref, agent=s.variant.name, interactive=interactive, warnings=warnings
     )
     search = session_search(
@@ -241,6 +241,8 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     if hub is not None:
         session.closers.append(hub.aclose)
     session.closers.append(store.close)
+    session.claim = locks.claim
+    session.closers.append(locks.release)
     session.auto_title = titles and s.config.titles and not history
     session.startup_notices.extend([*warnings, *deps.extras["skills"].warnings])
     return session

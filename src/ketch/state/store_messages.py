@@ -93,7 +93,7 @@ class MessageLog:
                     conn.execute("DELETE FROM messages WHERE session_id = ? AND seq >= ?", (session_id, length))
                 conn.executemany(
                     "INSERT INTO messages (session_id, seq, step, data) VALUES (?,?,?,?)"
-                    " ON CONFLICT (session_id, seq) DO UPDATE SET step = excluded.step, data = excluded.data",
+                    " ON CONFLICT (session_id, seq) DO UPDATE SET data = excluded.data",  # a row keeps the step that first wrote it
                     [(session_id, seq, step + 1, data) for seq, data in sorted(rows.items())],
                 )
                 if event_rows:
