@@ -183,9 +183,11 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls):
         return [d for d in tool_defs if d.name in allowed]
 
     # ------------------------------------------------------------------ events
-    def _emit(self, event: Any) -> None:
+    def _emit(self, event: Any, *, deliver: bool = True) -> Any:
+        """Stamp ``event`` with the turn, note it for the store, and (unless not ``deliver``)
+        hand it to the front end; returns the stamped event."""
         if self._queue is None:
-            return
+            return event
         if not isinstance(event, _NOT_STORED):  # (streamed fragments are valid text, and many)
             event = encodable(event)  # a file name that is not UTF-8 in a tool summary, say
         if self._turn is not None and not event.turn_id:
@@ -194,7 +196,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls):
             self._turn.delivered = True
         if self.store is not None and not isinstance(event, _NOT_STORED):
             self._step_events.append(event)
-        self._queue.put_nowait(event)
+        if deliver:
+            self._queue.put_nowait(event)
+        return event
 
     def _next_id(self, prefix: str) -> str:
         return f"{prefix}-{self.session_id}-{next(self._ids)}"
@@ -291,9 +295,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls):
             if self.hooks is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.hooks.turn_stopped(reason))
-            self._emit(ev.TurnFinished(reason=reason, text="".join(turn.text)))  # type: ignore[arg-type]
-            with contextlib.suppress(Exception):
-                self._persist(self.messages)  # the events after the last step
+            finished = ev.TurnFinished(reason=reason, text="".join(turn.text))  # type: ignore[arg-type]
+            self._queue.put_nowait(self._store_turn_end(finished))
             if self.auto_title and reason == "done" and prompt:
                 self.auto_title = False
                 self.title_task = asyncio.get_running_loop().create_task(self._make_title(prompt, self.session_id))

@@ -6,6 +6,8 @@ calls waiting for approval are noted so a resumed session asks again.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -54,6 +56,24 @@ class Persistence:
         history = interim_history(turn.record)
         if history is not None:
             self._persist(history)
+
+    def _store_turn_end(self, finished: Any) -> Any:
+        """Store the turn's last events with ``finished`` before the front end sees it: a storage
+        fault there ends the turn as an error (said in one line); the events wait for the next write."""
+        finished = self._emit(finished, deliver=False)
+        try:
+            self._persist(self.messages)
+        except Exception as exc:  # noqa: BLE001 - the one line the front end shows
+            from ketch.core.errors import describe_run_error
+
+            with contextlib.suppress(ValueError):
+                self._step_events.remove(finished)
+            if finished.reason != "error":
+                kind, message, retryable = describe_run_error(exc, self.connection)
+                self._emit(ev.Error(kind=kind, message=message, retryable=retryable))  # type: ignore[arg-type]
+                finished = dataclasses.replace(finished, reason="error")
+            finished = self._emit(finished, deliver=False)
+        return finished
 
     def _keep_cancelled(self, prompt: str | None, turn: TurnState) -> None:
         """After a cancel: store the prompt, the partial answer marked as cancelled and every

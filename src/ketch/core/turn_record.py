@@ -17,7 +17,7 @@ Two moments need a history the SDK did not build:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -25,6 +25,7 @@ from pydantic_ai.messages import (
     ModelRequest,
     ModelResponse,
     TextPart,
+    ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
@@ -102,17 +103,33 @@ def interim_history(step: StepRecord) -> list[ModelMessage] | None:
 def cancelled_history(history: Sequence[ModelMessage], step: StepRecord, prompt: str | None) -> list[ModelMessage]:
     """The history a cancelled turn leaves: ``history`` is the newest one the session knows."""
     messages: list[ModelMessage] = list(step.live) if step.live is not None else list(history)
+    last = messages[-1] if messages else None
+    partial = "".join(step.answer)
+    if isinstance(last, ModelResponse) and last.state in ("interrupted", "incomplete") and not is_cancelled_answer(last):
+        messages[-1] = marked_answer(last)  # the SDK kept what had streamed of the cut response
+        partial = ""
     response = open_calls(messages)
     if response is not None:  # cut during its tools, while asking to run them, or left open before
         messages.append(closing_request(response, step.results, step.started, by_user=True))
     if prompt is not None and not step.prompt_sent:
         messages.append(ModelRequest(parts=[UserPromptPart(prompt)]))
     if isinstance(messages[-1] if messages else None, ModelRequest):
-        partial = "".join(step.answer)
-        if _stale(partial, messages):
-            partial = ""
-        messages.append(cancelled_answer(partial))
+        messages.append(cancelled_answer("" if _stale(partial, messages) else partial))
     return messages
+
+
+def marked_answer(response: ModelResponse) -> ModelResponse:
+    """``response`` (cut while it streamed) with ``CANCELLED_MARKER`` ending its text. Its tool
+    calls go: none of them ran (tools start once a response is whole) and their arguments may
+    be cut mid-way."""
+    parts = [part for part in response.parts if not isinstance(part, ToolCallPart)]
+    texts = [i for i, part in enumerate(parts) if isinstance(part, TextPart)]
+    if texts and parts[texts[-1]].content.strip():
+        i = texts[-1]
+        parts[i] = replace(parts[i], content=f"{parts[i].content.rstrip()}\n\n{CANCELLED_MARKER}")
+    else:
+        parts.append(TextPart(CANCELLED_MARKER))
+    return replace(response, parts=parts, state="interrupted")
 
 
 def _stale(partial: str, messages: Sequence[ModelMessage]) -> bool:
