@@ -126,3 +126,67 @@ def _results(request):  # noqa: ANN001, ANN202
     from fakeprovider import tool_results
 
     return tool_results(request)
+
+
+# ---------------------------------------------------------------- Esc in the UI
+
+
+@pytest.mark.parametrize("during", ["a long answer", "a running command"])
+async def test_esc_in_the_ui_then_two_prompts_then_quit_keeps_everything(tmp_path: Path, during: str) -> None:
+    """The report of issue 17: Esc during a long answer, two more prompts, /quit. The store holds
+    the three prompts, the cut answer marked as cancelled, and a resume sends a valid history."""
+    import asyncio
+
+    from fakeprovider import ToolCall
+    from kettle import adhoc
+    from uifakes import Harness
+
+    from ketch.frontends.cli import _main_parser
+    from ketch.frontends.interactive import Interactive
+
+    cwd = workdir(tmp_path)
+    pieces = [f"word{i} " for i in range(300)]
+    if during == "a long answer":
+        first = [Turn(text="".join(pieces), text_pieces=pieces, chunk_delay=0.05)]
+    else:
+        first = [Turn(text="Running it.", tool_calls=[ToolCall("shell", {"command": "sleep 30"}, id="esc_1")])]
+    with FakeProvider([*first, Turn(text="second answer"), Turn(text="third answer")]) as fake:
+        runtime = Interactive(_main_parser().parse_args([*adhoc(fake, "openai-chat"), "--yolo", "--cwd", str(cwd)]), cwd)
+        config = runtime.app_config()
+        fields = {name: getattr(config, name) for name in (
+            "session_factory", "load_history", "save_history", "candidates", "commands",
+            "on_command", "command_choices", "on_ready", "startup_error", "first_input")}
+        try:
+            async with Harness(None, columns=100, rows=30, **fields) as h:
+                await h.wait_text("adhoc:fake-model", timeout=10)
+                await h.type("the first prompt\r")
+                await h.wait_text("word5" if during == "a long answer" else "sleep 30", timeout=10)
+                if during == "a running command":
+                    await asyncio.sleep(0.3)
+                await h.type("\x1b", pause=0.3)
+                await h.idle()
+                await h.type("the second prompt\r")
+                await h.wait_text("second answer", timeout=10)
+                await h.idle()
+                await h.type("the third prompt\r")
+                await h.wait_text("third answer", timeout=10)
+                await h.idle()
+                await h.type("/quit\r")
+                await asyncio.wait_for(h.task, 10)
+        finally:
+            await runtime.close()
+        messages = stored_messages()
+        assert stored_prompts(messages) == ["the first prompt", "the second prompt", "the third prompt"]
+        assert no_two_responses_in_a_row(messages)
+        text = stored_text(messages)
+        if during == "a long answer":
+            assert "word0 word1 word2 word3 word4 word5" in text and CANCELLED_MARKER in text
+        else:
+            assert CUT_OFF_BY_USER in dict(_results(fake.model_requests[1]))["esc_1"]
+        fake.add(Turn(text="resumed"))
+        session = await open_session(fake, "openai-chat", cwd, resume=True)
+        await run(session, "after the resume")
+        await session.aclose()
+    assert user_texts(fake.model_requests[-1]) == [
+        "the first prompt", "the second prompt", "the third prompt", "after the resume"]
+    assert_valid(fake.model_requests)

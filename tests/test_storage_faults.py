@@ -112,16 +112,37 @@ def test_a_real_full_disk_rolls_back_one_write_and_keeps_the_rest(tmp_path: Path
         assert conn.execute("SELECT COUNT(*) FROM prompt_history").fetchone() == (0,)  # the filler never landed
 
 
-def test_a_read_only_store_mid_session_is_one_line(tmp_path: Path) -> None:
+def _read_only_now(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA query_only = ON")  # SQLite itself refuses the write: SQLITE_READONLY
+    try:
+        conn.execute("INSERT INTO prompt_history (project, ts, text) VALUES ('-', 0, '-')")
+    finally:
+        conn.execute("PRAGMA query_only = OFF")
+
+
+def _io_error(conn: sqlite3.Connection) -> None:
+    exc = sqlite3.OperationalError("disk I/O error")
+    exc.sqlite_errorname = "SQLITE_IOERR_WRITE"  # type: ignore[attr-defined]
+    raise exc
+
+
+@pytest.mark.parametrize(("fault", "words"), [(_read_only_now, "read-only"), (_io_error, "disk I/O error")])
+def test_a_read_only_or_failing_disk_mid_session_is_one_line_and_keeps_the_rest(tmp_path: Path, fault: Any, words: str) -> None:
+    armed = False
+
+    def maybe(conn: sqlite3.Connection) -> None:
+        if armed:
+            fault(conn)
+
     path = tmp_path / "ketch.db"
-    with Store.open(path) as store:
+    with Store.open(path, write_fault=maybe) as store:
         sid = store.reserve_session("/p", "m", "a")
         store.append_step(sid, [ModelRequest(parts=[UserPromptPart("kept")])])
-        os.chmod(path, 0o444)
-        os.chmod(tmp_path, 0o555)
-        try:
-            if os.geteuid() == 0:  # root writes anyway: let SQLite refuse through the fault seam instead
-                pytest.skip("root ignores file modes")
-        finally:
-            os.chmod(tmp_path, 0o755)
-            os.chmod(path, 0o644)
+        armed = True
+        with pytest.raises(StoreError) as raised:
+            store.append_step(sid, [ModelResponse(parts=[TextPart("not stored")])])
+        assert words in str(raised.value) and str(tmp_path) in str(raised.value) and "\n" not in str(raised.value)
+        assert [m.parts[0].content for m in store.load_messages(sid)] == ["kept"]
+        armed = False
+        store.append_step(sid, [ModelResponse(parts=[TextPart("stored")])])
+        assert len(store.load_messages(sid)) == 2

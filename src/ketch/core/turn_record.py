@@ -21,9 +21,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic_ai.messages import (
+    INTERRUPTED_TOOL_RETURN_CONTENT,
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -108,6 +110,8 @@ def cancelled_history(history: Sequence[ModelMessage], step: StepRecord, prompt:
     if isinstance(last, ModelResponse) and last.state in ("interrupted", "incomplete") and not is_cancelled_answer(last):
         messages[-1] = marked_answer(last)  # the SDK kept what had streamed of the cut response
         partial = ""
+    if isinstance(last, ModelRequest) and last.state == "interrupted":  # the SDK closed the calls it cut
+        messages[-1] = _said_by_user(messages, step)
     response = open_calls(messages)
     if response is not None:  # cut during its tools, while asking to run them, or left open before
         messages.append(closing_request(response, step.results, step.started, by_user=True))
@@ -116,6 +120,25 @@ def cancelled_history(history: Sequence[ModelMessage], step: StepRecord, prompt:
     if isinstance(messages[-1] if messages else None, ModelRequest):
         messages.append(cancelled_answer("" if _stale(partial, messages) else partial))
     return messages
+
+
+def _said_by_user(messages: list[ModelMessage], step: StepRecord) -> ModelRequest:
+    """The SDK's request closing what a cancel cut (its results so far, marked interrupted),
+    completed: a call without a real result gets ketch's note of why."""
+    request = messages[-1]
+    assert isinstance(request, ModelRequest)
+    response = messages[-2] if len(messages) > 1 else None
+    if not isinstance(response, ModelResponse) or not response.tool_calls:
+        return request
+    real = {
+        part.tool_call_id: part
+        for part in request.parts
+        if isinstance(part, (ToolReturnPart, RetryPromptPart)) and part.tool_call_id
+        and not (isinstance(part, ToolReturnPart) and part.content == INTERRUPTED_TOOL_RETURN_CONTENT)
+    }
+    closing = closing_request(response, {**step.results, **real}, step.started, by_user=True)
+    others = [part for part in request.parts if not isinstance(part, (ToolReturnPart, RetryPromptPart))]
+    return replace(request, parts=[*closing.parts, *others])
 
 
 def marked_answer(response: ModelResponse) -> ModelResponse:
