@@ -190,3 +190,28 @@ async def test_esc_in_the_ui_then_two_prompts_then_quit_keeps_everything(tmp_pat
     assert user_texts(fake.model_requests[-1]) == [
         "the first prompt", "the second prompt", "the third prompt", "after the resume"]
     assert_valid(fake.model_requests)
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_cancel_while_the_answer_streams_keeps_its_text_and_the_next_request_is_accepted(
+    tmp_path: Path, wire: str
+) -> None:
+    cwd = workdir(tmp_path)
+    pieces = [f"word{i} " for i in range(60)]
+    with FakeProvider([Turn(text="".join(pieces), text_pieces=pieces, chunk_delay=0.03, reasoning="thinking first")]) as fake:
+        session = await open_session(fake, wire, cwd)
+        shown: list[str] = []
+        async for event in session.run_turn("stream a long answer"):
+            if isinstance(event, ev.TextDelta):
+                shown.append(event.text)
+                if len("".join(shown)) > 30:
+                    session.cancel_turn()
+        fake.add(Turn(text="after"))
+        assert (await run(session, "and now"))[-1].reason == "done"
+        await session.aclose()
+    text = stored_text(stored_messages())
+    assert "".join(shown).strip() in text and CANCELLED_MARKER in text
+    assert "word59" not in text
+    assert_valid(fake.model_requests)
+    assert not fake.rejections, fake.rejections
+    assert user_texts(fake.model_requests[-1]) == ["stream a long answer", "and now"]

@@ -76,3 +76,4 @@ def test_claim_moves_the_lock_and_one_process_cannot_open_a_session_twice(tmp_pa
     SessionLocks(tmp_path).claim("a")  # free again
     locks.release()
     assert not lock_path(tmp_path, "b").exists()
+    assert not (tmp_path / "locks").exists()  # no empty folder is left in the data dir

@@ -4,7 +4,6 @@ with every prompt stored and a history each wire accepts."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 from typing import Any

@@ -15,6 +15,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
 from ketch.core import events as ev
+from ketch.core.encodable import encodable
 from ketch.core.stream_translate import TurnState
 from ketch.core.turn_record import cancelled_history, interim_history, open_calls
 from ketch.tools.base import ToolDeps
@@ -55,7 +56,7 @@ class Persistence:
             return
         history = interim_history(turn.record)
         if history is not None:
-            self._persist(history)
+            self._persist(_encodable_tail(history))
 
     def _store_turn_end(self, finished: Any) -> Any:
         """Store the turn's last events with ``finished`` before the front end sees it: a storage
@@ -78,7 +79,7 @@ class Persistence:
     def _keep_cancelled(self, prompt: str | None, turn: TurnState) -> None:
         """After a cancel: store the prompt, the partial answer marked as cancelled and every
         finished step, as a history the next prompt can follow on every wire."""
-        history = cancelled_history(self.messages, turn.record, prompt)
+        history = _encodable_tail(cancelled_history(self.messages, turn.record, prompt))
         closed = bool(open_calls(turn.record.live or self.messages))
         try:
             self._persist(history)
@@ -122,3 +123,9 @@ class Persistence:
 
         if self.has_pending():
             self.messages = [*self.messages[:-1], dataclasses.replace(self.messages[-1], state="interrupted")]
+
+
+def _encodable_tail(history: list[ModelMessage], newest: int = 3) -> list[ModelMessage]:
+    """``history`` with the messages ketch built for it (the newest few: results, a prompt, a
+    partial answer) made encodable: a file name that is not UTF-8 in a tool result, say."""
+    return [*history[:-newest], *(encodable(m) for m in history[-newest:])]

@@ -27,7 +27,6 @@ from pydantic_ai.messages import (
     ModelResponse,
     RetryPromptPart,
     TextPart,
-    ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
@@ -142,17 +141,14 @@ def _said_by_user(messages: list[ModelMessage], step: StepRecord) -> ModelReques
 
 
 def marked_answer(response: ModelResponse) -> ModelResponse:
-    """``response`` (cut while it streamed) with ``CANCELLED_MARKER`` ending its text. Its tool
-    calls go: none of them ran (tools start once a response is whole) and their arguments may
-    be cut mid-way."""
-    parts = [part for part in response.parts if not isinstance(part, ToolCallPart)]
-    texts = [i for i, part in enumerate(parts) if isinstance(part, TextPart)]
-    if texts and parts[texts[-1]].content.strip():
-        i = texts[-1]
-        parts[i] = replace(parts[i], content=f"{parts[i].content.rstrip()}\n\n{CANCELLED_MARKER}")
-    else:
-        parts.append(TextPart(CANCELLED_MARKER))
-    return replace(response, parts=parts, state="interrupted")
+    """``response`` (cut while it streamed) as its text so far ending in ``CANCELLED_MARKER``.
+
+    Only the text stays, without provider ids: its tool calls never ran (tools start once a
+    response is whole) and their arguments may be cut; its reasoning has no complete signature;
+    and a provider keeps no items of a response it never finished, so none is referred to."""
+    text = "".join(part.content for part in response.parts if isinstance(part, TextPart))
+    return replace(cancelled_answer(text), model_name=response.model_name, provider_name=response.provider_name,
+                   timestamp=response.timestamp)
 
 
 def _stale(partial: str, messages: Sequence[ModelMessage]) -> bool:

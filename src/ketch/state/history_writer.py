@@ -49,6 +49,9 @@ class HistoryWriter:
         """Make the stored history equal ``messages`` and append ``events``, in one transaction."""
         events = list(events)
         messages = list(messages)
+        if self.store is None:  # a session that stores nothing (a subagent) pays nothing
+            self._messages = messages
+            return
         old = self._messages
         recheck = len(old) - RECHECK_NEWEST
         todo = [

@@ -47,6 +47,8 @@ class SessionLock:
         with contextlib.suppress(OSError):
             os.close(self._fd)
         self._fd = None
+        with contextlib.suppress(OSError):  # the data dir keeps no empty folder (another lock: not empty)
+            self.path.parent.rmdir()
 
     def __del__(self) -> None:  # a session that was never closed (a failed start-up) lets go too
         self.release()
@@ -63,12 +65,14 @@ def lock_path(data_dir: Path, session_id: str) -> Path:
 def acquire(data_dir: Path, session_id: str) -> SessionLock:
     """Take the lock of ``session_id``, or raise ``SessionBusy`` naming its holder."""
     path = lock_path(data_dir, session_id)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"cannot create the lock folder {path.parent}: {exc}; check the data dir's permissions") from exc
-    for _ in range(5):  # the file may be replaced (released, broken) between open and lock
+    for _ in range(5):  # the file (or its folder) may go (released, broken) between open and lock
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the lock folder {path.parent}: {exc}; check the data dir's permissions") from exc
         fd = _open(path)
+        if fd < 0:
+            continue
         holder = _read(fd)
         if not _try_lock(fd, holder):
             os.close(fd)
@@ -86,8 +90,11 @@ def acquire(data_dir: Path, session_id: str) -> SessionLock:
 
 
 def _open(path: Path) -> int:
+    """The lock file's descriptor, or -1 when its folder was removed meanwhile."""
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:
+        return -1
     except OSError as exc:
         raise StoreError(f"cannot open the session lock {path}: {exc}; check the data dir's permissions") from exc
 
