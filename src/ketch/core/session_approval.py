@@ -24,7 +24,8 @@ class ApprovalBridge:
 
     async def _gate_hook(self, ctx: RunContext[ToolDeps], *, call: Any, tool_def: Any, args: Any) -> Any:
         if ctx.tool_call_approved:
-            self._tool_started(ctx, call)
+            await self._checkpoint_before_tool(call.tool_name, ctx.run_step)
+            self._tool_started(ctx, call)  # last: the body runs next
             return args
         call_args = call.args_as_dict()
         preview = self._preview(call.tool_name, call_args)
@@ -34,7 +35,8 @@ class ApprovalBridge:
         if decision.action == "allow":
             if decision.by in ("rule", "yolo"):
                 self._resolved(call, "allow", decision)
-            self._tool_started(ctx, call)
+            await self._checkpoint_before_tool(call.tool_name, ctx.run_step)
+            self._tool_started(ctx, call)  # last: the body runs next
             return args
         raise ApprovalRequired({"action": decision.action, "by": decision.by, "reason": decision.reason, "rule": decision.rule})
 
