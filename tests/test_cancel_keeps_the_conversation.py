@@ -215,3 +215,62 @@ async def test_a_cancel_while_the_answer_streams_keeps_its_text_and_the_next_req
     assert_valid(fake.model_requests)
     assert not fake.rejections, fake.rejections
     assert user_texts(fake.model_requests[-1]) == ["stream a long answer", "and now"]
+
+
+async def test_leaving_the_ui_mid_answer_stores_the_partial_answer_before_the_store_closes(tmp_path: Path) -> None:
+    """Ctrl-C twice on an empty input exits while an answer streams: the partial answer and the
+    prompt are stored."""
+    import asyncio
+
+    from kettle import adhoc
+    from uifakes import Harness
+
+    from ketch.frontends.cli import _main_parser
+    from ketch.frontends.interactive import Interactive
+
+    cwd = workdir(tmp_path)
+    pieces = [f"word{i} " for i in range(300)]
+    with FakeProvider([Turn(text="".join(pieces), text_pieces=pieces, chunk_delay=0.05)]) as fake:
+        runtime = Interactive(_main_parser().parse_args([*adhoc(fake, "openai-chat"), "--cwd", str(cwd)]), cwd)
+        config = runtime.app_config()
+        fields = {name: getattr(config, name) for name in (
+            "session_factory", "load_history", "save_history", "candidates", "commands",
+            "on_command", "command_choices", "on_ready", "startup_error", "first_input")}
+        try:
+            async with Harness(None, columns=100, rows=30, **fields) as h:
+                await h.wait_text("adhoc:fake-model", timeout=10)
+                await h.type("a long one\r")
+                await h.wait_text("word5", timeout=10)
+                await h.type("\x03", pause=0.1)
+                await h.type("\x03", pause=0.1)
+                await asyncio.wait_for(h.task, 10)
+        finally:
+            await runtime.close()
+    messages = stored_messages()
+    assert stored_prompts(messages) == ["a long one"]
+    text = stored_text(messages)
+    assert "word0 word1 word2 word3 word4 word5" in text and CANCELLED_MARKER in text
+
+
+async def test_closing_a_session_mid_turn_stores_the_cancel_before_the_store_closes(tmp_path: Path) -> None:
+    """A front end that closes the session while its turn still runs (and never awaits the turn)."""
+    import asyncio
+
+    cwd = workdir(tmp_path)
+    pieces = [f"word{i} " for i in range(300)]
+    with FakeProvider([Turn(text="".join(pieces), text_pieces=pieces, chunk_delay=0.05)]) as fake:
+        session = await open_session(fake, "openai-chat", cwd)
+        shown = asyncio.Event()
+
+        async def consume() -> None:
+            async for event in session.run_turn("closed mid-answer"):
+                if isinstance(event, ev.TextDelta) and "word3" in event.text:
+                    shown.set()
+
+        consumer = asyncio.ensure_future(consume())
+        await asyncio.wait_for(shown.wait(), 10)
+        await session.aclose()
+        consumer.cancel()
+    messages = stored_messages()
+    assert stored_prompts(messages) == ["closed mid-answer"]
+    assert CANCELLED_MARKER in stored_text(messages) and "word3" in stored_text(messages)

@@ -360,6 +360,10 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
 
 
     async def aclose(self) -> None:
+        if self._task is not None and not self._task.done():  # a front end closing mid-turn:
+            self._task.cancel()  # the cancel is stored (prompt, partial answer) before the store closes
+            with contextlib.suppress(BaseException):
+                await self._task
         while self._tasks:  # a subagent may hand over another hook while the first ones run
             tasks = list(self._tasks)
             await asyncio.gather(*tasks, return_exceptions=True)
