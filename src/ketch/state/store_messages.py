@@ -91,9 +91,9 @@ class MessageLog:
                     conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
                 else:
                     conn.execute("DELETE FROM messages WHERE session_id = ? AND seq >= ?", (session_id, length))
-                conn.executemany(
+                conn.executemany(  # a changed row keeps the step that first wrote it
                     "INSERT INTO messages (session_id, seq, step, data) VALUES (?,?,?,?)"
-                    " ON CONFLICT (session_id, seq) DO UPDATE SET data = excluded.data",  # a row keeps the step that first wrote it
+                    " ON CONFLICT (session_id, seq) DO UPDATE SET data = excluded.data",
                     [(session_id, seq, step + 1, data) for seq, data in sorted(rows.items())],
                 )
                 if event_rows:
