@@ -110,3 +110,20 @@ def test_a_failed_write_is_retried_whole_by_the_next(tmp_path: Path) -> None:
         longer = [*history, *_step(1)]
         writer.commit(longer)
         assert store.load_messages(sid) == longer
+
+
+def test_a_history_changed_in_place_is_found_after_recheck(tmp_path: Path) -> None:
+    """A repair at load rewrites tool calls in place (same objects): ``recheck`` makes the next
+    write compare every message by content."""
+    with Store.open(tmp_path / "ketch.db") as store:
+        sid = store.reserve_session("/p", "m", "a")
+        history = [ModelRequest(parts=[UserPromptPart("go")]), *_step(0), *_step(1), *_step(2)]
+        HistoryWriter(store, sid).commit(history)
+        loaded = store.load_messages(sid)
+        writer = HistoryWriter(store, sid, loaded)
+        loaded[1].parts[1].args = {"repaired": True}  # in place, as strict_args.sanitize_history does
+        writer.recheck()
+        statements = _Statements(store)
+        writer.commit(loaded)
+        assert statements.rows_written() == 1
+        assert store.load_messages(sid)[1].parts[1].args == {"repaired": True}

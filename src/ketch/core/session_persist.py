@@ -24,6 +24,22 @@ from ketch.tools.base import ToolDeps
 class Persistence:
     """Storing the history of one session (needs the attributes ``Session`` sets)."""
 
+    @property
+    def history_rewritten(self) -> bool:
+        """Set when the history was rewritten outside the writer's view. Outside a turn (a repair
+        at load, ``/repair``, ``/compact``) a message may have been changed in place, so the next
+        write compares every message by content; inside one (pruning) changed messages are new
+        objects, which the writer finds by itself."""
+        return getattr(self, "_rewritten", False)
+
+    @history_rewritten.setter
+    def history_rewritten(self, value: bool) -> None:
+        self._rewritten = value
+        task = getattr(self, "_task", None)
+        writer = getattr(self, "_writer", None)
+        if value and writer is not None and (task is None or task.done()):
+            writer.recheck()
+
     def _persist(self, messages: list[ModelMessage]) -> None:
         """Make the stored history ``messages`` (writing only new and changed rows) with the
         step's events, as one transaction. On a storage fault the events wait for the next write."""

@@ -32,6 +32,7 @@ class HistoryWriter:
         self._messages: list[ModelMessage] = list(stored)
         self._rows: list[str | None] = [None] * len(self._messages)  # None: read from the store when needed
         self._whole = False
+        self._recheck = False
         if store is not None and self._messages:
             count, top = store.history_shape(session_id)
             self._whole = count != len(self._messages) or top != count - 1
@@ -45,6 +46,11 @@ class HistoryWriter:
         """The history as last committed."""
         return list(self._messages)
 
+    def recheck(self) -> None:
+        """The history in memory was changed in place (a repair at load, say): the next commit
+        compares every message by content, not only those that are new objects."""
+        self._recheck = True
+
     def commit(self, messages: Sequence[ModelMessage], events: Iterable[Any] = ()) -> None:
         """Make the stored history equal ``messages`` and append ``events``, in one transaction."""
         events = list(events)
@@ -53,7 +59,10 @@ class HistoryWriter:
             self._messages = messages
             return
         old = self._messages
-        recheck = len(old) - RECHECK_NEWEST
+        if self._recheck and not self._whole:
+            self._rows = self.store.message_rows(self.session_id)[: len(old)]
+            self._rows += [None] * (len(old) - len(self._rows))
+        recheck = 0 if self._recheck else len(old) - RECHECK_NEWEST
         todo = [
             i for i, message in enumerate(messages)
             if self._whole or i >= len(old) or i >= recheck or message is not old[i]
@@ -69,7 +78,7 @@ class HistoryWriter:
             rows[i] = row
         if self.store is not None and (changed or events or len(messages) != len(old) or self._whole):
             self.store.write_history(self.session_id, changed, len(messages), events, whole=self._whole)
-        self._messages, self._rows, self._whole = messages, rows, False
+        self._messages, self._rows, self._whole, self._recheck = messages, rows, False, False
 
     def _stored_row(self, i: int) -> str | None:
         row = self._rows[i]

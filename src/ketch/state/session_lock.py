@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ketch.core import strict_json
 from ketch.state.store_errors import StoreError
 
 try:
@@ -127,7 +128,7 @@ def _read(fd: int) -> dict[str, Any]:
 
 
 def _write(fd: int) -> None:
-    record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode()
+    record = strict_json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode()
     with contextlib.suppress(OSError):  # the record only words the message; the flock is the lock
         os.ftruncate(fd, 0)
         os.pwrite(fd, record, 0)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ketch.core import strict_json
 from ketch.state.store_errors import StoreError, brief
 
 if TYPE_CHECKING:
@@ -116,6 +117,12 @@ class MessageLog:
             ).fetchone()
         return int(count), int(top)
 
+    def message_rows(self, session_id: str) -> list[str]:
+        """The stored JSON of every message, in order."""
+        with self._reading() as conn:  # type: ignore[attr-defined]
+            rows = conn.execute("SELECT data FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall()
+        return [row for (row,) in rows]
+
     def message_row(self, session_id: str, seq: int) -> str | None:
         """The stored JSON of one message, or None."""
         with self._reading() as conn:  # type: ignore[attr-defined]
@@ -175,7 +182,7 @@ class MessageLog:
             else:
                 conn.execute(
                     "INSERT OR REPLACE INTO pending (session_id, data) VALUES (?, ?)",
-                    (session_id, json.dumps(data, ensure_ascii=False)),
+                    (session_id, strict_json.dumps(data, ensure_ascii=False)),
                 )
 
     def get_pending(self, session_id: str) -> Any | None:
@@ -197,9 +204,9 @@ def _event_json(event: Any) -> str:
     """The event as JSON text SQLite can store: a lone surrogate (a file name or output that was
     not UTF-8) is written as its ``\\udcXX`` escape, which reads back as the same string."""
     data = event if isinstance(event, dict) else event.to_dict()
-    text = json.dumps(data, ensure_ascii=False)
+    text = strict_json.dumps(data, ensure_ascii=False)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(data)
+        return strict_json.dumps(data)
     return text
