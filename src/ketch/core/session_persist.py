@@ -59,6 +59,7 @@ class Persistence:
         if turn is None:
             return
         turn.record.live = ctx.messages
+        turn.record.awaiting_approval = False
         turn.record.started.add(call.tool_call_id)
         self._persist_interim(turn)
 
@@ -95,6 +96,8 @@ class Persistence:
     def _keep_cancelled(self, prompt: str | None, turn: TurnState) -> None:
         """After a cancel: store the prompt, the partial answer marked as cancelled and every
         finished step, as a history the next prompt can follow on every wire."""
+        if turn.record.awaiting_approval:
+            return  # left while asked to approve: the calls stay pending, asked again on resume
         history = _encodable_tail(cancelled_history(self.messages, turn.record, prompt))
         closed = bool(open_calls(turn.record.live or self.messages))
         try:
@@ -125,6 +128,8 @@ class Persistence:
 
     def _record_pending(self, ctx: RunContext[ToolDeps], calls: Sequence[Any]) -> None:
         """Before asking the user, commit the response holding ``calls`` and note them as pending."""
+        if self._turn is not None:
+            self._turn.record.live, self._turn.record.awaiting_approval = ctx.messages, True
         if self.store is None:
             return
         self._persist(list(ctx.messages))

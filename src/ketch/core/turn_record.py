@@ -60,6 +60,8 @@ class StepRecord:
     """Calls of the newest response whose tool body began."""
     results: dict[str, Any] = field(default_factory=dict)
     """Finished calls of the newest response: call id -> the SDK's result part."""
+    awaiting_approval: bool = False
+    """The newest response's calls wait for the user's decision (stored as pending)."""
 
     def new_response(self) -> None:
         self.answer.clear()
