@@ -1,9 +1,11 @@
 """The approval gate: one function decides every tool call.
 
 Order: guard rules (plugins and config refusals; nothing bypasses them) → user hooks
-that refuse (exit 2) → ``--yolo`` → permission rules (deny and ask first, then the user's
-"allow for this session" answers, then allow) → defaults (reading tools allowed;
-writing, shell, network and MCP tools ask). The session turns a decision into the SDK's
+that refuse (exit 2) → ``--yolo`` → permission rules (deny and ask first) → a write to a
+path that makes the repository run code later asks, whatever allows it → the user's
+"allow for this session" answers, then allow rules → defaults (reading tools allowed;
+writing, shell, network and MCP tools ask). When an allow rule for the shell could not
+vouch for a command (it writes on the side, or cannot be parsed), the ask carries why. The session turns a decision into the SDK's
 deferred approval, so a denied call never reaches the tool's function.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ketch.core.events import DecidedBy
@@ -58,6 +61,7 @@ class ApprovalGate:
         rules: RulesLike | None = None,
         hooks: HooksLike | None = None,
         yolo: bool = False,
+        root: Path | None = None,
     ) -> None:
         self.kinds = kinds
         self.key_args = key_args
@@ -65,6 +69,8 @@ class ApprovalGate:
         self.rules = rules
         self.hooks = hooks
         self.yolo = yolo
+        self.root = root if root is not None else getattr(rules, "root", None)
+        """The workspace root, against which run-later paths are judged."""
         self.session_allowed: set[tuple[str, str | None]] = set()
         """"Allow for this session" answers: (tool, exact shell command or None for the whole tool)."""
 
@@ -97,6 +103,9 @@ class ApprovalGate:
             if matched[0] == "deny":
                 return GateDecision("deny", "rule", f"Denied by permission rule {described}", described)
             return GateDecision("ask", "rule", rule=described)
+        run_later = self._run_later(tool_name, args)
+        if run_later:
+            return GateDecision("ask", "rule", run_later, "run-later path")
         allowance = self._session_allowance(tool_name, args)
         if allowance:
             return GateDecision("allow", "rule", rule=allowance)
@@ -104,7 +113,29 @@ class ApprovalGate:
             return GateDecision("allow", "rule", rule=describe_rule(matched[1]))
         if self.kinds.get(tool_name, "mcp") in _DEFAULT_ALLOWED_KINDS:
             return GateDecision("allow", "default", rule="reading tools are allowed")
-        return GateDecision("ask", "default")
+        note = self._shell_note(tool_name, args)
+        return GateDecision("ask", "default", note)
+
+    def _run_later(self, tool_name: str, args: dict[str, Any]) -> str:
+        if self.kinds.get(tool_name) != "write":
+            return ""
+        from ketch.extensions.rules import run_later_path
+
+        values = args.get(self.key_args.get(tool_name, "") or "path")
+        for value in values if isinstance(values, (list, tuple)) else [values]:
+            if isinstance(value, str) and (hit := run_later_path(value, self.root)):
+                return (
+                    f"{hit} is a place that makes the repository run code later (git hooks and config, "
+                    "ketch's config, CI, editor tasks ...); writes there always ask, whatever rule allows them"
+                )
+        return ""
+
+    def _shell_note(self, tool_name: str, args: dict[str, Any]) -> str:
+        note = getattr(self.rules, "shell_note", None)
+        key = self.key_args.get(tool_name, "")
+        if note is None or key != "command" or not isinstance(args.get(key), str):
+            return ""
+        return str(note(args[key]))
 
 
 def describe_rule(rule: Any) -> str:
