@@ -109,7 +109,10 @@ def _resolve(command: SimpleCommand, depth: int) -> list[Invocation]:
 
 
 def _unknown(words: list[Word], at: int, why: str) -> list[Invocation]:
-    return [Invocation((*words[:at], ANY), why)]
+    """The command runs code that is only known at run time: it could be any program
+    (and the words before ``at`` stay visible as what was written)."""
+    found = [Invocation((*words[:at], ANY), why)] if at else []
+    return found + [Invocation((ANY,), why)]
 
 
 def _unwrap(words: list[Word], depth: int) -> list[Invocation]:
@@ -152,7 +155,7 @@ def _unwrap(words: list[Word], depth: int) -> list[Invocation]:
     if name in ("source", "."):
         return extra + [Invocation(tuple(words))]
     if name == "git":
-        return extra + [_git(words)]
+        return extra + _git(words)
     if name in ("find", "fd", "fdfind"):
         return extra + [Invocation(tuple(words))] + _exec_bodies(args, depth)
     if name in _AWK:
@@ -277,20 +280,21 @@ def _xargs(options: list[Word], rest: list[Word], depth: int) -> list[Invocation
     return inner
 
 
-def _git(words: list[Word]) -> Invocation:
-    """``git`` without its global options; an alias defined on the command line makes
-    the subcommand unknown."""
+def _git(words: list[Word]) -> list[Invocation]:
+    """``git`` without its global options. An alias defined on the command line (which
+    may be ``!any shell command``) or a global option only known at run time makes the
+    command unknown."""
     i = 1
     while i < len(words):
         w = words[i]
         if not w.fixed:
-            return Invocation((Word("git"), ANY), "a git option only known at run time")
+            return _unknown([Word("git")], 1, "a git option only known at run time")
         t = w.text
         key = t.split("=", 1)[0]
         if key in _GIT_VALUED:
             value = t.split("=", 1)[1] if "=" in t else (words[i + 1].text if i + 1 < len(words) else "")
             if key in ("-c", "--config-env") and re.match(r"(?i)alias\.", value):
-                return Invocation((Word("git"), ANY), "a git alias defined on the command line")
+                return _unknown([Word("git")], 1, "a git alias defined on the command line")
             if key == "--exec-path" and "=" not in t:
                 i += 1
                 continue
@@ -303,7 +307,7 @@ def _git(words: list[Word]) -> Invocation:
             i += 1
             continue
         break
-    return Invocation((Word("git"), *words[i:]))
+    return [Invocation((Word("git"), *words[i:]))]
 
 
 def _exec_bodies(args: list[Word], depth: int) -> list[Invocation]:
