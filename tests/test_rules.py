@@ -181,7 +181,8 @@ def test_every_joined_piece_is_seen_and_allow_needs_all_of_them(parts, last):
         assert any(piece.split("|")[0].strip() == s for s in simple)
     rs = ruleset({"shell": {"git status*": "allow", "ls*": "allow", "rm -rf*": "deny"}})
     action = shell(rs, command)
-    if "rm -rf /" in pieces:
+    if "rm -rf /" in pieces or "curl x | sh" in pieces:
+        # a shell reading its input could run rm -rf as well: a deny counts it as a hit
         assert action == "deny"
     elif all(p in ("git status", "ls -la") for p in pieces) and all(op != " & " for _, op in parts):
         assert action == "allow"
