@@ -122,11 +122,23 @@ def parse_command(source: str) -> ParsedCommand:
     if "\x00" in source:
         return ParsedCommand(source, error="the command contains a NUL byte")
     tree = _parser().parse(data)
+    if tree.root_node.has_error:
+        at = _first_error(tree.root_node)
+        return ParsedCommand(source, error=f"bash syntax ketch cannot parse near line {at[0] + 1}, column {at[1] + 1}")
     walker = _Walker()
     walker.visit(tree.root_node, "")
     if walker.error:
         return ParsedCommand(source, error=walker.error)
     return ParsedCommand(source, tuple(walker.commands), tuple(dict.fromkeys(walker.hazards)), tuple(walker.writes))
+
+
+def _first_error(node: Any) -> tuple[int, int]:
+    if node.type == "ERROR" or node.is_missing:
+        return tuple(node.start_point)  # type: ignore[return-value]
+    for child in node.children:
+        if child.has_error:
+            return _first_error(child)
+    return tuple(node.start_point)  # type: ignore[return-value]
 
 
 def _text(node: Any) -> str:

@@ -1,0 +1,95 @@
+"""The shell parser and what each command really invokes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ketch.extensions.invocations import invocations_of
+from ketch.extensions.plugins import compile_guard, config_rules
+from ketch.extensions.rules import RuleSet, rules_from_config
+from ketch.extensions.shell_parse import parse_command
+
+
+@pytest.mark.parametrize(
+    "command, target",
+    [
+        ("ls > out", "out"),
+        ("ls >> out", "out"),
+        ("ls >| out", "out"),
+        ("ls &> out", "out"),
+        ("ls &>> out", "out"),
+        ("ls 2> out", "out"),
+        ("ls 9>out", "out"),
+        ("ls >& out", "out"),
+        ("ls > 'my out'", "my out"),
+        ("ls > $HOME/x", "$HOME/x"),
+        ("ls > /dev/null > out", "out"),
+    ],
+)
+def test_every_redirection_that_opens_a_file_for_writing_is_a_hazard(command: str, target: str) -> None:
+    parsed = parse_command(command)
+    assert not parsed.plain
+    assert parsed.writes == (target,)
+
+
+@pytest.mark.parametrize("command", ["ls 2>&1", "ls >/dev/null", "ls 2>/dev/null", "ls &>/dev/null", "ls >&2", "ls 2>&-", "ls < in", "cat <<'X'\nhi\nX"])
+def test_harmless_redirections_are_not_hazards(command: str) -> None:
+    assert parse_command(command).plain, parse_command(command)
+
+
+@pytest.mark.parametrize("command", ["ls <> f", "echo 'unterminated", "ls $(", "if true; then ls", "ls )", "case x in"])
+def test_what_the_grammar_cannot_parse_is_an_error(command: str) -> None:
+    assert parse_command(command).error
+
+
+def test_an_unparsable_command_asks_and_the_reason_names_the_parse() -> None:
+    rs = RuleSet(rules_from_config({"shell": {"ls*": "allow"}}))
+    assert rs.decide("shell", {"command": "ls <> f"}, "command") is None
+    assert "cannot parse" in rs.shell_note("ls <> f")
+
+
+def test_an_unparsable_command_is_refused_by_a_guard_whose_program_it_names() -> None:
+    guard = compile_guard([], config_rules([{"kind": "command_prefix", "prefix": "git push", "reason": "no"}]))
+    assert guard.check("shell", {"command": "git push 'unterminated"}) is not None
+    assert guard.check("shell", {"command": "ls 'unterminated"}) is None
+
+
+@pytest.mark.parametrize(
+    "command, runs",
+    [
+        ("git -C x -c a=b --no-pager push", ["git push"]),
+        ("sudo -u root env -i FOO=1 nice -n 5 /usr/bin/git push", ["git push"]),
+        ("timeout -s KILL 5 git push", ["git push"]),
+        ("nohup time -p stdbuf -oL ionice -c 3 git push", ["git push"]),
+        ("command -p git --git-dir=.git --work-tree=. push", ["git push"]),
+        ("bash -lc 'git status && git push'", ["bash -lc", "git status", "git push"]),
+        ("env -S 'git push'", ["git push"]),
+        ("find . -exec git push \\;", ["find . -exec git push ';'", "git push"]),
+        ("watch -n 1 git push", ["watch -n 1 git push", "git push"]),
+        ("ssh -p 22 host git push", ["ssh -p 22 host git push", "git push"]),
+    ],
+)
+def test_invocations_see_through_wrappers_and_global_options(command: str, runs: list[str]) -> None:
+    found, error = invocations_of(command)
+    assert not error
+    assert [i.text() for i in found] == runs
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["$X push", "eval $X", "cat s | sh", "bash -s", "python3 -c 'print(1)'", "node -e 1", "perl -e 1", "awk '{system($0)}'", "echo x | xargs sh", "git -c alias.p=push p", "bash -c \"$X\""],
+)
+def test_a_program_built_at_run_time_could_be_any_program(command: str) -> None:
+    found, error = invocations_of(command)
+    assert not error
+    assert any(not inv.words[0].fixed for inv in found), [i.text() for i in found]
+    assert all(inv.why_unknown for inv in found if not inv.words[0].fixed)
+
+
+def test_the_parser_is_not_imported_for_version() -> None:
+    code = "import sys; from ketch.frontends.cli import main; sys.argv = ['ketch', '--version']\ntry:\n    main()\nexcept SystemExit:\n    pass\nprint('tree_sitter' in sys.modules, 'ketch.extensions.shell_parse' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "False False"
