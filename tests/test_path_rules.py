@@ -230,3 +230,16 @@ def test_guard_globs_match_the_written_and_the_resolved_path(tmp_path: Path) -> 
     assert guard.check("write_file", {"path": ".git/config"}) is not None
     assert guard.check("write_file", {"path": "src/x/../../.git/config"}) is not None
     assert guard.check("write_file", {"path": "src/ok.txt"}) is None
+
+
+async def test_allow_for_this_session_does_not_cover_a_run_later_path(tmp_path: Path) -> None:
+    ws = _repo_with_links(tmp_path)
+    gate = ApprovalGate(kinds={"write_file": "write", "edit_file": "write"}, key_args={"write_file": "path", "edit_file": "path"}, rules=RuleSet(root=ws))
+    gate.allow_for_session("write_file", {"path": "notes.txt"})
+    assert (await gate.evaluate("write_file", {"path": "notes.txt"})).action == "allow"
+    for path in (".git/config", "src/gitdir/config", f"{ws}/.ketch/config.toml", "sub/.gitattributes", ".VSCODE/tasks.json"):
+        decision = await gate.evaluate("write_file", {"path": path})
+        assert (decision.action, decision.rule) == ("ask", "run-later path"), path
+    assert (await gate.evaluate("edit_file", {"path": "src/gitdir/hooks/pre-push"})).action == "ask"
+    yolo = ApprovalGate(kinds={"write_file": "write"}, key_args={"write_file": "path"}, rules=RuleSet(root=ws), yolo=True)
+    assert (await yolo.evaluate("write_file", {"path": ".git/config"})).action == "allow"

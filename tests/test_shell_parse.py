@@ -93,3 +93,23 @@ def test_the_parser_is_not_imported_for_version() -> None:
     code = "import sys; from ketch.frontends.cli import main; sys.argv = ['ketch', '--version']\ntry:\n    main()\nexcept SystemExit:\n    pass\nprint('tree_sitter' in sys.modules, 'ketch.extensions.shell_parse' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "False False"
+
+
+def test_a_command_nested_deeper_than_the_walker_follows_is_unparsed_and_refused() -> None:
+    deep = "echo " + "$(" * 3000 + "git push" + ")" * 3000
+    assert "nested too deeply" in parse_command(deep).error
+    guard = compile_guard([], config_rules([{"kind": "command_prefix", "prefix": "git push", "reason": "no"}]))
+    assert guard.check("shell", {"command": deep}) is not None
+    rs = RuleSet(rules_from_config({"shell": {"echo*": "allow"}}))
+    assert rs.decide("shell", {"command": deep}, "command") is None
+
+
+def test_shells_nested_beyond_the_limit_count_as_any_program() -> None:
+    import shlex
+
+    command = "git push"
+    for _ in range(9):
+        command = "bash -c " + shlex.quote(command)
+    guard = compile_guard([], config_rules([{"kind": "command_prefix", "prefix": "rm", "reason": "no rm"}]))
+    refusal = guard.check("shell", {"command": command})
+    assert refusal is not None and "nested too deeply" in refusal.reason

@@ -123,10 +123,16 @@ def parse_command(source: str) -> ParsedCommand:
         return ParsedCommand(source, error="the command contains a NUL byte")
     tree = _parser().parse(data)
     if tree.root_node.has_error:
-        at = _first_error(tree.root_node)
+        try:
+            at = _first_error(tree.root_node)
+        except RecursionError:
+            at = (0, 0)
         return ParsedCommand(source, error=f"bash syntax ketch cannot parse near line {at[0] + 1}, column {at[1] + 1}")
     walker = _Walker()
-    walker.visit(tree.root_node, "")
+    try:
+        walker.visit(tree.root_node, "")
+    except RecursionError:
+        return ParsedCommand(source, error="the command is nested too deeply to follow")
     if walker.error:
         return ParsedCommand(source, error=walker.error)
     return ParsedCommand(source, tuple(walker.commands), tuple(dict.fromkeys(walker.hazards)), tuple(walker.writes))
