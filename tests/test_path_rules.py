@@ -243,3 +243,10 @@ async def test_allow_for_this_session_does_not_cover_a_run_later_path(tmp_path: 
     assert (await gate.evaluate("edit_file", {"path": "src/gitdir/hooks/pre-push"})).action == "ask"
     yolo = ApprovalGate(kinds={"write_file": "write"}, key_args={"write_file": "path"}, rules=RuleSet(root=ws), yolo=True)
     assert (await yolo.evaluate("write_file", {"path": ".git/config"})).action == "allow"
+
+
+def test_guard_regexes_on_paths_see_the_resolved_path_too(tmp_path: Path) -> None:
+    ws = _repo_with_links(tmp_path)
+    guard = compile_guard([], config_rules([{"kind": "arg", "tool": "*", "arg": "path", "regex": r"(^|/)\.git(/|$)", "reason": "r"}]), root=ws)
+    assert guard.check("write_file", {"path": "src/gitdir/hooks/x"}) is not None
+    assert guard.check("write_file", {"path": "src/ok.txt"}) is None

@@ -113,3 +113,15 @@ def test_shells_nested_beyond_the_limit_count_as_any_program() -> None:
     guard = compile_guard([], config_rules([{"kind": "command_prefix", "prefix": "rm", "reason": "no rm"}]))
     refusal = guard.check("shell", {"command": command})
     assert refusal is not None and "nested too deeply" in refusal.reason
+
+
+def test_a_glob_that_can_expand_to_an_option_is_not_allowed(tmp_path) -> None:
+    rs = RuleSet(rules_from_config({"shell": {"git diff*": "allow"}}), root=tmp_path)
+    assert rs.decide("shell", {"command": "git diff *"}, "command")[0] == "allow"
+    (tmp_path / "--output=.git/config").mkdir(parents=True)
+    assert rs.decide("shell", {"command": "git diff *"}, "command") is None
+    assert "option" in rs.shell_note("git diff *")
+    (tmp_path / "src").mkdir()
+    assert rs.decide("shell", {"command": "git diff src/*"}, "command")[0] == "allow"
+    (tmp_path / "src" / "-x").touch()
+    assert rs.decide("shell", {"command": "git diff src/*"}, "command") is None

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ketch.extensions.rules import path_rule_matches
+from ketch.extensions.rules import path_forms, path_rule_matches, resolved_forms
 from ketch.extensions.shell_rules import collapse_whitespace, command_hits
 
 SAFE_NAME = re.compile(r"[a-z0-9][a-z0-9\-_]{0,63}")
@@ -294,9 +294,16 @@ class Guard:
             for value in _arg_strings(args.get(rule.arg)):
                 if rule.glob and self._glob_refuses(rule, value):
                     return Refusal(rule.reason, source)
-                if rule.regex is not None and rule.regex.search(value):
+                if rule.regex is not None and any(rule.regex.search(form) for form in self._forms(rule, value)):
                     return Refusal(rule.reason, source)
         return None
+
+    def _forms(self, rule: GuardRule, value: str) -> list[str]:
+        """A path argument as written and as resolved (symlinks followed); other
+        arguments as they are."""
+        if rule.arg in _PATH_ARG or rule.arg.endswith("path"):
+            return [value, *path_forms(value, self.root), *(resolved_forms(value, self.root) or [])]
+        return [value]
 
     def _glob_refuses(self, rule: GuardRule, value: str) -> bool:
         if rule.arg in _PATH_ARG or rule.arg.endswith("path"):

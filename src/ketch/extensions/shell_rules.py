@@ -128,6 +128,11 @@ def command_hits(pattern_or_prefix: str, command: str, *, prefix: bool) -> tuple
     return False, ""
 
 
+def _leading_wildcard(word: Word) -> bool:
+    name = posixpath.basename(word.text)
+    return word.glob and bool(name) and name[0] in "*?[{"
+
+
 def _glob_reaches_options(word: Word, root: Path | None) -> bool:
     """A glob whose last part starts with a wildcard can expand to a file named like an
     option (``--output=...``); true when such a file is there to expand to."""
@@ -139,6 +144,8 @@ def _glob_reaches_options(word: Word, root: Path | None) -> bool:
     try:
         base = Path(directory) if directory.startswith("/") else root / directory
         return any(entry.startswith("-") for entry in os.listdir(base))
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # nothing to expand to: bash passes the word as it is
     except OSError:
         return True
 
@@ -149,8 +156,9 @@ def allow_blocker(parsed: ParsedCommand, root: Path | None = None) -> str:
         return f"ketch cannot parse this command ({parsed.error}), so no rule can allow it"
     if parsed.hazards:
         return "no allow rule covers it, because it has " + "; ".join(parsed.hazards[:4])
+    moves = any(c.words and c.words[0].text in ("cd", "pushd", "popd") for c in parsed.commands)
     for command in parsed.commands:
-        if any(_glob_reaches_options(w, root) for w in command.words[1:]):
+        if any(_leading_wildcard(w) if moves else _glob_reaches_options(w, root) for w in command.words[1:]):
             return "no allow rule covers it, because a glob in it can expand to a file named like an option"
     return ""
 
