@@ -264,8 +264,8 @@ class _Walker:
             dest = node.child_by_field_name("destination")
             op = ops[0] if ops else ""
             dest_text = _text(dest) if dest is not None else ""
+            word = self.word(dest, enclosed) if dest is not None else Word("", False)
             if op in _WRITE_OPS:
-                word = self.word(dest, enclosed) if dest is not None else Word("", False)
                 if not (word.fixed and word.text in _HARMLESS_TARGETS):
                     self.hazards.append(f"a redirection that writes to {dest_text or 'a file'}")
                     self.writes.append(word.text if word.fixed else dest_text)
@@ -273,24 +273,25 @@ class _Walker:
                 if dest is None or not re.fullmatch(r"\d+|-", dest_text):
                     self.hazards.append(f"a redirection that writes to {dest_text or 'a file'}")
                     self.writes.append(dest_text)
-            elif op in ("<", ">&-", "<&-"):
-                if dest is not None:
-                    self.word(dest, enclosed)
-            else:
+            elif op not in ("<", ">&-", "<&-"):
                 self.hazards.append(f"a redirection ketch does not model ({op or _text(node)[:20]})")
             for child in node.children:
                 if child.type in _STATEMENTS:
                     self.visit(child, enclosed)
         elif node.type in ("heredoc_redirect", "herestring_redirect"):
+            # a here-document node also holds what follows it on the line (| sh, && x, > f)
             for child in node.children:
-                if child.type in ("heredoc_start", "heredoc_end") or not child.is_named:
-                    continue
-                if child.type == "heredoc_body" or node.type == "herestring_redirect" and child.type not in _STATEMENTS:
-                    self._expression(child, enclosed) if child.type not in ("heredoc_body",) else self._body(child, enclosed)
+                if not child.is_named:
+                    if child.type == "&":
+                        self.hazards.append("a background job (&)")
+                elif child.type == "heredoc_body":
+                    self._body(child, enclosed)
                 elif child.type.endswith("redirect"):
                     self._redirect(child, enclosed)
-                else:
+                elif child.type in _STATEMENTS:
                     self.visit(child, enclosed)
+                elif child.type not in ("heredoc_start", "heredoc_end"):
+                    self._expression(child, enclosed)  # the here-string's word
         else:
             self.hazards.append(f"a redirection ketch does not model ({node.type})")
             self._expression(node, enclosed)
