@@ -119,55 +119,54 @@ def _unwrap(words: list[Word], depth: int) -> list[Invocation]:
     """Strip wrappers and global options; recurse into bodies."""
     if depth > MAX_DEPTH:
         return _unknown([], 0, "commands nested too deeply to follow")
-    extra: list[Invocation] = []
     while words:
         head = words[0]
         if not head.fixed:
-            return extra + _unknown([], 0, f"the program name {head.text[:40]!r} is only known at run time")
+            return _unknown([], 0, f"the program name {head.text[:40]!r} is only known at run time")
         name = posixpath.basename(head.text.rstrip("/")) or head.text
         if name in _WRAPPERS:
             rest = _skip_options(name, words[1:])
             if rest is None:
-                return extra + _unknown([Word(name)], 1, f"{name} options ketch cannot follow")
+                return _unknown([Word(name)], 1, f"{name} options ketch cannot follow")
             if name == "xargs":
-                return extra + _xargs(words[1:], rest, depth)
+                return _xargs(words[1:], rest, depth)
             if name == "env":
                 split = _env_split_string(words[1:])
                 if split is not None:
-                    return extra + _nested(split, depth, "env -S")
+                    return _nested(split, depth, "env -S")
             if name in ("sudo", "doas") and any(w.fixed and w.text in ("-s", "-i", "--shell", "--login") for w in words[1 : len(words) - len(rest)]):
                 if rest:
-                    return extra + _nested(" ".join(_show(w) for w in rest), depth, f"{name} -s")
+                    return _nested(" ".join(_show(w) for w in rest), depth, f"{name} -s")
             words = rest
             continue
         break
     if not words:
-        return extra
+        return []
     name = posixpath.basename(words[0].text.rstrip("/")) or words[0].text
     words = [Word(name), *words[1:]]
     args = words[1:]
     if name in SHELLS:
-        return extra + _shell(words, depth)
+        return _shell(words, depth)
     if name == "eval":
         if all(w.static for w in args):
-            return extra + [Invocation(tuple(words))] + _nested(" ".join(w.text for w in args), depth, "eval")
-        return extra + _unknown(words, 1, "eval of text only known at run time")
+            return [Invocation(tuple(words))] + _nested(" ".join(w.text for w in args), depth, "eval")
+        return _unknown(words, 1, "eval of text only known at run time")
     if name in ("source", "."):
-        return extra + [Invocation(tuple(words))]
+        return [Invocation(tuple(words))]
     if name == "git":
-        return extra + _git(words)
+        return _git(words)
     if name in ("find", "fd", "fdfind"):
-        return extra + [Invocation(tuple(words))] + _exec_bodies(args, depth)
+        return [Invocation(tuple(words))] + _exec_bodies(args, depth)
     if name in _AWK:
         if any(not w.static or re.search(r"system|\||getline", w.text) for w in args):
-            return extra + _unknown(words, 1, f"{name} code that can run commands")
-        return extra + [Invocation(tuple(words))]
+            return _unknown(words, 1, f"{name} code that can run commands")
+        return [Invocation(tuple(words))]
     family = next((k for k in _INLINE_CODE if INTERPRETERS.fullmatch(name) and name.startswith(k)), "")
     if family and any(w.fixed and (w.text in _INLINE_CODE[family] or _combined(w.text, _INLINE_CODE[family])) for w in args):
-        return extra + _unknown(words, 1, f"{name} inline code")
+        return _unknown(words, 1, f"{name} inline code")
     if name in _RUNNERS:
-        return extra + [Invocation(tuple(words))] + _runner_body(name, args, depth)
-    return extra + [Invocation(tuple(words))]
+        return [Invocation(tuple(words))] + _runner_body(name, args, depth)
+    return [Invocation(tuple(words))]
 
 
 def _combined(text: str, flags: tuple[str, ...]) -> bool:
@@ -220,6 +219,8 @@ def _env_split_string(words: list[Word]) -> str | None:
     for i, w in enumerate(words):
         if w.fixed and (w.text in ("-S", "--split-string")) and i + 1 < len(words):
             return " ".join(_show(x) if not x.static else x.text for x in words[i + 1 :])
+        if w.fixed and w.text.startswith("--split-string="):
+            return " ".join([w.text.split("=", 1)[1], *(x.text for x in words[i + 1 :])])
         if w.fixed and w.text.startswith("-S") and len(w.text) > 2:
             return " ".join([w.text[2:], *(x.text for x in words[i + 1 :])])
     return None
