@@ -303,3 +303,22 @@ def test_control_the_push_table_really_pushes_without_the_guard(tmp_path: Path) 
     commands = [_pushing(i, t) for i, t in enumerate(HOSTILE_TO_GUARD)]
     _run_all(ws, commands, "--yolo")
     assert _branches(ws) == [f"b{i:02d}" for i in range(len(commands))]
+
+
+def test_headless_a_read_only_rule_lets_no_redirection_overwrite_a_tracked_file_or_write_outside(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    _user_config("[permissions]\nshell = { \"git status*\" = \"allow\", \"ls*\" = \"allow\", \"cat *\" = \"allow\" }\n")
+    commands = [
+        "git status > README.md",
+        "ls >> src/a.txt",
+        "cat README.md > ../outside.txt",
+        f"git status &> {tmp_path}/absolute-outside.txt",
+        "ls > .git/hooks/pre-commit",
+    ]
+    _, results, resolved = _run_all(ws, commands)
+    assert (ws / "README.md").read_text() == "hello from the readme\n"
+    assert (ws / "src" / "a.txt").read_text() == "alpha\n"
+    assert not (tmp_path / "outside.txt").exists() and not (tmp_path / "absolute-outside.txt").exists()
+    assert not (ws / ".git" / "hooks" / "pre-commit").exists()
+    assert [r["decision"] for r in resolved] == ["deny"] * len(commands)
+    assert all("a redirection that writes to" in r for r in results)
