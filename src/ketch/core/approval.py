@@ -5,8 +5,9 @@ that refuse (exit 2) → ``--yolo`` → permission rules (deny and ask first) �
 path that makes the repository run code later asks, whatever allows it → the user's
 "allow for this session" answers, then allow rules → defaults (reading tools allowed;
 writing, shell, network and MCP tools ask). When an allow rule for the shell could not
-vouch for a command (it writes on the side, or cannot be parsed), the ask carries why. The session turns a decision into the SDK's
-deferred approval, so a denied call never reaches the tool's function.
+vouch for a command (it writes on the side, or cannot be parsed), the ask carries why.
+The session turns a decision into the SDK's deferred approval, so a denied call never
+reaches the tool's function.
 """
 
 from __future__ import annotations
