@@ -150,6 +150,7 @@ HOSTILE_TO_GUARD = [
     "find . -maxdepth 0 -exec git push origin HEAD:{B} \\;",
     "bash <<'EOF'\ngit push origin HEAD:{B}\nEOF",
     "env -S 'git push origin HEAD:{B}'",
+    "git pu\\\nsh origin HEAD:{B}",
 ]
 
 

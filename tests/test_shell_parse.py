@@ -35,12 +35,19 @@ def test_every_redirection_that_opens_a_file_for_writing_is_a_hazard(command: st
     assert parsed.writes == (target,)
 
 
+@pytest.mark.parametrize("command, words", [("ls \\\n  -la", ["ls", "-la"]), ('echo "p\\\nush"', ["echo", "push"]), ("echo 'p\\\nq'", ["echo", "p\\\nq"])])
+def test_line_continuations_bash_and_the_grammar_agree_on(command: str, words: list[str]) -> None:
+    parsed = parse_command(command)
+    assert not parsed.error
+    assert [w.text for w in parsed.commands[0].words] == words
+
+
 @pytest.mark.parametrize("command", ["ls 2>&1", "ls >/dev/null", "ls 2>/dev/null", "ls &>/dev/null", "ls >&2", "ls 2>&-", "ls < in", "cat <<'X'\nhi\nX"])
 def test_harmless_redirections_are_not_hazards(command: str) -> None:
     assert parse_command(command).plain, parse_command(command)
 
 
-@pytest.mark.parametrize("command", ["ls <> f", "echo 'unterminated", "ls $(", "if true; then ls", "ls )", "case x in"])
+@pytest.mark.parametrize("command", ["ls <> f", "echo 'unterminated", "ls $(", "if true; then ls", "ls )", "case x in", "git p\\\nush", "ls >\\\n> f"])
 def test_what_the_grammar_cannot_parse_is_an_error(command: str) -> None:
     assert parse_command(command).error
 

@@ -128,6 +128,9 @@ def parse_command(source: str) -> ParsedCommand:
         except RecursionError:
             at = (0, 0)
         return ParsedCommand(source, error=f"bash syntax ketch cannot parse near line {at[0] + 1}, column {at[1] + 1}")
+    split = _split_continuation(tree.root_node, data)
+    if split is not None:
+        return ParsedCommand(source, error=f"a line continuation splits a word near byte {split}, which bash would join")
     walker = _Walker()
     try:
         walker.visit(tree.root_node, "")
@@ -136,6 +139,36 @@ def parse_command(source: str) -> ParsedCommand:
     if walker.error:
         return ParsedCommand(source, error=walker.error)
     return ParsedCommand(source, tuple(walker.commands), tuple(dict.fromkeys(walker.hazards)), tuple(walker.writes))
+
+
+_LITERAL_CONTAINERS = frozenset({"raw_string", "heredoc_body", "heredoc_content", "comment", "ansi_c_string", "string"})
+
+
+def _split_continuation(root: Any, data: bytes) -> int | None:
+    """Where a backslash-newline joins two pieces bash reads as one word but the grammar
+    split (``git p\\<newline>ush`` is ``git push`` to bash); None when there is none."""
+    for match in re.finditer(rb"(\\+)\n", data):
+        start = match.start()
+        k = match.end() - 2  # the backslash before the newline
+        if len(match.group(1)) % 2 == 0 or start == 0 or match.end() >= len(data):
+            continue
+        if data[start - 1 : start].isspace() or data[match.end() : match.end() + 1].isspace():
+            continue
+        before = root.descendant_for_byte_range(start - 1, start)
+        after = root.descendant_for_byte_range(match.end(), match.end() + 1)
+        if _inside(before, _LITERAL_CONTAINERS) or _inside(after, _LITERAL_CONTAINERS):
+            continue
+        if before is None or after is None or before.id != after.id:
+            return k
+    return None
+
+
+def _inside(node: Any, kinds: frozenset[str]) -> bool:
+    while node is not None:
+        if node.type in kinds:
+            return True
+        node = node.parent
+    return False
 
 
 def _first_error(node: Any) -> tuple[int, int]:
