@@ -151,6 +151,10 @@ HOSTILE_TO_GUARD = [
     "bash <<'EOF'\ngit push origin HEAD:{B}\nEOF",
     "env -S 'git push origin HEAD:{B}'",
     "git pu\\\nsh origin HEAD:{B}",
+    "hash -p {GIT} g; g push origin HEAD:{B}",
+    "shopt -s expand_aliases\nalias g=git\ng push origin HEAD:{B}",
+    "trap 'git push origin HEAD:{B}' EXIT",
+    "PS4='$(git push origin HEAD:{B})'; set -x; ls",
 ]
 
 

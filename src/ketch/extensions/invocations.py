@@ -90,7 +90,21 @@ def invocations(parsed: ParsedCommand, depth: int = 0) -> list[Invocation]:
     found: list[Invocation] = []
     for command in parsed.commands:
         found += _resolve(command, depth)
+    for assignment in parsed.assignments:
+        if _code_later(assignment):
+            found += _unknown([], 0, f"the variable assignment {assignment[:40]!r} can run code later")
     return found
+
+
+_CODE_VARIABLES = frozenset({"BASH_ENV", "ENV", "PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "BASH_LOADABLES_PATH", "IFS", "PATH", "LD_PRELOAD", "LD_LIBRARY_PATH"})
+
+
+def _code_later(assignment: str) -> bool:
+    """An assignment bash or the programs it starts may run as code: a prompt, startup
+    file or search path variable, or a value with a substitution in quotes (``PS4``,
+    arithmetic on the variable and ``${x@P}`` evaluate it)."""
+    name, _, value = assignment.partition("=")
+    return name.rstrip("+") in _CODE_VARIABLES or "$(" in value or "`" in value or "<(" in value
 
 
 def invocations_of(source: str, depth: int = 0) -> tuple[list[Invocation], str]:
@@ -153,6 +167,10 @@ def _unwrap(words: list[Word], depth: int) -> list[Invocation]:
         return _unknown(words, 1, "eval of text only known at run time")
     if name in ("source", "."):
         return [Invocation(tuple(words))]
+    if name == "trap" and args and args[0].fixed and not args[0].text.startswith("-"):
+        return [Invocation(tuple(words))] + _nested(args[0].text, depth, "trap")
+    if name in ("alias", "enable", "shopt") and args or name == "hash" and any(w.text.startswith("-") and "p" in w.text for w in args):
+        return _unknown(words, 1, f"{name} changes what a later command name runs")
     if name == "git":
         return _git(words)
     if name in ("find", "fd", "fdfind"):
@@ -190,6 +208,8 @@ def _skip_options(name: str, words: list[Word]) -> list[Word] | None:
             i += 1
             break
         if name in ("env", "sudo") and _ASSIGNMENT.fullmatch(t):
+            if _code_later(t):
+                return None
             i += 1
             continue
         if name == "nice" and re.fullmatch(r"-\d+", t):

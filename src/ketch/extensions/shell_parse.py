@@ -68,6 +68,8 @@ class ParsedCommand:
     """Destinations of redirections that open a file for writing, as written."""
     error: str = ""
     """Why the grammar could not parse the command (then nothing is proved)."""
+    assignments: tuple[str, ...] = ()
+    """Every ``NAME=value`` in it (prefixes, statements, declarations), as written."""
 
     @property
     def plain(self) -> bool:
@@ -138,7 +140,9 @@ def parse_command(source: str) -> ParsedCommand:
         return ParsedCommand(source, error="the command is nested too deeply to follow")
     if walker.error:
         return ParsedCommand(source, error=walker.error)
-    return ParsedCommand(source, tuple(walker.commands), tuple(dict.fromkeys(walker.hazards)), tuple(walker.writes))
+    return ParsedCommand(
+        source, tuple(walker.commands), tuple(dict.fromkeys(walker.hazards)), tuple(walker.writes), assignments=tuple(walker.assignments)
+    )
 
 
 _LITERAL_CONTAINERS = frozenset({"raw_string", "heredoc_body", "heredoc_content", "comment", "ansi_c_string", "string"})
@@ -206,6 +210,7 @@ class _Walker:
     commands: list[SimpleCommand] = field(default_factory=list)
     hazards: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
+    assignments: list[str] = field(default_factory=list)
     error: str = ""
     stdin_next: bool = False
     """The next simple command's input is a here-document (set by its redirected statement)."""
@@ -246,6 +251,8 @@ class _Walker:
         """Anything inside a word or a statement we do not model: note a hazard for
         constructs that run or set something, and look for commands inside."""
         kind = node.type
+        if kind == "variable_assignment":
+            self.assignments.append(_text(node))
         if kind in _SUBSTITUTIONS:
             self.hazards.append(_SUBSTITUTIONS[kind])
         elif kind == "expansion" and not _plain_expansion(node):
