@@ -250,3 +250,17 @@ def test_guard_regexes_on_paths_see_the_resolved_path_too(tmp_path: Path) -> Non
     guard = compile_guard([], config_rules([{"kind": "arg", "tool": "*", "arg": "path", "regex": r"(^|/)\.git(/|$)", "reason": "r"}]), root=ws)
     assert guard.check("write_file", {"path": "src/gitdir/hooks/x"}) is not None
     assert guard.check("write_file", {"path": "src/ok.txt"}) is None
+
+
+async def test_a_read_deny_holds_through_a_symlink_and_the_jail_resolution(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "secrets").mkdir(parents=True)
+    (ws / "secrets" / "key.pem").write_text("k\n")
+    (ws / "docs").mkdir()
+    (ws / "docs" / "s").symlink_to("../secrets")
+    gate = ApprovalGate(
+        kinds={"read_file": "read"}, key_args={"read_file": "path"}, rules=RuleSet([Rule("read_file", "secrets/**", "deny")], root=ws)
+    )
+    for path in ("secrets/key.pem", "docs/s/key.pem", f"{ws}/docs/s/key.pem", "docs/../secrets/key.pem"):
+        assert (await gate.evaluate("read_file", {"path": path})).action == "deny", path
+    assert (await gate.evaluate("read_file", {"path": "docs/readme.md"})).action == "allow"
