@@ -27,6 +27,7 @@ from ketch.extensions.shell_parse import parse_command
         ("ls > 'my out'", "my out"),
         ("ls > $HOME/x", "$HOME/x"),
         ("ls > /dev/null > out", "out"),
+        ("ls 3> /dev/tcp/127.0.0.1/9", "/dev/tcp/127.0.0.1/9"),
     ],
 )
 def test_every_redirection_that_opens_a_file_for_writing_is_a_hazard(command: str, target: str) -> None:
@@ -45,6 +46,11 @@ def test_line_continuations_bash_and_the_grammar_agree_on(command: str, words: l
 @pytest.mark.parametrize("command", ["ls 2>&1", "ls >/dev/null", "ls 2>/dev/null", "ls &>/dev/null", "ls >&2", "ls 2>&-", "ls < in", "cat <<'X'\nhi\nX"])
 def test_harmless_redirections_are_not_hazards(command: str) -> None:
     assert parse_command(command).plain, parse_command(command)
+
+
+def test_a_read_redirection_from_a_bash_network_path_is_a_hazard() -> None:
+    assert not parse_command("cat < /dev/tcp/127.0.0.1/9").plain
+    assert parse_command("cat < /dev/stdin").plain
 
 
 @pytest.mark.parametrize("command", ["ls <> f", "echo 'unterminated", "ls $(", "if true; then ls", "ls )", "case x in", "git p\\\nush", "ls >\\\n> f"])

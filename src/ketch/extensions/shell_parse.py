@@ -313,7 +313,10 @@ class _Walker:
                 if dest is None or not re.fullmatch(r"\d+|-", dest_text):
                     self.hazards.append(f"a redirection that writes to {dest_text or 'a file'}")
                     self.writes.append(dest_text)
-            elif op not in ("<", ">&-", "<&-"):
+            elif op == "<":
+                if word.fixed and word.text.startswith(("/dev/tcp/", "/dev/udp/")):
+                    self.hazards.append(f"a redirection that opens a network connection ({dest_text[:40]})")
+            elif op not in (">&-", "<&-"):
                 self.hazards.append(f"a redirection ketch does not model ({op or _text(node)[:20]})")
             for child in node.children:
                 if child.type in _STATEMENTS:
