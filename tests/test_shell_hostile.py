@@ -327,3 +327,25 @@ def test_headless_a_read_only_rule_lets_no_redirection_overwrite_a_tracked_file_
     assert not (ws / ".git" / "hooks" / "pre-commit").exists()
     assert [r["decision"] for r in resolved] == ["deny"] * len(commands)
     assert all("a redirection that writes to" in r for r in results)
+
+
+def test_the_real_binary_headless_denies_a_subset_and_runs_the_harmless(tmp_path: Path) -> None:
+    """The same judgement through ``python -m ketch`` as a separate process."""
+    ws = _workspace(tmp_path)
+    _user_config("[permissions]\nshell = { \"git status*\" = \"allow\", \"ls*\" = \"allow\", \"cat *\" = \"allow\" }\n")
+    picked = [0, 9, 12, 18, 29, 32, 35, 38]
+    commands = [_hostile(i, HOSTILE_TO_ALLOW[i]) for i in picked] + ["cat README.md", "git status --short"]
+    calls = [ToolCall("shell", {"command": c}) for c in commands]
+    with FakeProvider([Turn(tool_calls=calls), Turn(text="done")]) as fake:
+        run = run_ketch(
+            ["-p", "go", "--output-format", "stream-json", *adhoc(fake, WIRE)],
+            ws,
+            env={"KETCH_CONFIG_DIR": os.environ["KETCH_CONFIG_DIR"], "KETCH_DATA_DIR": os.environ["KETCH_DATA_DIR"], "HOME": os.environ["HOME"]},
+            subprocess_=True,
+        )
+    assert run.code == 0, run.stderr
+    assert _markers(ws) == []
+    results = [c for _, c in tool_results(fake.model_requests[1])]
+    assert "hello from the readme" in results[-2]
+    resolved = [e for e in map(json.loads, filter(str.strip, run.stdout.splitlines())) if e["type"] == "approval_resolved"]
+    assert sorted(r["decision"] for r in resolved) == ["allow"] * 2 + ["deny"] * len(picked)
