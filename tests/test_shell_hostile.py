@@ -155,6 +155,7 @@ HOSTILE_TO_GUARD = [
     "shopt -s expand_aliases\nalias g=git\ng push origin HEAD:{B}",
     "trap 'git push origin HEAD:{B}' EXIT",
     "PS4='$(git push origin HEAD:{B})'; set -x; ls",
+    "g\\it push origin HEAD:{B}\necho 'unterminated",
 ]
 
 

@@ -64,10 +64,16 @@ def test_an_unparsable_command_asks_and_the_reason_names_the_parse() -> None:
     assert "cannot parse" in rs.shell_note("ls <> f")
 
 
-def test_an_unparsable_command_is_refused_by_a_guard_whose_program_it_names() -> None:
+def test_an_unparsable_command_is_refused_by_every_command_guard() -> None:
     guard = compile_guard([], config_rules([{"kind": "command_prefix", "prefix": "git push", "reason": "no"}]))
-    assert guard.check("shell", {"command": "git push 'unterminated"}) is not None
-    assert guard.check("shell", {"command": "ls 'unterminated"}) is None
+    # bash runs the first line before it fails on the second: the guard cannot read it
+    for command in ("git push 'unterminated", "g\\it push\necho 'x", "ls 'unterminated"):
+        refusal = guard.check("shell", {"command": command})
+        assert refusal is not None and "cannot be parsed" in refusal.reason, command
+    assert guard.check("web_fetch", {"url": "x'"}) is None
+    rs = RuleSet(rules_from_config({"shell": {"rm*": "deny"}}))
+    assert rs.decide("shell", {"command": "rm x 'unterminated"}, "command")[0] == "deny"
+    assert rs.decide("shell", {"command": "ls 'unterminated"}, "command") is None
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,9 @@
   matches, as written or as it really runs (``invocations``: wrappers and global options
   removed, ``sh -c``/``eval`` bodies parsed). A command whose program, or a word the
   pattern looks at, is only known at run time counts as a hit: it could be that program.
-* A command the grammar cannot parse is allowed by no pattern, and hits every deny or
-  guard whose program name occurs in it as a word.
+* A command the grammar cannot parse is allowed by no pattern, is refused by every
+  guard (bash runs the lines before a syntax error, so nothing about it is proved), and
+  hits every deny pattern whose program name occurs in it as a word.
 
 Patterns are text: a trailing ``*`` means "this prefix" (``ls *`` also covers a bare
 ``ls``), a ``*`` elsewhere matches any text, runs of whitespace count as one space.
@@ -117,6 +118,11 @@ def command_hits(pattern_or_prefix: str, command: str, *, prefix: bool) -> tuple
     parsed = parse_command(command)
     words = normalized_prefix(pattern_or_prefix) if prefix else _literal_prefix(pattern_or_prefix)
     if parsed.error:
+        # bash runs the lines before a syntax error, and where the grammar and bash see
+        # the error can differ: a guard refuses what it cannot read; a deny rule hits when
+        # its program is named (the command asks anyway, since no allow covers it)
+        if prefix:
+            return True, f"the command cannot be parsed ({parsed.error}), so the guard cannot rule out {' '.join(words)[:60]}"
         if not words or not words[0] or _mentions(command, words[0]):
             return True, f"the command cannot be parsed ({parsed.error}), so it may run {words[0] if words else 'anything'}"
         return False, ""
