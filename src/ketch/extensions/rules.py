@@ -27,17 +27,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ketch.extensions.shell_parse import parse_command
-from ketch.extensions.shell_rules import (
-    allow_blocker,
-    collapse_whitespace,
-    command_hits,
-    command_pattern_matches,
-    covering_allows,
-    wildcard_matches,
-)
+from ketch.extensions.shell_rules import allow_blocker, command_hits, covering_allows, wildcard_matches
 from ketch.tools.run_later import is_run_later
-
-__all__ = ["collapse_whitespace", "command_pattern_matches", "wildcard_matches"]
 
 Action = Literal["allow", "deny", "ask"]
 ACTIONS: tuple[Action, ...] = ("allow", "deny", "ask")
