@@ -83,6 +83,8 @@ HOSTILE_TO_ALLOW = [
     "source ./evil.sh",
     "coproc touch {M}",
     "cat README.md > {M}",
+    "cat <<EOF\n`touch {M}`\nEOF",
+    "cat <<-EOF\n\t$(touch {M})\n\tEOF",
 ]
 
 # These must still be allowed by the rule without a prompt (headless: they run).
@@ -112,6 +114,8 @@ HARMLESS = [
     "cat README.md 2>&-",
     "ls | cat README.md",
     "! git status",
+    "cat <<'EOF'\n$(touch never-made) `touch never-made`\nEOF",
+    "cat <<EOF\nhello $USER\nEOF",
 ]
 
 # {B}: a branch name no other entry uses; a push that runs creates it on the remote.
@@ -156,6 +160,7 @@ HOSTILE_TO_GUARD = [
     "trap 'git push origin HEAD:{B}' EXIT",
     "PS4='$(git push origin HEAD:{B})'; set -x; ls",
     "g\\it push origin HEAD:{B}\necho 'unterminated",
+    "cat <<EOF\n`git push origin HEAD:{B}`\nEOF",
 ]
 
 
@@ -287,6 +292,7 @@ def test_headless_harmless_commands_run_under_the_rule_without_a_prompt(tmp_path
     assert "hello from the readme" in results[HARMLESS.index("cat README.md")]
     assert "alpha" in results[HARMLESS.index("cat src/a.txt src/b.txt")]
     assert "README.md" in results[HARMLESS.index("ls -la")]
+    assert not (ws / "never-made").exists()
 
 
 def _branches(ws: Path) -> list[str]:

@@ -90,6 +90,8 @@ def invocations(parsed: ParsedCommand, depth: int = 0) -> list[Invocation]:
     found: list[Invocation] = []
     for command in parsed.commands:
         found += _resolve(command, depth)
+    for reason in parsed.opaque:
+        found += _unknown([], 0, reason)
     for assignment in parsed.assignments:
         if _code_later(assignment):
             found += _unknown([], 0, f"the variable assignment {assignment[:40]!r} can run code later")

@@ -70,6 +70,8 @@ class ParsedCommand:
     """Why the grammar could not parse the command (then nothing is proved)."""
     assignments: tuple[str, ...] = ()
     """Every ``NAME=value`` in it (prefixes, statements, declarations), as written."""
+    opaque: tuple[str, ...] = ()
+    """Code bash will run that the grammar did not parse (e.g. a backtick in a here-doc)."""
 
     @property
     def plain(self) -> bool:
@@ -141,7 +143,12 @@ def parse_command(source: str) -> ParsedCommand:
     if walker.error:
         return ParsedCommand(source, error=walker.error)
     return ParsedCommand(
-        source, tuple(walker.commands), tuple(dict.fromkeys(walker.hazards)), tuple(walker.writes), assignments=tuple(walker.assignments)
+        source,
+        tuple(walker.commands),
+        tuple(dict.fromkeys(walker.hazards)),
+        tuple(walker.writes),
+        assignments=tuple(walker.assignments),
+        opaque=tuple(walker.opaque),
     )
 
 
@@ -211,6 +218,7 @@ class _Walker:
     hazards: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
     assignments: list[str] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)
     error: str = ""
     stdin_next: bool = False
     """The next simple command's input is a here-document (set by its redirected statement)."""
@@ -322,6 +330,7 @@ class _Walker:
                 if child.type in _STATEMENTS:
                     self.visit(child, enclosed)
         elif node.type in ("heredoc_redirect", "herestring_redirect"):
+            self._expanded_body(node)
             # a here-document node also holds what follows it on the line (| sh, && x, > f)
             for child in node.children:
                 if not child.is_named:
@@ -338,6 +347,18 @@ class _Walker:
         else:
             self.hazards.append(f"a redirection ketch does not model ({node.type})")
             self._expression(node, enclosed)
+
+    def _expanded_body(self, node: Any) -> None:
+        """An unquoted here-document's body is expanded by bash, but the grammar leaves
+        backticks (and ``<<-`` bodies) unparsed: any substitution syntax in it is code
+        the parse cannot see."""
+        start = next((c for c in node.children if c.type == "heredoc_start"), None)
+        body = next((c for c in node.children if c.type == "heredoc_body"), None)
+        if start is None or body is None or re.search(r"['\"\\]", _text(start)):
+            return
+        if re.search(r"`|\$\(|\$\{|\$\[", _text(body)):
+            self.hazards.append("a here-document whose body bash expands with substitutions")
+            self.opaque.append("a here-document body with substitutions")
 
     def _body(self, node: Any, enclosed: str) -> None:
         for child in node.children:
