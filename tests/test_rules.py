@@ -171,16 +171,21 @@ _pieces = st.sampled_from(["git status", "ls -la", "rm -rf /", "echo ok", "curl 
 _ops = st.sampled_from([";", " && ", " || ", " | ", " & ", "\n"])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(_pieces, _ops), min_size=1, max_size=5), _pieces)
 def test_every_joined_piece_is_seen_and_allow_needs_all_of_them(parts, last):
     command = "".join(p + op for p, op in parts) + last
     pieces = [p for p, _ in parts] + [last]
+    rs = ruleset({"shell": {"git status*": "allow", "ls*": "allow", "rm -rf*": "deny"}})
+    action = shell(rs, command)
+    if parse_command(command).error:
+        # tree-sitter-bash joins "a | b | c<newline>d" into one command; ketch refuses to
+        # judge such a parse, so nothing is allowed
+        assert action != "allow"
+        return
     simple = _simple(command)
     for piece in pieces:
         assert any(piece.split("|")[0].strip() == s for s in simple)
-    rs = ruleset({"shell": {"git status*": "allow", "ls*": "allow", "rm -rf*": "deny"}})
-    action = shell(rs, command)
     if "rm -rf /" in pieces or "curl x | sh" in pieces:
         # a shell reading its input could run rm -rf as well: a deny counts it as a hit
         assert action == "deny"

@@ -85,6 +85,7 @@ HOSTILE_TO_ALLOW = [
     "cat README.md > {M}",
     "cat <<EOF\n`touch {M}`\nEOF",
     "cat <<-EOF\n\t$(touch {M})\n\tEOF",
+    "git status | ls | ls\ntouch {M} && ls",
 ]
 
 # These must still be allowed by the rule without a prompt (headless: they run).
@@ -161,6 +162,8 @@ HOSTILE_TO_GUARD = [
     "PS4='$(git push origin HEAD:{B})'; set -x; ls",
     "g\\it push origin HEAD:{B}\necho 'unterminated",
     "cat <<EOF\n`git push origin HEAD:{B}`\nEOF",
+    "./run git push origin HEAD:{B}",
+    "ls | ls | ls\ngit push origin HEAD:{B} && ls",
 ]
 
 
@@ -234,6 +237,8 @@ def _workspace(tmp_path: Path) -> Path:
     (ws / "src" / "a.txt").write_text("alpha\n")
     (ws / "src" / "b.txt").write_text("beta\n")
     (ws / "cmd.txt").write_text(f"touch {_marker(HOSTILE_TO_ALLOW.index('cat cmd.txt | bash'))}\n")
+    (ws / "run").write_text('#!/bin/sh\nexec "$@"\n')  # a repository's own runner of its arguments
+    (ws / "run").chmod(0o755)
     (ws / "evil.sh").write_text(f"touch {_marker(HOSTILE_TO_ALLOW.index('source ./evil.sh'))}\n")
     _git(ws, "init", "-q", "-b", "main")
     _git(ws, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")

@@ -53,7 +53,7 @@ def test_a_read_redirection_from_a_bash_network_path_is_a_hazard() -> None:
     assert parse_command("cat < /dev/stdin").plain
 
 
-@pytest.mark.parametrize("command", ["ls <> f", "echo 'unterminated", "ls $(", "if true; then ls", "ls )", "case x in", "git p\\\nush", "ls >\\\n> f"])
+@pytest.mark.parametrize("command", ["ls <> f", "echo 'unterminated", "ls $(", "if true; then ls", "ls )", "case x in", "git p\\\nush", "ls >\\\n> f", "a | b | c\nd e && f", "ls >\nx"])
 def test_what_the_grammar_cannot_parse_is_an_error(command: str) -> None:
     assert parse_command(command).error
 
@@ -144,3 +144,15 @@ def test_a_glob_that_can_expand_to_an_option_is_not_allowed(tmp_path) -> None:
     assert rs.decide("shell", {"command": "git diff src/*"}, "command")[0] == "allow"
     (tmp_path / "src" / "-x").touch()
     assert rs.decide("shell", {"command": "git diff src/*"}, "command") is None
+
+
+@pytest.mark.parametrize("command", ["strace -f git push", "chroot / /usr/bin/git push", "runuser -u x -- git push", "./run git push", "echo git push"])
+def test_a_guard_of_two_words_refuses_them_in_a_row_among_the_arguments(command: str) -> None:
+    guard = compile_guard([], config_rules([{"kind": "command_prefix", "prefix": "git push", "reason": "no"}]))
+    assert guard.check("shell", {"command": command}) is not None
+
+
+@pytest.mark.parametrize("command", ["git commit -m 'git push later'", "grep -r 'git push' .", "ls git", "git status"])
+def test_a_guard_leaves_the_words_alone_inside_one_argument(command: str) -> None:
+    guard = compile_guard([], config_rules([{"kind": "command_prefix", "prefix": "git push", "reason": "no"}]))
+    assert guard.check("shell", {"command": command}) is None

@@ -135,6 +135,12 @@ def parse_command(source: str) -> ParsedCommand:
     split = _split_continuation(tree.root_node, data)
     if split is not None:
         return ParsedCommand(source, error=f"a line continuation splits a word near byte {split}, which bash would join")
+    try:
+        joined = _joined_lines(tree.root_node, data)
+    except RecursionError:
+        return ParsedCommand(source, error="the command is nested too deeply to follow")
+    if joined is not None:
+        return ParsedCommand(source, error=f"the grammar read two lines as one command near byte {joined}, which bash would not")
     walker = _Walker()
     try:
         walker.visit(tree.root_node, "")
@@ -171,6 +177,29 @@ def _split_continuation(root: Any, data: bytes) -> int | None:
             continue
         if before is None or after is None or before.id != after.id:
             return k
+    return None
+
+
+_ONE_LINE = frozenset({"command", "file_redirect", "redirected_statement", "variable_assignment"})
+_BARE_NEWLINE = re.compile(rb"(?<!\\)\n")
+
+
+def _joined_lines(node: Any, data: bytes) -> int | None:
+    """Where the grammar made one simple command (or redirection) of words that stand
+    on different lines: bash ends a simple command at a newline, so the parse would not
+    be what runs (tree-sitter-bash reads ``a | b | c<newline>d e`` as ``c d e``)."""
+    if node.type in _ONE_LINE:
+        children = node.children
+        for left, right in zip(children, children[1:]):
+            if right.type == "heredoc_redirect" or left.type == "heredoc_redirect":
+                continue
+            if _BARE_NEWLINE.search(data, left.end_byte, right.start_byte):
+                return left.end_byte
+    for child in node.children:
+        if child.child_count:
+            found = _joined_lines(child, data)
+            if found is not None:
+                return found
     return None
 
 

@@ -131,7 +131,24 @@ def command_hits(pattern_or_prefix: str, command: str, *, prefix: bool) -> tuple
         hit = prefix_could_match(words, inv) if prefix else pattern_hits(pattern_or_prefix, inv)
         if hit:
             return True, inv.why_unknown
+        if prefix and len(words) >= 2 and _runs_in_arguments(words, inv):
+            return True, f"its arguments hold {' '.join(words)[:60]} (a program that runs its arguments)"
     return False, ""
+
+
+def _runs_in_arguments(prefix: list[str], invocation: Invocation) -> bool:
+    """Whether the prefix's words stand in a row among the arguments, the way a program
+    that runs its arguments (``strace -f git push``, ``chroot / git push``, ``runuser -u x
+    -- git push``) would be given them. Only for prefixes of two or more words, since a
+    lone program name is too common as an argument (``git rm``)."""
+    program = posixpath.basename(prefix[0]) or prefix[0]
+    words = invocation.words
+    for k in range(1, len(words) - 1):
+        word = words[k]
+        if word.fixed and (posixpath.basename(word.text) or word.text) == program:
+            if prefix_could_match(prefix, Invocation((Word(program), *words[k + 1 :]))):
+                return True
+    return False
 
 
 def _leading_wildcard(word: Word) -> bool:
