@@ -164,6 +164,7 @@ HOSTILE_TO_GUARD = [
     "cat <<EOF\n`git push origin HEAD:{B}`\nEOF",
     "./run git push origin HEAD:{B}",
     "ls | ls | ls\ngit push origin HEAD:{B} && ls",
+    "ls $((1))\n\\git push origin HEAD:{B}",
 ]
 
 

@@ -188,6 +188,8 @@ def _joined_lines(node: Any, data: bytes) -> int | None:
     """Where the grammar made one simple command (or redirection) of words that stand
     on different lines: bash ends a simple command at a newline, so the parse would not
     be what runs (tree-sitter-bash reads ``a | b | c<newline>d e`` as ``c d e``)."""
+    if node.type == "word" and _BARE_NEWLINE.search(data, node.start_byte, node.end_byte):
+        return node.start_byte  # an unquoted word never holds a newline in bash
     if node.type in _ONE_LINE:
         children = node.children
         for left, right in zip(children, children[1:]):
@@ -196,10 +198,9 @@ def _joined_lines(node: Any, data: bytes) -> int | None:
             if _BARE_NEWLINE.search(data, left.end_byte, right.start_byte):
                 return left.end_byte
     for child in node.children:
-        if child.child_count:
-            found = _joined_lines(child, data)
-            if found is not None:
-                return found
+        found = _joined_lines(child, data)
+        if found is not None:
+            return found
     return None
 
 
