@@ -165,6 +165,8 @@ HOSTILE_TO_GUARD = [
     "./run git push origin HEAD:{B}",
     "ls | ls | ls\ngit push origin HEAD:{B} && ls",
     "ls $((1))\n\\git push origin HEAD:{B}",
+    "echo `true` `git push origin HEAD:{B}`",
+    "ls `ls`\n`git push origin HEAD:{B}` \\\n ; ls",
 ]
 
 

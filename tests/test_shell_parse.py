@@ -53,7 +53,7 @@ def test_a_read_redirection_from_a_bash_network_path_is_a_hazard() -> None:
     assert parse_command("cat < /dev/stdin").plain
 
 
-@pytest.mark.parametrize("command", ["ls <> f", "echo 'unterminated", "ls $(", "if true; then ls", "ls )", "case x in", "git p\\\nush", "ls >\\\n> f", "a | b | c\nd e && f", "ls >\nx", "ls $((1))\n\\touch x"])
+@pytest.mark.parametrize("command", ["ls <> f", "echo 'unterminated", "ls $(", "if true; then ls", "ls )", "case x in", "git p\\\nush", "ls >\\\n> f", "a | b | c\nd e && f", "ls >\nx", "ls $((1))\n\\touch x", "echo `ls` `ls`"])
 def test_what_the_grammar_cannot_parse_is_an_error(command: str) -> None:
     assert parse_command(command).error
 

@@ -140,7 +140,7 @@ def parse_command(source: str) -> ParsedCommand:
     except RecursionError:
         return ParsedCommand(source, error="the command is nested too deeply to follow")
     if joined is not None:
-        return ParsedCommand(source, error=f"the grammar read two lines as one command near byte {joined}, which bash would not")
+        return ParsedCommand(source, error=f"the grammar read {joined[1]} near byte {joined[0]}, which bash would not")
     walker = _Walker()
     try:
         walker.visit(tree.root_node, "")
@@ -181,22 +181,26 @@ def _split_continuation(root: Any, data: bytes) -> int | None:
 
 
 _ONE_LINE = frozenset({"command", "file_redirect", "redirected_statement", "variable_assignment"})
+_MAY_HOLD_NEWLINES = frozenset({"raw_string", "ansi_c_string", "string_content", "heredoc_body", "heredoc_content", "translated_string", "comment"})
 _BARE_NEWLINE = re.compile(rb"(?<!\\)\n")
 
 
-def _joined_lines(node: Any, data: bytes) -> int | None:
-    """Where the grammar made one simple command (or redirection) of words that stand
-    on different lines: bash ends a simple command at a newline, so the parse would not
-    be what runs (tree-sitter-bash reads ``a | b | c<newline>d e`` as ``c d e``)."""
-    if node.type == "word" and _BARE_NEWLINE.search(data, node.start_byte, node.end_byte):
-        return node.start_byte  # an unquoted word never holds a newline in bash
+def _joined_lines(node: Any, data: bytes) -> tuple[int, str] | None:
+    """Where the grammar's parse cannot be what bash runs: one simple command (or
+    redirection) of words on different lines (tree-sitter-bash reads ``a | b |
+    c<newline>d e`` as ``c d e``; bash ends a simple command at a newline), a token
+    holding a bare newline, or backticks it paired wrongly."""
+    if node.type == "``":
+        return node.start_byte, "two backtick substitutions as one"  # `a` `b` read as one, holding "` `"
+    if node.child_count == 0 and node.type not in _MAY_HOLD_NEWLINES and _BARE_NEWLINE.search(data, node.start_byte, node.end_byte):
+        return node.start_byte, "a word across a line break"  # an unquoted word never holds a newline in bash
     if node.type in _ONE_LINE:
         children = node.children
         for left, right in zip(children, children[1:]):
             if right.type == "heredoc_redirect" or left.type == "heredoc_redirect":
                 continue
             if _BARE_NEWLINE.search(data, left.end_byte, right.start_byte):
-                return left.end_byte
+                return left.end_byte, "two lines as one command"
     for child in node.children:
         found = _joined_lines(child, data)
         if found is not None:
