@@ -77,8 +77,9 @@ class ApprovalBridge:
                 approvals[call.tool_call_id] = ToolDenied(gd.reason)
                 self._resolved(call, "deny", gd)
             elif not self.interactive:
-                approvals[call.tool_call_id] = ToolDenied(HEADLESS_DENIAL)
-                self._resolved(call, "deny", gd, by="default", reason=HEADLESS_DENIAL)
+                denial = f"{HEADLESS_DENIAL} Why no rule allowed it: {gd.reason}" if gd.reason else HEADLESS_DENIAL
+                approvals[call.tool_call_id] = ToolDenied(denial)
+                self._resolved(call, "deny", gd, by="default", reason=denial)
             else:
                 if not asked:
                     asked = True
