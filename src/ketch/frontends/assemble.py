@@ -249,7 +249,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         warnings.append(trust_notice)
     ring, child_env = held_keys(s, args)
     redact = RedactToolOutput(ring=ring)
-    session_id, history = open_history(
+    session_id, history, locks = open_history(
         args, store, s.cwd, model_ref=s.conn.ref, agent=s.variant.name, interactive=interactive, warnings=warnings
     )
     if history and cut_by_output_limit(history):
@@ -326,6 +326,8 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     if hub is not None:
         session.closers.append(hub.aclose)
     session.closers.append(store.close)
+    session.claim = locks.claim
+    session.closers.append(locks.release)
     session.closers.append(lambda: cleanup_tmp(sandbox))
     session.sandbox = sandbox
     if traced:
