@@ -94,6 +94,9 @@ class WebSearchConfig(_Strict):
     """``model``: hosted by the session's own provider; ``tavily``: a client tool with its own key."""
     protocol: Literal["auto", "responses", "anthropic"] = "auto"
     """Force the hosted-search protocol; ``auto`` follows the connection's wire."""
+    anthropic_dynamic_filtering: bool = False
+    """Send Anthropic's ``web_search_20260209`` (dynamic filtering) instead of ``20250305`` for
+    the models ``ketch models --capabilities`` marks, on the official Anthropic API only."""
     tavily_base_url: str = "https://api.tavily.com"
 
 

@@ -54,6 +54,9 @@ class WebSearchSettings:
     does not already decide it."""
     max_uses: int | None = None
     """Searches per request; applied where the protocol can enforce it (Anthropic, OpenRouter)."""
+    anthropic_dynamic_filtering: bool = False
+    """Opt in to Anthropic's ``web_search_20260209`` (dynamic filtering) where the table marks the
+    model as supporting it on the official API; ``web_search_20250305`` otherwise."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,9 @@ class CapabilityRule:
     note: str = ""
     model_family: str = ""
     """Human description of ``models``."""
+    dynamic_models: str = ""
+    """Anthropic only: the models (same syntax as ``models``) that take ``web_search_20260209``
+    (dynamic filtering) on this row's official hosts; empty: none."""
 
     @property
     def supported(self) -> bool:
@@ -85,6 +91,12 @@ class CapabilityRule:
 
     def covers_model(self, model_name: str) -> bool:
         return re.match(self.models, _bare_model(model_name), re.IGNORECASE) is not None
+
+    def filters_dynamically(self, model_name: str) -> bool:
+        """Whether ``model_name`` takes the dynamic-filtering search tool on this row."""
+        return bool(self.dynamic_models) and re.match(
+            self.dynamic_models, _bare_model(model_name), re.IGNORECASE
+        ) is not None
 
 
 CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
@@ -104,7 +116,9 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
     CapabilityRule(
         "Anthropic", ("anthropic",), ("api.anthropic.com",),
         r"claude-((opus|sonnet|haiku|fable)-[4-9]|3-7-sonnet|3-5-haiku)", ("anthropic-messages",),
-        "official connection only", "Claude Opus/Sonnet/Haiku/Fable",
+        "official connection only; web_search_20260209 (dynamic filtering) opt-in for the marked models",
+        "Claude Opus/Sonnet/Haiku/Fable",
+        dynamic_models=r"claude-(opus-4-[6-9]|sonnet-4-6|(opus|sonnet|fable|mythos)-5|haiku-5-5|mythos-preview)",
     ),
     CapabilityRule(
         "MiniMax", ("minimax",), ("api.minimax.io", "api.minimaxi.com"), r"minimax-m(2\.7|3)",
@@ -167,12 +181,20 @@ def capability_table() -> list[dict[str, str]]:
             "provider": rule.provider,
             "models": rule.model_family or ("any" if rule.models == "." else rule.models),
             "protocols": ", ".join(rule.protocols) or "-",
-            "state": "hosted search" if rule.supported else "no hosted search",
+            "state": _state(rule),
             "hosts": ", ".join(rule.hosts),
             "note": rule.note,
         }
         for rule in CAPABILITY_RULES
     ]
+
+
+def _state(rule: CapabilityRule) -> str:
+    if not rule.supported:
+        return "no hosted search"
+    if rule.dynamic_models:
+        return "hosted search (+ dynamic filtering opt-in)"
+    return "hosted search"
 
 
 def _bare_model(model_name: str) -> str:
@@ -218,6 +240,7 @@ def resolve_capability(
     metadata: Mapping[str, Any] | None = None,
     *,
     protocol: Literal["auto", "responses", "anthropic"] = "auto",
+    dynamic_filtering: bool = False,
 ) -> Capability:
     """Decide hosted-search support for one connection and model.
 
@@ -225,6 +248,12 @@ def resolve_capability(
     connection (by base-URL host, or preset when there is no base URL) and the model. The
     protocol follows the connection's wire; a wire that fixes none (Chat Completions, unset) lets
     an explicit ``protocol`` choose among the rule's protocols, else the rule's first one.
+
+    ``dynamic_filtering`` (``[web_search] anthropic_dynamic_filtering``) asks for Anthropic's
+    ``web_search_20260209``; it is granted only on a row's official hosts for the models the row
+    marks (``dynamic_models``), or on a metadata-declared connection that keeps the ``anthropic``
+    preset. Anthropic-compatible services keep ``20250305`` unless their model metadata declares
+    ``web_search_dynamic_filtering``.
     """
     declared, dynamic_opt_in, meta_protocol = _metadata_flags(metadata)
     wire_protocol = _wire_protocol(wire) or meta_protocol
@@ -236,7 +265,8 @@ def resolve_capability(
             return Capability(
                 False, reason=f"{label} declares hosted search but speaks neither Responses nor Anthropic Messages"
             )
-        return _capable(wire_protocol, dynamic_opt_in, f"declared by model metadata ({wire_protocol})")
+        dynamic = dynamic_opt_in or (dynamic_filtering and _preset_filters_dynamically(preset, model_name))
+        return _capable(wire_protocol, dynamic, f"declared by model metadata ({wire_protocol})")
 
     host, preset_name = _host(base_url), (preset or "").lower()
     rule = next((r for r in CAPABILITY_RULES if r.covers_connection(preset_name, host)), None)
@@ -254,7 +284,16 @@ def resolve_capability(
     chosen, why_not = _choose_protocol(rule, wire, wire_protocol, protocol)
     if chosen is None:
         return Capability(False, reason=why_not)
-    return _capable(chosen, dynamic_opt_in, f"{rule.provider} {model_name} over {chosen}")
+    dynamic = dynamic_opt_in or (dynamic_filtering and rule.filters_dynamically(model_name))
+    return _capable(chosen, dynamic, f"{rule.provider} {model_name} over {chosen}")
+
+
+def _preset_filters_dynamically(preset: str | None, model_name: str) -> bool:
+    """A declared connection on a provider's own preset (say a gateway in front of the official
+    Anthropic API) takes the dynamic-filtering tool for the models that provider's row marks;
+    compatible services (another preset) never do without their own metadata."""
+    name = (preset or "").lower()
+    return any(name in r.presets and r.filters_dynamically(model_name) for r in CAPABILITY_RULES)
 
 
 def _choose_protocol(
