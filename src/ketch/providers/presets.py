@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Wire = Literal["openai-chat", "openai-responses", "anthropic-messages"]
-WIRES: tuple[str, ...] = ("openai-chat", "openai-responses", "anthropic-messages")
+Wire = Literal["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
+WIRES: tuple[str, ...] = ("openai-chat", "openai-responses", "anthropic-messages", "gemini")
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,8 @@ class Preset:
     """Environment variable holding the key; empty for local servers that need none."""
     official_openai: bool = False
     """Only the official OpenAI preset may switch from Chat Completions to Responses."""
+    alt_key_env: str = ""
+    """A second variable the key may be in when ``key_env`` is unset (Gemini: ``GOOGLE_API_KEY``)."""
 
 
 PRESETS: dict[str, Preset] = {
@@ -28,6 +30,8 @@ PRESETS: dict[str, Preset] = {
     for p in (
         Preset("openai", "openai-chat", "https://api.openai.com/v1", "OPENAI_API_KEY", official_openai=True),
         Preset("anthropic", "anthropic-messages", "https://api.anthropic.com", "ANTHROPIC_API_KEY"),
+        Preset("gemini", "gemini", "https://generativelanguage.googleapis.com", "GEMINI_API_KEY",
+               alt_key_env="GOOGLE_API_KEY"),
         Preset("openrouter", "openai-chat", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
         Preset("deepseek", "openai-chat", "https://api.deepseek.com", "DEEPSEEK_API_KEY"),
         Preset("groq", "openai-chat", "https://api.groq.com/openai/v1", "GROQ_API_KEY"),
