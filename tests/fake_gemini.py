@@ -6,7 +6,9 @@ chunks as `data:` SSE frames (no event names, no terminal sentinel: the chunk ca
 `thought` text parts (with a `thoughtSignature` on the first answer part), text parts,
 `functionCall` parts; the last chunk carries `usageMetadata`, `finishReason` and, for a turn
 with `native_search`, `groundingMetadata` (`webSearchQueries`, `groundingChunks[].web`,
-`groundingSupports`) the way Google Search grounding reports a search.
+`groundingSupports`) the way Google Search grounding reports a search. A request that sets
+`toolConfig.includeServerSideToolInvocations` (Gemini 3) also gets the search as `toolCall` /
+`toolResponse` parts (`toolType: GOOGLE_SEARCH_WEB`) before the answer.
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ def render(turn: Any, body: dict[str, Any], new_id: Any, *, model: str = 'gemini
     chunks: list[list[dict[str, Any]]] = []
     signature = base64.b64encode(f'sig-{response_id}'.encode()).decode()
     chunks += [[{'text': p, 'thought': True}] for p in split(turn.reasoning)]
+    if turn.native_search is not None and (body.get('toolConfig') or {}).get('includeServerSideToolInvocations'):
+        # Gemini 3 with server-side tool invocations reports the search as its own parts too.
+        search_id = new_id('srv')
+        chunks.append([
+            {'toolCall': {'id': search_id, 'toolType': 'GOOGLE_SEARCH_WEB', 'args': {'queries': [turn.native_search.query]}}},
+            {'toolResponse': {'id': search_id, 'toolType': 'GOOGLE_SEARCH_WEB', 'response': {}}},
+        ])
     texts = turn.text_pieces if turn.text_pieces is not None else split(turn.text)
     for n, piece in enumerate(texts):
         part: dict[str, Any] = {'text': piece}

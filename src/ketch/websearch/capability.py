@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from ketch.tools.base import ToolSpec
 
-Protocol = Literal["openai-responses", "anthropic-messages", "openrouter"]
+Protocol = Literal["openai-responses", "anthropic-messages", "openrouter", "gemini"]
 Surface = Literal["tui", "headless", "child", "auxiliary"]
 
 OPT_IN_ENV = "KETCH_WEB_SEARCH_ENABLED"
@@ -37,6 +37,7 @@ SEARCH_TOOL_NAME = "web_search"
 _RESPONSES_WIRES = {"responses", "openai-responses"}
 _ANTHROPIC_WIRES = {"anthropic", "anthropic-messages", "messages", "anthropic-compatible"}
 _OPENROUTER_WIRES = {"openrouter"}
+_GEMINI_WIRES = {"gemini", "google", "gemini-generate-content"}
 _PROTOCOL_BY_SETTING: dict[str, Protocol] = {"responses": "openai-responses", "anthropic": "anthropic-messages"}
 
 
@@ -134,8 +135,10 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
         note="provider offers search; ketch adapter pending",
     ),
     CapabilityRule(
-        "Google Gemini", ("gemini", "google"), ("generativelanguage.googleapis.com",), r".",
-        note="grounding exists; the Google SDK is not installed",
+        "Google Gemini", ("gemini", "google"), ("generativelanguage.googleapis.com",),
+        r"gemini-[3-9]", ("gemini",),
+        "grounding with Google Search (google_search tool) on the native gemini wire",
+        "Gemini 3+ (2.x cannot combine Google Search with function tools)",
     ),
     CapabilityRule(
         "Groq", ("groq",), ("api.groq.com",), r".",
@@ -217,6 +220,8 @@ def _wire_protocol(wire: str | None) -> Protocol | None:
         return "anthropic-messages"
     if normalized in _OPENROUTER_WIRES:
         return "openrouter"
+    if normalized in _GEMINI_WIRES:
+        return "gemini"
     return None
 
 
@@ -263,7 +268,7 @@ def resolve_capability(
     if declared is True:
         if wire_protocol is None:
             return Capability(
-                False, reason=f"{label} declares hosted search but speaks neither Responses nor Anthropic Messages"
+                False, reason=f"{label} declares hosted search but speaks none of Responses, Anthropic Messages or Gemini"
             )
         dynamic = dynamic_opt_in or (dynamic_filtering and _preset_filters_dynamically(preset, model_name))
         return _capable(wire_protocol, dynamic, f"declared by model metadata ({wire_protocol})")
@@ -491,7 +496,8 @@ def _query_from_args(args: Mapping[str, Any]) -> str:
 
 
 def _sources(content: Any) -> list[dict[str, str]]:
-    """Source rows from Anthropic (a list of result blocks) or Responses (``{'sources': [...]}``)."""
+    """Source rows from Anthropic (a list of result blocks), Responses (``{'sources': [...]}``) or
+    Gemini grounding (the SDK's list of ``groundingChunks[].web``: ``uri`` and ``title``)."""
     if isinstance(content, dict):
         rows = content.get("sources") or content.get("results") or []
     elif isinstance(content, list):
@@ -501,15 +507,16 @@ def _sources(content: Any) -> list[dict[str, str]]:
     seen: set[str] = set()
     sources: list[dict[str, str]] = []
     for row in rows:
-        if not isinstance(row, dict) or not isinstance(row.get("url"), str) or not row["url"]:
+        if not isinstance(row, dict):
             continue
-        if row["url"] in seen:
+        url = row.get("url") if isinstance(row.get("url"), str) else row.get("uri")
+        if not isinstance(url, str) or not url or url in seen:
             continue
-        seen.add(row["url"])
+        seen.add(url)
         snippet = row.get("snippet") or row.get("content") or row.get("text") or ""
         sources.append({
             "title": str(row.get("title") or ""),
-            "url": row["url"],
+            "url": url,
             "snippet": snippet if isinstance(snippet, str) else "",
         })
     return sources
