@@ -20,7 +20,7 @@ from servertools import assert_store_strict, store_rows, strict_lines
 from ketch.core import strict_json
 from ketch.providers.strict_args import UNREADABLE_KEY, unreadable_reason
 
-WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
+WIRES = ["openai-chat", "openai-responses", "anthropic-messages"]
 UNREADABLE = {
     "overflow": '{"path": "a.txt", "limit": 1e999}',
     "negative overflow": '{"path": "a.txt", "limit": -1e999}',

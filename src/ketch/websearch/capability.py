@@ -192,9 +192,15 @@ def capability_table() -> list[dict[str, str]]:
     ]
 
 
+_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini"})
+"""Protocols whose wire ketch can build a session on (there is no OpenRouter wire yet)."""
+
+
 def _state(rule: CapabilityRule) -> str:
     if not rule.supported:
         return "no hosted search"
+    if not set(rule.protocols) & _BUILT_PROTOCOLS:
+        return "pending (ketch has no " + ", ".join(rule.protocols) + " wire)"
     if rule.dynamic_models:
         return "hosted search (+ dynamic filtering opt-in)"
     return "hosted search"
