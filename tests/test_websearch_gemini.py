@@ -154,3 +154,14 @@ def test_capability_follows_the_gemini_row():
     assert not resolve_capability("g", "gemini", "gemini", official, "gemma-3-27b-it").supported
     # Gemini behind an OpenAI-compatible endpoint is not the native wire: no grounding.
     assert not resolve_capability("g", "gemini", "openai-chat", official, "gemini-2.5-flash").supported
+
+
+def test_a_grounded_answer_costs_the_search_fee_on_top_of_its_tokens(tmp_path, fake_provider):
+    """Gemini 3 bills each unique grounding query; the SDK counts them, genai-prices prices them."""
+    fake = fake_provider([Turn(text="plain", usage=(1000, 100)),
+                          Turn(text="grounded", usage=(1000, 100), native_search=NativeSearch("q", SOURCES))])
+    write_project_config(tmp_path, _config(fake))
+    plain = next(e for e in _ketch(tmp_path, "one", "--web-search") if e["type"] == "usage")
+    grounded = next(e for e in _ketch(tmp_path, "two", "--web-search") if e["type"] == "usage")
+    assert (plain["input_tokens"], plain["output_tokens"]) == (grounded["input_tokens"], grounded["output_tokens"])
+    assert grounded["cost_usd"] - plain["cost_usd"] == pytest.approx(0.014, abs=0.0005)
