@@ -42,7 +42,8 @@ __all__ = [
 ]
 
 CHAT, RESPONSES, ANTHROPIC, MODELS = 'chat', 'responses', 'anthropic', 'models'
-_ROUTES = {'/chat/completions': CHAT, '/responses': RESPONSES, '/messages': ANTHROPIC, '/models': MODELS}
+_ROUTES = {'/chat/completions': CHAT, '/responses': RESPONSES, '/messages': ANTHROPIC, '/models': MODELS,
+           '/v1beta/models': MODELS}
 
 
 @dataclass
@@ -692,6 +693,10 @@ class _Handler(BaseHTTPRequestHandler):
         super().send_response(code, message)
 
     def _model_list(self, headers: dict[str, str]) -> dict[str, Any]:
+        if 'x-goog-api-key' in headers:  # Gemini's models.list
+            return {'models': [{'name': f'models/{m}', 'displayName': m,
+                                'supportedGenerationMethods': ['generateContent', 'countTokens']}
+                               for m in self.fake.models]}
         if 'anthropic-version' in headers:
             data = [{'type': 'model', 'id': m, 'display_name': m, 'created_at': '2026-01-01T00:00:00Z'}
                     for m in self.fake.models]

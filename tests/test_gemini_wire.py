@@ -157,3 +157,13 @@ def test_output_limit_is_reported_as_cut(tmp_path: Path) -> None:
     assert lines, run.stderr
     finished = lines[-1]
     assert (finished["type"], finished["reason"], finished["text"]) == ("turn_finished", "max_tokens", "half an answ")
+
+
+def test_models_lists_gemini_models_from_v1beta_with_the_key_header(tmp_path: Path) -> None:
+    with FakeProvider([], models=("gemini-3-flash-preview", "gemini-2.5-pro")) as fake:
+        _gemini_config(tmp_path, fake)
+        run = run_ketch(["models", "gemini"], tmp_path, env={"GEMINI_API_KEY": SECRET})
+    assert run.code == 0, run.stderr
+    assert run.stdout.split() == ["gemini:gemini-2.5-pro", "gemini:gemini-3-flash-preview"]
+    [request] = fake.requests
+    assert (request.method, request.path, request.headers["x-goog-api-key"]) == ("GET", "/v1beta/models", SECRET)

@@ -53,6 +53,8 @@ def fetch_models(base_url: str, wire: str, api_key: str | None, *, timeout: floa
     """GET ``{base_url}/models`` and return the model ids, sorted."""
     import httpx
 
+    if wire == "gemini":
+        return _fetch_gemini_models(base_url, api_key, timeout)
     headers: dict[str, str] = {}
     if api_key:
         if wire == "anthropic-messages":
@@ -74,5 +76,27 @@ def fetch_models(base_url: str, wire: str, api_key: str | None, *, timeout: floa
     try:
         data = response.json().get("data", [])
         return sorted(str(item["id"]) for item in data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ModelListError(f"{url} did not return a model list") from exc
+
+
+def _fetch_gemini_models(base_url: str, api_key: str | None, timeout: float) -> list[str]:
+    """Gemini's ``GET {base}/v1beta/models`` (key in ``x-goog-api-key``): the ids that generate content."""
+    import httpx
+
+    url = base_url.rstrip("/").removesuffix("/v1beta") + "/v1beta/models"
+    headers = {"x-goog-api-key": api_key} if api_key else {}
+    try:
+        response = httpx.get(url, headers=headers, params={"pageSize": 1000}, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise ModelListError(f"could not reach {url}: {type(exc).__name__}") from exc
+    if response.status_code != 200:
+        raise ModelListError(f"{url} answered HTTP {response.status_code}")
+    try:
+        models = response.json().get("models", [])
+        return sorted(
+            str(m["name"]).removeprefix("models/") for m in models
+            if "generateContent" in (m.get("supportedGenerationMethods") or ["generateContent"])
+        )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ModelListError(f"{url} did not return a model list") from exc
