@@ -151,6 +151,10 @@ def test_capability_follows_the_gemini_row():
     assert resolve_capability("g", "gemini", "gemini", None, "gemini-3-flash-preview").protocol == "gemini"
     # Gemini 2.x cannot combine Google Search with function tools, which every ketch turn sends.
     assert not resolve_capability("g", "gemini", "gemini", official, "gemini-2.5-flash").supported
+    # Even declared by metadata: the request would be refused before it is sent.
+    declared = resolve_capability("g", "gemini", "gemini", "http://127.0.0.1:1", "gemini-2.5-flash",
+                                  {"capabilities": {"web_search": True}})
+    assert not declared.supported and "Gemini 3+" in declared.reason
     assert not resolve_capability("g", "gemini", "gemini", official, "gemma-3-27b-it").supported
     # Gemini behind an OpenAI-compatible endpoint is not the native wire: no grounding.
     assert not resolve_capability("g", "gemini", "openai-chat", official, "gemini-2.5-flash").supported
@@ -165,3 +169,12 @@ def test_a_grounded_answer_costs_the_search_fee_on_top_of_its_tokens(tmp_path, f
     grounded = next(e for e in _ketch(tmp_path, "two", "--web-search") if e["type"] == "usage")
     assert (plain["input_tokens"], plain["output_tokens"]) == (grounded["input_tokens"], grounded["output_tokens"])
     assert grounded["cost_usd"] - plain["cost_usd"] == pytest.approx(0.014, abs=0.0005)
+
+
+def test_gemini_2_declared_by_metadata_runs_without_search_instead_of_failing(tmp_path, fake_provider):
+    fake = fake_provider([Turn(text="ok")])
+    write_project_config(tmp_path, _config(fake).replace(MODEL.split(":")[1], "gemini-2.5-flash"))
+    run = run_ketch(["-p", "hi", "-m", "gemini:gemini-2.5-flash", "--web-search"], tmp_path, env={"GEMINI_API_KEY": "k"})
+    assert run.code == 0, run.stderr
+    assert run.stdout.strip() == "ok"
+    assert not _any_search(fake.model_requests[0].body)

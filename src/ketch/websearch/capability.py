@@ -282,6 +282,9 @@ def resolve_capability(
             return Capability(
                 False, reason=f"{label} declares hosted search but speaks none of Responses, Anthropic Messages or Gemini"
             )
+        if wire_protocol == "gemini" and re.match(r"gemini-[12]\.", _bare_model(model_name)):
+            return Capability(False, reason=f"{model_name} cannot combine Google Search with function tools "
+                              "(Gemini 3+ can)")
         dynamic = dynamic_opt_in or (dynamic_filtering and _preset_filters_dynamically(preset, model_name))
         return _capable(wire_protocol, dynamic, f"declared by model metadata ({wire_protocol})")
 
