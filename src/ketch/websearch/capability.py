@@ -29,7 +29,6 @@ from ketch.websearch.normalize import (
     is_native_search,
     native_search_error,
     normalize_native_result,
-    replay_size,
 )
 
 if TYPE_CHECKING:
@@ -434,6 +433,18 @@ def headless_opt_in(environ: Mapping[str, str], *, flag: bool = False) -> bool:
 def child_kinds_available(route: SearchRoute) -> bool:
     """Whether the ``web_research`` subagent kind may be offered on this route."""
     return route.has_search
+
+
+def replay_size(part: Any) -> int:
+    """Characters the part costs when replayed: its opaque payload, not the normalized display.
+
+    Context budgeting should count this; a hosted search result is dropped whole with its turn,
+    never trimmed down to the normalized rows while the payload stays behind.
+    """
+    import json
+
+    payload = [getattr(part, name, None) for name in ("args", "content", "provider_details")]
+    return len(json.dumps(payload, default=str))
 
 
 __all__ = [

@@ -35,18 +35,6 @@ def is_native_search(part: Any) -> bool:
     )
 
 
-def replay_size(part: Any) -> int:
-    """Characters the part costs when replayed: its opaque payload, not the normalized display.
-
-    Context budgeting should count this; a hosted search result is dropped whole with its turn,
-    never trimmed down to the normalized rows while the payload stays behind.
-    """
-    import json
-
-    payload = [getattr(part, name, None) for name in ("args", "content", "provider_details")]
-    return len(json.dumps(payload, default=str))
-
-
 def native_search_error(part: Any) -> str:
     """The provider's error code for a failed hosted search result, or ``""``."""
     content = getattr(part, "content", None)
