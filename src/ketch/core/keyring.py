@@ -33,6 +33,7 @@ def collect_keys(config: Any, conn: Any = None, environ: Mapping[str, str] | Non
 
     env = os.environ if environ is None else environ
     names = {p.key_env for p in PRESETS.values() if p.key_env}
+    names |= {alt for p in PRESETS.values() if (alt := getattr(p, "alt_key_env", ""))}
     names |= {c.api_key_env for c in config.connections.values() if c.api_key_env}
     names |= {n for n in extra_names if n}
     if conn is not None and getattr(conn, "key_env", ""):
