@@ -55,3 +55,6 @@ class AppConfig:
     typeahead: bytes = b""
     """Keys typed before the app started (see ``ui/typeahead.py``), replayed into the
     input before the first frame."""
+    tool_output: Callable[[str], str | None] | None = None
+    """The full result of a finished call by its call id (what the model got), for the
+    pager; None when not known (the pager then shows the live output or the summary)."""

@@ -21,11 +21,19 @@ from ketch.ui.appconfig import AppConfig
 from ketch.ui.history import InputHistory, PasteStore
 from ketch.ui.layout import STYLE, build_layout
 from ketch.ui.menus import CommandSource, Menu, accept, menu_for
-from ketch.ui.overlays import ApprovalOverlay, AskOverlay, Overlay
+from ketch.ui.overlays import ApprovalOverlay, AskOverlay, ListPicker, Overlay
+from ketch.ui.pager import Pager
+from ketch.ui.results import list_label, pager_text
 from ketch.ui.rich_render import AnsiRenderer
 from ketch.ui.slash import UI_COMMANDS, SlashHandler
 from ketch.ui.terminal import FrameOutput, ScrollbackCommitter
+from ketch.ui.toolfmt import headline
 from ketch.ui.transcript import TurnView
+from ketch.ui.working import TurnMeter
+
+
+QUIT_WINDOW_S = 1.0
+"""A second ctrl-c on an empty idle prompt within this many seconds quits."""
 
 
 class KetchApp:
@@ -52,6 +60,9 @@ class KetchApp:
         self.reasoning_expanded = False
         self.hint = ""
         self.ctrl_c_armed = False
+        self._ctrl_c_at = 0.0
+        self.first_run_hint = False
+        self.meter = TurnMeter()
         self._files: list[str] | None = None
         self._dirty = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -92,7 +103,9 @@ class KetchApp:
     # -- lifecycle ---------------------------------------------------------------------
     async def run(self) -> int:
         """Run until the user quits; returns the exit code."""
-        self.history = InputHistory(self._safe(self.config.load_history) or [])
+        earlier = self._safe(self.config.load_history) or []
+        self.history = InputHistory(earlier)
+        self.first_run_hint = not earlier
         self._spawn(self._start_background())
         self._spawn(self._ticker())
         try:
@@ -220,6 +233,7 @@ class KetchApp:
         if not text.strip():
             return
         self.hint = ""
+        self.first_run_hint = False
         self.history.add(text)
         self._safe(self.config.save_history, text)
         if text.strip() in ("/quit", "/exit"):
@@ -268,8 +282,10 @@ class KetchApp:
         assert self.session is not None
         if echo and prompt is not None:
             self.echo_prompt(prompt)
+        self.meter.start()
         try:
             async for event in self.session.run_turn(prompt):
+                self.meter.apply(event)
                 if isinstance(event, ApprovalRequested):
                     self.push_overlay(ApprovalOverlay(event, self._decider(event.request_id)))
                 elif isinstance(event, AskRequested):
@@ -282,6 +298,7 @@ class KetchApp:
         except Exception as exc:  # noqa: BLE001 - one line for the user, never a traceback
             self.view.commit_text(f"Error: {exc}", "31")
         finally:
+            self.meter.stop()
             self.view.end_turn()
             self._overlays = deque(o for o in self._overlays if not _is_request(o))
 
@@ -326,20 +343,67 @@ class KetchApp:
         self.invalidate()
 
     def ctrl_c(self) -> None:
-        """Kill the running command; else clear the input; else exit on a second press."""
-        if self.busy and self.session is not None and self.session.interrupt_command():
-            self.hint = "interrupted the running command"
+        """Stop what runs (a command, else the turn); else clear the input; else quit on
+        a second press within a second."""
+        now = time.monotonic()
+        if self.busy and self.session is not None:
             self.ctrl_c_armed = False
+            if self.session.interrupt_command():
+                self.hint = "stopped the running command; the turn goes on"
+            else:
+                self.session.cancel_turn()
+                self.hint = "stopped; the turn ended"
         elif self.buffer.text:
             self.buffer.reset()
             self.ctrl_c_armed = False
-        elif self.ctrl_c_armed:
+        elif self.ctrl_c_armed and now - self._ctrl_c_at <= QUIT_WINDOW_S:
             self.exit(0)
             return
         else:
             self.ctrl_c_armed = True
-            self.hint = "press ctrl-c again to exit" + (" (esc cancels the turn)" if self.busy else "")
+            self._ctrl_c_at = now
+            self.hint = "press ctrl-c again to quit (or ctrl-d)"
+            self._spawn(self._disarm_later(now))
         self.invalidate()
+
+    async def _disarm_later(self, armed_at: float) -> None:
+        await asyncio.sleep(QUIT_WINDOW_S)
+        if self.ctrl_c_armed and self._ctrl_c_at == armed_at:
+            self.ctrl_c_armed = False
+            self.hint = ""
+            self.invalidate()
+
+    # -- tool output: ctrl-o, /expand ------------------------------------------------------
+    def open_output(self, number: int | None = None) -> str | None:
+        """Open the pager on call ``number`` (the latest when None); an error text if none."""
+        calls = self.view.calls
+        if not calls:
+            return "No tool call has finished yet."
+        if number is None:
+            record = calls[-1]
+        elif 1 <= number <= len(calls):
+            record = calls[number - 1]
+        else:
+            return f"There is no call {number}; calls are numbered 1 to {len(calls)}."
+        full = None
+        if self.config.tool_output is not None:
+            full = self._safe(self.config.tool_output, record.call_id)
+        title = f"{record.number}. " + headline(record.name, record.args, self.width())[2:]
+        rows = lambda: max(5, self.output.get_size().rows - 6)  # noqa: E731
+        self.push_overlay(Pager(title, pager_text(record, full), rows, self.open_call_list))
+        self.committer.request_rewind()
+        return None
+
+    def open_call_list(self) -> None:
+        """A picker of every finished call, newest first; the pick opens in the pager."""
+        calls = self.view.calls
+        if not calls:
+            return
+        width = self.width()
+        labels = {list_label(c, width): c.number for c in reversed(calls)}
+        self.push_overlay(ListPicker("tool calls (type to filter)", list(labels),
+                                     lambda label: self.open_output(labels[label])))
+        self.committer.request_rewind()
 
     # -- input and menus ---------------------------------------------------------------
     def _text_changed(self) -> None:
@@ -397,6 +461,8 @@ class KetchApp:
             tokens = self.reasoning_tokens() if self.view.reasoning else 0
             if tokens // 10 != shown_tokens // 10:
                 shown_tokens, changed = tokens, True
+            if self.meter.tick():
+                changed = True
             if self.view.status_dirty:
                 self.view.status_dirty = False
                 self.refresh_status()

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from ketch.ui.controller import KetchApp
 
 Fragments = list[tuple[str, str]]
+FIRST_RUN_HINT = ("enter sends · ctrl-j newline · ctrl-c stops · esc cancels the turn · "
+                  "ctrl-o output · ctrl-r reasoning · ctrl-d or ctrl-c twice quits · /help")
 INPUT_MAX_ROWS = 10
 RESERVED_ROWS = 8
 
@@ -27,6 +29,8 @@ STYLE = Style.from_dict({
     "tool": "#d7af00",
     "queued": "#888888 italic",
     "hint": "#d7af00",
+    "working": "#888888",
+    "error": "#d75f5f",
     "status": "#888888",
     "overlay.title": "bold",
     "choice.selected": "bold #5fafff",
@@ -85,7 +89,9 @@ def build_layout(ctl: KetchApp) -> Layout:
         for label in view.subagents.values():
             out.append(("class:dim", "  ↳ " + clip(label, width - 5) + "\n"))
         if ctl.busy and not ctl.overlay:
-            out.append(("class:dim", "… working · esc to cancel · ctrl-c stops a command\n"))
+            keys = "esc or ctrl-c to stop" if not view.tools else "ctrl-c stops the command · esc the turn"
+            work = ctl.meter.line() if ctl.meter.started_at is not None else "working"
+            out.append(("class:working", clip(f"… {work} · {keys}", width - 1) + "\n"))
         if not ctl.session_ready and ctl.queue:
             out.append(("class:dim", "… loading the model\n"))
         for text in ctl.queue:
@@ -108,6 +114,8 @@ def build_layout(ctl: KetchApp) -> Layout:
                 out.append(("", "\n"))
         if ctl.hint:
             out.append(("class:hint", clip(ctl.hint, width) + "\n"))
+        elif ctl.first_run_hint and ctl.overlay is None:
+            out.append(("class:dim", clip(FIRST_RUN_HINT, width) + "\n"))
         out.append(("class:status", status_text(ctl.status, width - 1, loading=not ctl.session_ready)))
         return out
 
