@@ -38,6 +38,7 @@ from ketch.core.session_approval import ApprovalBridge
 from ketch.core.session_controls import SessionControls
 from ketch.core.session_persist import Persistence
 from ketch.core.stream_translate import StreamTranslator, TurnState
+from ketch.core.tool_brief import OutputTails
 from ketch.providers.pricing import response_cost
 from ketch.websearch.wiring import NativeSearchTracker
 from ketch.tools.base import ToolDeps, ToolSpec
@@ -114,6 +115,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls):
         """Open requests by id; a subagent shares its parent's, so ``decide`` answers both."""
         self._previews: dict[str, str] = {}
         self._call_args: dict[str, dict[str, Any]] = {}
+        self._output_tails = OutputTails()
+        """The last lines of each running command's live output, for its brief result."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._background_to = background
         """Where fire-and-forget work goes instead of ``self._tasks``: a subagent hands its
@@ -182,6 +185,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls):
     def _emit(self, event: Any) -> None:
         if self._queue is None:
             return
+        if isinstance(event, ev.ToolOutputChunk):
+            self._output_tails.add(event.call_id, event.text, event.stream)
         if not isinstance(event, _NOT_STORED):  # (streamed fragments are valid text, and many)
             event = encodable(event)  # a file name that is not UTF-8 in a tool summary, say
         if self._turn is not None and not event.turn_id:

@@ -144,6 +144,23 @@ class Interactive:
             return []
         return await self.actions.choices(name)
 
+    def tool_output(self, call_id: str) -> str | None:
+        """The full result the model got for ``call_id`` (for the pager), newest first."""
+        session = self.session
+        if session is None:
+            return None
+        from pydantic_ai.messages import ModelRequest, RetryPromptPart, ToolReturnPart
+
+        for message in reversed(session.messages):
+            if not isinstance(message, ModelRequest):
+                continue
+            for part in message.parts:
+                if isinstance(part, (ToolReturnPart, RetryPromptPart)) and part.tool_call_id == call_id:
+                    if isinstance(part.content, str):
+                        return part.content
+                    return part.model_response_str() if isinstance(part, ToolReturnPart) else part.model_response()
+        return None
+
     # -- wiring ---------------------------------------------------------------------
     def app_config(self) -> AppConfig:
         from ketch.ui.appconfig import AppConfig
@@ -160,6 +177,7 @@ class Interactive:
             first_input="/resume" if getattr(self.args, "resume", None) == "" else None,
             startup_error=self.startup_failed,
             program=resume_program(self.args),
+            tool_output=self.tool_output,
         )
 
     async def close(self) -> None:
