@@ -24,22 +24,25 @@ INPUT_MAX_ROWS = 10
 RESERVED_ROWS = 8
 
 STYLE = Style.from_dict({
-    "dim": "#888888",
+    # Only the terminal's 16 ANSI colours and attributes: the terminal's theme keeps them
+    # readable on dark and light backgrounds. Class names avoid prompt_toolkit's own
+    # defaults ("menu" there is grey on grey).
+    "dim": "dim",
     "prompt": "bold",
-    "tool": "#d7af00",
-    "queued": "#888888 italic",
-    "hint": "#d7af00",
-    "working": "#888888",
-    "error": "#d75f5f",
-    "status": "#888888",
+    "tool": "bold",
+    "queued": "italic dim",
+    "hint": "bold",
+    "working": "dim",
+    "error": "ansired",
+    "status": "dim",
     "overlay.title": "bold",
-    "choice.selected": "bold #5fafff",
+    "choice.selected": "bold reverse",
     "overlay.input": "",
-    "menu.selected": "reverse",
-    "menu": "",
-    "menu.detail": "#888888",
-    "diff.add": "#5faf5f",
-    "diff.del": "#d75f5f",
+    "pick": "",
+    "pick.current": "reverse",
+    "pick.detail": "dim",
+    "diff.add": "ansigreen",
+    "diff.del": "ansired",
 })
 
 
@@ -107,10 +110,10 @@ def build_layout(ctl: KetchApp) -> Layout:
         menu = ctl.menu
         if menu is not None and ctl.overlay is None:
             for i, item in enumerate(menu.items):
-                style = "class:menu.selected" if i == menu.selected else "class:menu"
+                style = "class:pick.current" if i == menu.selected else "class:pick"
                 out.append((style, f" {clip(item.label, width - 2)} "))
                 if item.detail:
-                    out.append(("class:menu.detail", " " + clip(item.detail, max(1, width - len(item.label) - 4))))
+                    out.append(("class:pick.detail", " " + clip(item.detail, max(1, width - len(item.label) - 4))))
                 out.append(("", "\n"))
         if ctl.hint:
             out.append(("class:hint", clip(ctl.hint, width) + "\n"))

@@ -33,7 +33,12 @@ class FrameOutput(Vt100_Output):
 
     def __init__(self, stdout: TextIO, get_size: Callable[[], Size], *, term: str | None = None,
                  synchronized: bool = True) -> None:
-        super().__init__(stdout, get_size, term=term, enable_cpr=False, enable_bell=False)
+        from prompt_toolkit.output.color_depth import ColorDepth
+
+        # NO_COLOR and PROMPT_TOOLKIT_COLOR_DEPTH (prompt_toolkit reads them only for the
+        # outputs it creates itself)
+        super().__init__(stdout, get_size, term=term, enable_cpr=False, enable_bell=False,
+                         default_color_depth=ColorDepth.from_env())
         self.holding = False
         """While True, ``flush`` keeps the buffer (one frame is being assembled)."""
         self.synchronized = synchronized
@@ -73,11 +78,18 @@ class ScrollbackCommitter:
         self._output = output
         self._pending: list[str] = []
         self._rewind_requested = False
+        from ketch.ui.palette import colour_disabled
+
+        self._no_colour = colour_disabled()
         app.before_render += self._before_render
         app.after_render += self._after_render
 
     def commit(self, lines: list[str]) -> None:
         """Queue rendered lines for the scrollback; they go out with the next frame."""
+        if self._no_colour:
+            from ketch.ui.palette import strip_colours
+
+            lines = [strip_colours(line) for line in lines]
         self._pending.extend(lines)
         self._app.invalidate()
 

@@ -228,5 +228,5 @@ class TurnView:
 def _open_fence_lines(text: str, width: int) -> list[str]:
     """A code block still arriving: plain lines (highlighted once, when it closes)."""
     body = text.split("\n")[1:]
-    return [paint(clip(line, width), "38;5;250") for line in body]
+    return [clip(line, width) for line in body]
 
