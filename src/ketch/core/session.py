@@ -39,6 +39,7 @@ from ketch.core.session_controls import SessionControls
 from ketch.core.session_persist import Persistence
 from ketch.core.stream_translate import StreamTranslator, TurnState
 from ketch.core.tool_brief import OutputTails
+from ketch.providers.pricing import price_known
 from ketch.providers.pricing import response_cost
 from ketch.websearch.wiring import NativeSearchTracker
 from ketch.tools.base import ToolDeps, ToolSpec
@@ -126,7 +127,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls):
         self._queue: asyncio.Queue[Any] | None = None
         self._task: asyncio.Task[None] | None = None
         self._turn: TurnState | None = None
-        self.cost_usd: float | None = 0.0
+        self.cost_usd: float | None = 0.0 if price_known(model) else None
+        """This process's spend on the session; None when a price is unknown (from the
+        start for a model genai-prices does not know)."""
         self.input_tokens = 0
         self.output_tokens = 0
         self.last_request_tokens = 0
