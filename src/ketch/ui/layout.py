@@ -21,6 +21,8 @@ Fragments = list[tuple[str, str]]
 FIRST_RUN_HINT = ("enter sends · ctrl-j newline · ctrl-c stops · esc cancels the turn · "
                   "ctrl-o output · ctrl-r reasoning · ctrl-d or ctrl-c twice quits · /help")
 INPUT_MAX_ROWS = 10
+REASONING_MAX_ROWS = 16
+"""Rows the expanded reasoning takes at most (half the terminal when that is less)."""
 RESERVED_ROWS = 8
 
 STYLE = Style.from_dict({
@@ -81,9 +83,10 @@ def build_layout(ctl: KetchApp) -> Layout:
         out: Fragments = list(cache.get(view.answer_lines, size.rows - RESERVED_ROWS))
         if view.reasoning:
             if ctl.reasoning_expanded:
-                rows = view.reasoning.strip().splitlines()[-10:]
-                out.append(("class:dim", "✻ thinking (ctrl-r to collapse)\n"))
-                out += [("class:dim", "  " + clip(r, width - 3) + "\n") for r in rows]
+                height = max(3, min(REASONING_MAX_ROWS, size.rows // 2))
+                rows = reasoning_tail(view.reasoning, width - 3, height)
+                out.append(("class:dim", f"✻ thinking · ~{ctl.reasoning_tokens()} tokens (ctrl-r to collapse)\n"))
+                out += [("class:dim", "  " + r + "\n") for r in rows]
             else:
                 out.append(("class:dim", f"✻ thinking… ~{ctl.reasoning_tokens()} tokens (ctrl-r to expand)\n"))
         for tool in view.tools.values():
@@ -144,6 +147,19 @@ def build_layout(ctl: KetchApp) -> Layout:
         Window(FormattedTextControl(below), dont_extend_height=True, wrap_lines=False),
     ])
     return Layout(body, focused_element=input_window)
+
+
+def reasoning_tail(text: str, width: int, height: int) -> list[str]:
+    """The last ``height`` rows of ``text`` word-wrapped at ``width`` (only its end is
+    wrapped, so a long reasoning costs the same per frame as a short one)."""
+    import textwrap
+
+    width = max(10, width)
+    tail = text[-(width * height * 3):]
+    rows: list[str] = []
+    for paragraph in tail.strip().split("\n"):
+        rows += textwrap.wrap(paragraph, width, break_long_words=True, replace_whitespace=False) or [""]
+    return rows[-height:]
 
 
 def _trim_last_newline(fragments: Fragments) -> Fragments:
