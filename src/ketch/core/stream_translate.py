@@ -75,6 +75,9 @@ class StreamTranslator:
             if self.hooks is not None and not denied:  # a denied call never ran
                 self._background(self.hooks.after_tool(part.tool_name or "", args, _summarize(content), is_error))
             tail = self._output_tails.pop(part.tool_call_id)
+            preview = self._previews.pop(part.tool_call_id, "")
+            # only file tools preview a diff (the shell's preview is its command line)
+            diff = preview if not is_error and part.tool_name in _DIFF_TOOLS else ""
             summary = brief(part.tool_name or "", args, content, is_error=is_error, tail=tail)
             self._emit(
                 ev.ToolCallFinished(
@@ -82,9 +85,12 @@ class StreamTranslator:
                     name=part.tool_name or "",
                     summary=summary,
                     is_error=is_error,
-                    diff="" if is_error else self._previews.pop(part.tool_call_id, ""),
+                    diff=diff,
                 )
             )
+
+
+_DIFF_TOOLS = ("write_file", "edit_file")
 
 
 def _summarize(content: str, limit: int = 400) -> str:

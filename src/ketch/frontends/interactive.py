@@ -100,14 +100,14 @@ class Interactive:
 
         return EXIT_USAGE if isinstance(exc, ConfigError) else 1
 
-    async def intro(self) -> str | None:
-        """What a resumed session shows first: its conversation so far."""
+    async def intro(self) -> list[Any] | None:
+        """What a resumed session shows first: its conversation so far, as it was shown."""
         session = self.session
         if session is None or not session.messages:
             return None
-        from ketch.frontends.slash_actions import replay
+        from ketch.frontends.slash_actions import resumed_transcript
 
-        return replay(session.session_id, session.messages)
+        return await resumed_transcript(session)
 
     # -- prompt history, per project ------------------------------------------------
     def _history_store(self) -> Any:

@@ -11,19 +11,28 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import shutil
-import textwrap
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from ketch.core.exceptions import ConfigError
 
 BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
-REPLAY_TEXT_LINES = 12
-"""Lines of each earlier answer shown when a session is resumed."""
 MODEL_LIST_TIMEOUT_S = 3.0
+
+
+async def resumed_transcript(session: Any) -> list[Any]:
+    """The session's stored conversation as replay items (``ui/replay.py`` prints them)."""
+    from ketch.frontends.replay import replay_items
+
+    stored: list[dict[str, Any]] = []
+    if session.store is not None:
+        try:
+            stored = await asyncio.to_thread(session.store.load_events, session.session_id)
+        except Exception:  # noqa: BLE001 - without events the results are rebuilt from the messages
+            stored = []
+    return replay_items(session.session_id, session.messages, stored)
 
 
 class SlashActions:
@@ -180,7 +189,7 @@ class SlashActions:
         except StoreError as exc:  # an unreadable history: say so and stay where we are
             raise ConfigError(str(exc)) from None
         session.switch_to(row.id, messages)
-        return replay(row.id, messages)
+        return await resumed_transcript(session)
 
     async def sessions(self, arg: str) -> str:
         session = self.session
@@ -349,50 +358,4 @@ def _describe_event(event: Any) -> str:
     return ""
 
 
-def replay(session_id: str, messages: Sequence[Any]) -> str:
-    """An earlier conversation as transcript lines: prompts, answers (clipped), tool calls."""
-    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
-
-    width = max(20, shutil.get_terminal_size().columns - 1)
-    lines = [f"{DIM}Resumed session {session_id} · {len(messages)} messages{RESET}", ""]
-    for message in messages:
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    prompt = part.content.splitlines() or [""]
-                    lines += [f"{BOLD}› {RESET}{prompt[0]}", *(f"  {p}" for p in prompt[1:]), ""]
-        elif isinstance(message, ModelResponse):
-            for part in message.parts:
-                if isinstance(part, ToolCallPart):
-                    lines.append(f"{DIM}● {part.tool_name}({_short_args(part.args_as_dict())}){RESET}")
-                elif isinstance(part, TextPart) and part.content.strip():
-                    text = _wrap(part.content.strip(), width)
-                    lines += text[:REPLAY_TEXT_LINES]
-                    if len(text) > REPLAY_TEXT_LINES:
-                        lines.append(f"{DIM}… {len(text) - REPLAY_TEXT_LINES} more lines{RESET}")
-                    lines.append("")
-    lines.append(f"{DIM}── end of the earlier conversation ──{RESET}")
-    return "\n".join(lines)
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    """Lines of ``text`` wrapped at ``width`` (code and indentation kept as they are)."""
-    out: list[str] = []
-    for line in text.splitlines():
-        if len(line) <= width or line.startswith((" ", "\t")):
-            out.append(line)
-        else:
-            out += textwrap.wrap(line, width) or [""]
-    return out
-
-
-def _short_args(args: dict[str, Any], limit: int = 60) -> str:
-    text = ", ".join(f"{k}={v!r}" if not isinstance(v, str) else f"{k}={_one_line(v)!r}" for k, v in args.items())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _one_line(text: str) -> str:
-    return text.replace("\n", "⏎")
-
-
-__all__ = ["SlashActions", "close_model", "replay"]
+__all__ = ["SlashActions", "close_model", "resumed_transcript"]

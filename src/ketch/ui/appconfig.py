@@ -33,13 +33,14 @@ class AppConfig:
     ``@``; called once, in a worker thread, right after start-up."""
     commands: Any = None
     """The slash-command registry (``match(prefix)``, ``suggest(name)``) or None."""
-    on_command: Callable[[str, str], Awaitable[str | None]] | None = None
-    """Runs a command the core owns (/model x, /compact, ...); returns text to print."""
+    on_command: Callable[[str, str], Awaitable[Any]] | None = None
+    """Runs a command the core owns (/model x, /compact, ...); returns text to print (or
+    replay items, for /resume)."""
     command_choices: Callable[[str], Awaitable[list[str]]] | None = None
     """Options for a picker command (/model, /resume, ...) opened without arguments."""
-    on_ready: Callable[[], Awaitable[str | None]] | None = None
-    """Called once the session is ready; returns text to print first (e.g. the
-    conversation of a resumed session)."""
+    on_ready: Callable[[], Awaitable[Any]] | None = None
+    """Called once the session is ready; returns text to print first, or a list of
+    ``ui/replay.py`` items (the conversation of a resumed session, printed as it was)."""
     startup_error: Callable[[Exception], int | None] | None = None
     """Called when ``session_factory`` raises: an exit code ends the app at once (the
     caller reports the error), None keeps it open with the error shown."""

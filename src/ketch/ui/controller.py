@@ -195,7 +195,9 @@ class KetchApp:
                 intro = await self.config.on_ready()
             except Exception as exc:  # noqa: BLE001 - an intro must not keep the session from starting
                 intro = f"\x1b[31m{exc}\x1b[0m"
-            if intro:
+            if isinstance(intro, list):
+                await self.play(intro)
+            elif intro:
                 self.committer.commit(intro.splitlines() + [""])
         self.refresh_status()
         self.invalidate()
@@ -208,6 +210,16 @@ class KetchApp:
             self._spawn(self.run_busy(self.stream_turn(None, echo=False)))
             return
         self.drain()
+
+    async def play(self, items: list[Any]) -> None:
+        """Print an earlier conversation as the live one printed it."""
+        from ketch.ui.replay import play
+
+        try:
+            await play(self, items)
+        except Exception as exc:  # noqa: BLE001 - a bad record must not keep the session from starting
+            self.view.end_turn()
+            self.committer.commit([f"\x1b[31mCould not show the earlier conversation: {exc}\x1b[0m", ""])
 
     def refresh_status(self) -> None:
         """Re-read the status line from the session."""

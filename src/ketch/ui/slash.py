@@ -135,5 +135,7 @@ class SlashHandler:
             reply = await handler(name, args)
         except Exception as exc:  # noqa: BLE001 - one line for the user
             reply = f"\x1b[31m/{name} failed: {exc}\x1b[0m"
-        if reply:
+        if isinstance(reply, list):
+            await app.play(reply)
+        elif reply:
             self._print(reply.splitlines())
