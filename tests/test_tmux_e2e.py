@@ -114,3 +114,27 @@ def test_ask_approve_quit_scroll_back_and_resume(tmp_path: Path, tmux: Tmux) -> 
         tmux.keys("C-c")
         tmux.wait(r"Resume with: .+\n(.|\n)*Resume with: ", whole=True)
     assert user_texts(fake.model_requests[-1]) == ["create hello.py", "does it still exist?"]
+
+
+def test_narrowing_the_window_mid_stream_leaves_each_word_once(tmp_path: Path, tmux: Tmux) -> None:
+    """The live region is re-wrapped by tmux when the pane narrows; the erase that
+    follows must start at its real top, or its first rows end up in the scrollback
+    twice. (The stream pauses between words so no frame is in flight at the resize.)"""
+    (tmp_path / ".git").mkdir()
+    words = [f"w{i:03d}x" for i in range(180)]
+    pieces = [" ".join(words[:150]) + " "] + [w + " " for w in words[150:]] + ["\n\nThe end.\n"]
+    script = [Turn(text="".join(pieces), text_pieces=pieces, chunk_delay=0.3)]
+    with FakeProvider(script) as fake:
+        tmux.keys("seq 50", "Enter")  # a full screen, as after some work
+        tmux.keys(f"ketch --base-url {fake.base_url} --wire openai-chat --model fake-model", "Enter")
+        tmux.wait("adhoc:fake-model · think off")
+        tmux.keys("go", "Enter")
+        tmux.wait("w151x")
+        tmux.run("resize-window", "-t", "k", "-x", "70")
+        tmux.wait("The end.", timeout=30)
+        time.sleep(0.3)
+        text = tmux.run("capture-pane", "-p", "-J", "-t", "k", "-S", "-")
+    found = re.findall(r"w\d{3}x", text)
+    doubled = sorted({w for w in found if found.count(w) > 1})
+    assert doubled == [], f"{len(doubled)} words twice in the scrollback:\n{text}"
+    assert set(found) == set(words)

@@ -26,7 +26,7 @@ from ketch.ui.pager import Pager
 from ketch.ui.results import list_label, pager_text
 from ketch.ui.rich_render import AnsiRenderer
 from ketch.ui.slash import UI_COMMANDS, SlashHandler
-from ketch.ui.terminal import FrameOutput, ScrollbackCommitter
+from ketch.ui.terminal import FrameOutput, ScrollbackCommitter, install_reflow_guard
 from ketch.ui.toolfmt import headline
 from ketch.ui.transcript import TurnView
 from ketch.ui.working import TurnMeter
@@ -76,6 +76,7 @@ class KetchApp:
         self.app.timeoutlen = 0.15
         self._shape: tuple[Any, ...] = ()
         self._columns = self.output.get_size().columns
+        install_reflow_guard(self.app, self.output)  # before the committer's hook
         self.app.before_render += self._check_shape  # before the committer's hook
         self.committer = ScrollbackCommitter(self.app, self.output)
         self.view = TurnView(self.renderer, self.width, self.committer.commit)
