@@ -43,7 +43,9 @@ class HooksLike(Protocol):
     async def before_tool(self, name: str, args: dict[str, Any]) -> str | None: ...
 
 
-_DEFAULT_ALLOWED_KINDS = frozenset({"read", "meta"})
+_DEFAULT_ALLOWED_KINDS = frozenset({"read", "meta", "interactive"})
+"""Kinds that run without asking: reading, bookkeeping, and ``ask`` (which is itself a
+question to the user)."""
 
 
 class ApprovalGate:

@@ -224,9 +224,14 @@ class SlashActions:
         if session.store.is_reserved(session.session_id):
             return "Nothing to export yet: this conversation has no messages."
         fmt = "json" if arg == "json" or arg.endswith(".json") else "md"
-        target = Path(arg).expanduser() if arg and arg not in ("md", "json") else Path(f"ketch-{session.session_id}.{fmt}")
-        if not target.is_absolute():
-            target = self.cwd / target
+        if arg and arg not in ("md", "json"):
+            target = Path(arg).expanduser()
+            if not target.is_absolute():
+                target = self.cwd / target
+        else:  # by default outside the repository, where no commit picks it up
+            from ketch.core.config import user_data_dir
+
+            target = user_data_dir() / "exports" / f"ketch-{session.session_id}.{fmt}"
         from ketch.state.export import export_session
 
         text = export_session(session.store, session.session_id, fmt)  # type: ignore[arg-type]
