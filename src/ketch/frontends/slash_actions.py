@@ -22,6 +22,16 @@ BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
 MODEL_LIST_TIMEOUT_S = 3.0
 
 
+def _list_models(conn: Any) -> list[str]:
+    """The models a connection lists, or none when it does not answer in time."""
+    from ketch.providers.presets import ModelListError, fetch_models
+
+    try:
+        return list(fetch_models(conn.base_url, conn.wire, conn.api_key, timeout=MODEL_LIST_TIMEOUT_S))
+    except ModelListError:
+        return []
+
+
 async def resumed_transcript(session: Any) -> list[Any]:
     """The session's stored conversation as replay items (``ui/replay.py`` prints them)."""
     from ketch.frontends.replay import replay_items
@@ -40,6 +50,8 @@ class SlashActions:
 
     def __init__(self, get_session: Callable[[], Any], args: Any, cwd: Path) -> None:
         self._get_session = get_session
+        self._adhoc: Any = None
+        """The ad-hoc ``--base-url`` connection the session started with (kept across switches)."""
         self.args = args
         self.cwd = cwd
         self._handlers: dict[str, Callable[[str], Awaitable[str | None]]] = {
@@ -98,26 +110,38 @@ class SlashActions:
     def _resolve_model(self, session: Any, ref: str) -> Any:
         conn = session.connection
         name, sep, model_name = ref.partition(":")
-        if conn is not None and conn.name == "adhoc" and (not sep or name == "adhoc"):
-            # an ad-hoc --base-url endpoint: another model on the same endpoint
-            return dataclasses.replace(conn, model_name=model_name if sep else ref)
+        if conn is not None and conn.name == "adhoc" and self._adhoc is None:
+            self._adhoc = conn
+        if self._adhoc is not None and (name == "adhoc" or (not sep and conn is not None and conn.name == "adhoc")):
+            # the ad-hoc --base-url endpoint the session started with: any model on it, from anywhere
+            return dataclasses.replace(self._adhoc, model_name=model_name if sep else ref)
         from ketch.core.config import resolve_connection
 
         return resolve_connection(session.config, ref)
 
     async def _model_choices(self, session: Any) -> list[str]:
+        """The configured models, the session's, and what every connection lists."""
         config, conn = session.config, session.connection
+        if conn is not None and conn.name == "adhoc" and self._adhoc is None:
+            self._adhoc = conn
         refs = [session.model_ref, config.model or "", *config.models, *(a.model or "" for a in config.agents.values())]
+        connections: dict[str, Any] = {}
+        if self._adhoc is not None:
+            refs.append(f"adhoc:{self._adhoc.model_name}")
+            connections["adhoc"] = self._adhoc
         if conn is not None:
-            from ketch.providers.presets import ModelListError, fetch_models
+            connections.setdefault(conn.name, conn)
+        from ketch.core.config import resolve_connection
 
-            try:
-                listed = await asyncio.to_thread(
-                    fetch_models, conn.base_url, conn.wire, conn.api_key, timeout=MODEL_LIST_TIMEOUT_S
-                )
-                refs += [f"{conn.name}:{m}" for m in listed]
-            except ModelListError:
-                pass  # the configured ones are still offered
+        for name in config.connections:
+            if name not in connections:
+                try:
+                    connections[name] = resolve_connection(config, f"{name}:?")
+                except ConfigError:
+                    continue  # no key for it, say: the configured models are still offered
+        listed = await asyncio.gather(*(asyncio.to_thread(_list_models, c) for c in connections.values()))
+        for name, models in zip(connections, listed, strict=True):
+            refs += [f"{name}:{m}" for m in models]
         return list(dict.fromkeys(r for r in refs if r))
 
     async def think(self, arg: str) -> str:
