@@ -60,6 +60,11 @@ def _preload(args: Any, cwd: Path) -> None:
     conn = connection_from_args(args, config)
     wire_module = "pydantic_ai.models.anthropic" if conn.wire == "anthropic-messages" else "pydantic_ai.models.openai"
     importlib.import_module(wire_module)
+    from types import SimpleNamespace
+
+    from ketch.providers.pricing import price_known
+
+    price_known(SimpleNamespace(model_name=conn.model_name, system=None))  # loads the price data here, not on the loop
     if config.mcp.get("servers"):
         importlib.import_module("ketch.extensions.mcp")
 

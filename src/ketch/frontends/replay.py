@@ -3,7 +3,8 @@
 Text and tool calls come from the messages (the store keeps no streamed deltas); each tool
 result, denial, error, notice and turn end comes from the events stored with its step, so
 the resumed transcript shows the same results, the same denials and the same marks.
-Only the last ``REPLAY_TURNS`` turns are printed (a long session would take seconds).
+Only the last ``REPLAY_TURNS`` turns, ``REPLAY_ITEMS`` items at most, are printed (a long
+session would take seconds); the banner says where the rest is.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from ketch.core.tool_brief import brief
 from ketch.ui.replay import Banner, Prompt, ReplayItem
 
 REPLAY_TURNS = 20
+REPLAY_ITEMS = 300
+"""Earlier turns are left out once this many items (answers, calls, results) are shown;
+the last turn is always shown whole."""
 DIM, RESET = "\x1b[2m", "\x1b[0m"
 _TURN_LEVEL = (ev.Error, ev.Notice, ev.Compacted, ev.WebSearchResult, ev.SubagentFinished, ev.TurnFinished)
 
@@ -84,7 +88,10 @@ def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict
                         turns[-1].append(res)
     close_turn()
     shown = [t for t in turns if t]
-    hidden = max(0, len(shown) - REPLAY_TURNS)
+    hidden, count = len(shown), 0
+    while hidden > 0 and len(shown) - hidden < REPLAY_TURNS and (count == 0 or count + len(shown[hidden - 1]) <= REPLAY_ITEMS):
+        hidden -= 1
+        count += len(shown[hidden])
     head = f"Resumed session {session_id} · {len(messages)} messages"
     if hidden:
         head += f" · the {hidden} earlier turns are in: ketch export {session_id}"

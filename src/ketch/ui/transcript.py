@@ -177,8 +177,12 @@ class TurnView:
         return self._render_open()
 
     def end_answer(self) -> None:
-        """The answer segment ended (a tool call or the turn): commit what is open."""
-        self.flush()
+        """The answer segment ended (a tool call or the turn): commit what is open (the
+        open block is not drawn live first: it goes to the scrollback at once)."""
+        if self._pending_text:
+            text, self._pending_text = self._pending_text, ""
+            for block in self._splitter.feed(text):
+                self._commit_block(block)
         for block in self._splitter.finish():
             self._commit_block(block)
         self._render_open()
