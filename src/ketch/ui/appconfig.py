@@ -38,6 +38,9 @@ class AppConfig:
     replay items, for /resume)."""
     command_choices: Callable[[str], Awaitable[list[str]]] | None = None
     """Options for a picker command (/model, /resume, ...) opened without arguments."""
+    rewind: Any = None
+    """``/rewind`` and Esc twice: ``prompts()``, ``plan(turn)``, ``apply(turn, what)``
+    (``frontends.rewind_actions.SessionRewind``), or None where there is nothing to rewind."""
     on_ready: Callable[[], Awaitable[Any]] | None = None
     """Called once the session is ready; returns text to print first, or a list of
     ``ui/replay.py`` items (the conversation of a resumed session, printed as it was)."""
