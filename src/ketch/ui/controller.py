@@ -21,13 +21,10 @@ from ketch.ui.appconfig import AppConfig
 from ketch.ui.history import InputHistory, PasteStore
 from ketch.ui.layout import STYLE, build_layout
 from ketch.ui.menus import CommandSource, Menu, accept, menu_for
-from ketch.ui.overlays import ApprovalOverlay, AskOverlay, ListPicker, Overlay
-from ketch.ui.pager import Pager
-from ketch.ui.results import list_label, pager_text
+from ketch.ui.overlays import ApprovalOverlay, AskOverlay, Overlay
 from ketch.ui.rich_render import AnsiRenderer
 from ketch.ui.slash import UI_COMMANDS, SlashHandler
 from ketch.ui.terminal import FrameOutput, ScrollbackCommitter, install_reflow_guard
-from ketch.ui.toolfmt import headline
 from ketch.ui.transcript import TurnView
 from ketch.ui.working import TurnMeter
 
@@ -389,34 +386,15 @@ class KetchApp:
     # -- tool output: ctrl-o, /expand ------------------------------------------------------
     def open_output(self, number: int | None = None) -> str | None:
         """Open the pager on call ``number`` (the latest when None); an error text if none."""
-        calls = self.view.calls
-        if not calls:
-            return "No tool call has finished yet."
-        if number is None:
-            record = calls[-1]
-        elif 1 <= number <= len(calls):
-            record = calls[number - 1]
-        else:
-            return f"There is no call {number}; calls are numbered 1 to {len(calls)}."
-        full = None
-        if self.config.tool_output is not None:
-            full = self._safe(self.config.tool_output, record.call_id)
-        title = f"{record.number}. " + headline(record.name, record.args, self.width())[2:]
-        rows = lambda: max(5, self.output.get_size().rows - 6)  # noqa: E731
-        self.push_overlay(Pager(title, pager_text(record, full), rows, self.open_call_list))
-        self.committer.request_rewind()
-        return None
+        from ketch.ui.outputs import open_output
+
+        return open_output(self, number)
 
     def open_call_list(self) -> None:
         """A picker of every finished call, newest first; the pick opens in the pager."""
-        calls = self.view.calls
-        if not calls:
-            return
-        width = self.width()
-        labels = {list_label(c, width): c.number for c in reversed(calls)}
-        self.push_overlay(ListPicker("tool calls (type to filter)", list(labels),
-                                     lambda label: self.open_output(labels[label])))
-        self.committer.request_rewind()
+        from ketch.ui.outputs import open_call_list
+
+        open_call_list(self)
 
     # -- input and menus ---------------------------------------------------------------
     def _text_changed(self) -> None:
