@@ -182,7 +182,7 @@ def whole_resume(tmp: Path, sid: str) -> tuple[float, float, int]:
     renderer = AnsiRenderer()
     renderer.warm_up()
     printed: list[str] = []
-    app = SimpleNamespace(committer=SimpleNamespace(commit=printed.extend))
+    app = SimpleNamespace(committer=SimpleNamespace(commit=printed.extend), config=SimpleNamespace(display_prompt=None))
     app.view = TurnView(renderer, lambda: 119, printed.extend)
     app.echo_prompt = lambda text: KetchApp.echo_prompt(app, text)  # type: ignore[arg-type]
 

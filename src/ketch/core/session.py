@@ -15,6 +15,7 @@ import dataclasses
 import itertools
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent, AgentRunResultEvent, RunContext
@@ -201,6 +202,17 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             self._step_events.append(event)
         self._queue.put_nowait(event)
 
+    def _with_images(self, prompt: str) -> Any:
+        """The prompt with the images it names attached (``core/attachments.py``)."""
+        from ketch.core.attachments import user_prompt
+
+        meta = self.config.models.get(self.model_ref)
+        accepts = meta.capabilities.get("image_input") if meta is not None else None
+        if accepts is None:
+            profile = getattr(self.model, "profile", None) or {}
+            accepts = bool(profile.get("supports_image_input", True)) if isinstance(profile, dict) else True
+        return user_prompt(prompt, Path(self.workspace.root), accepts_images=accepts, model=self.model_ref)
+
     def _next_id(self, prefix: str) -> str:
         return f"{prefix}-{self.session_id}-{next(self._ids)}"
 
@@ -311,7 +323,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         limits = UsageLimits(request_limit=self.config.max_steps)
         if prompt is not None:
             self._close_open_calls()
-        async with self.agent.run_stream_events(prompt, message_history=self.messages, deps=self.deps, usage_limits=limits) as stream:
+        user_prompt = self._with_images(prompt) if prompt is not None else None
+        async with self.agent.run_stream_events(user_prompt, message_history=self.messages, deps=self.deps, usage_limits=limits) as stream:
             async for item in stream:
                 if isinstance(item, AgentRunResultEvent):
                     self._persist(item.result.all_messages())

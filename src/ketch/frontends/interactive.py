@@ -149,6 +149,14 @@ class Interactive:
             return []
         return await self.actions.choices(name)
 
+    def display_prompt(self, text: str) -> str:
+        """A prompt as echoed: the images it attaches shown as ``[image: name, WxH]``."""
+        if "." not in text:
+            return text
+        from ketch.core.attachments import echo_text
+
+        return echo_text(text, self.root)
+
     def tool_output(self, call_id: str) -> str | None:
         """The full result the model got for ``call_id`` (for the pager), newest first."""
         session = self.session
@@ -185,6 +193,7 @@ class Interactive:
             startup_error=self.startup_failed,
             program=resume_program(self.args),
             tool_output=self.tool_output,
+            display_prompt=self.display_prompt,
         )
 
     async def close(self) -> None:

@@ -28,8 +28,9 @@ def _prompt_text(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, Sequence):
-        texts = [c for c in content if isinstance(c, str)]
-        return "\n".join(texts) if texts else None
+        from ketch.core.attachments import stored_text
+
+        return stored_text(list(content))
     return None
 
 

@@ -62,3 +62,5 @@ class AppConfig:
     tool_output: Callable[[str], str | None] | None = None
     """The full result of a finished call by its call id (what the model got), for the
     pager; None when not known (the pager then shows the live output or the summary)."""
+    display_prompt: Callable[[str], str] | None = None
+    """How a sent prompt is echoed (e.g. ``@shot.png`` as ``[image: shot.png, 640x480]``)."""

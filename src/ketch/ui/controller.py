@@ -282,6 +282,9 @@ class KetchApp:
 
     def echo_prompt(self, text: str) -> None:
         """Commit the user's prompt to the transcript."""
+        show = self.config.display_prompt
+        if show is not None:
+            text = self._safe(show, text) or text
         lines = text.splitlines() or [""]
         rows = ["\x1b[1m› \x1b[0m" + lines[0]] + ["  " + line for line in lines[1:]]
         self.committer.commit(rows + [""])
