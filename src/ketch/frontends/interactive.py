@@ -194,6 +194,7 @@ class Interactive:
             program=resume_program(self.args),
             tool_output=self.tool_output,
             display_prompt=self.display_prompt,
+            setup=FirstRun(),
         )
 
     async def close(self) -> None:
@@ -208,6 +209,25 @@ class Interactive:
             await close_model(self.session.model)
         if self._store is not None:
             self._store.close()
+
+
+class FirstRun:
+    """``AppConfig.setup``: the first-run choices and writing them (``first_run.py``)."""
+
+    def wanted(self, exc: BaseException) -> bool:
+        from ketch.frontends.first_run import needs_setup
+
+        return needs_setup(exc)
+
+    def choices(self) -> list[Any]:
+        from ketch.frontends.first_run import choices
+
+        return choices()
+
+    def apply(self, choice: Any, model: str, key: str) -> Path:
+        from ketch.frontends.first_run import apply
+
+        return apply(choice, model, key)
 
 
 def resume_program(args: Any) -> str:

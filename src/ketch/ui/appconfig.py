@@ -64,3 +64,6 @@ class AppConfig:
     pager; None when not known (the pager then shows the live output or the summary)."""
     display_prompt: Callable[[str], str] | None = None
     """How a sent prompt is echoed (e.g. ``@shot.png`` as ``[image: shot.png, 640x480]``)."""
+    setup: Any = None
+    """The first-run setup (``ui/setup.py``): ``wanted(exc)``, ``choices()``, ``apply(...)``;
+    None where there is none."""

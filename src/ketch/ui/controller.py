@@ -182,6 +182,11 @@ class KetchApp:
         except Exception as exc:  # noqa: BLE001 - shown to the user as one line
             self.session_error = str(exc) or type(exc).__name__
             self.queue.clear()
+            if self.config.setup is not None and self._safe(self.config.setup.wanted, exc):
+                from ketch.ui.setup import offer_setup
+
+                await offer_setup(self, exc)
+                return
             code = self._safe(self.config.startup_error, exc) if self.config.startup_error else None
             if code is not None:
                 self.exit(code)
