@@ -15,7 +15,7 @@ from ketch.extensions.commands import (
 )
 
 BUILTIN_NAMES = [
-    "help", "model", "think", "agent", "clear", "compact", "resume", "sessions", "fork", "tools",
+    "help", "model", "think", "agent", "clear", "compact", "resume", "sessions", "fork", "repair", "tools",
     "cost", "context", "todos", "memory", "skills", "mcp", "registry", "commit", "export", "quit",
 ]  # fmt: skip
 

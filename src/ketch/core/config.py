@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ketch.core import strict_json
 from ketch.core.exceptions import ConfigError
 from ketch.providers.presets import PRESETS, WIRES, Preset
 
@@ -50,6 +51,10 @@ class ConnectionConfig(_Strict):
     timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, allow_inf_nan=False)
     """Seconds to wait for the provider's next bytes (its first, or the next of a stream) before
     the request fails as timed out (and is retried); also the connect limit, capped at 30 s."""
+    reasoning: bool | None = None
+    """The models behind it reason: send the wire's thinking field for ``--think`` even where
+    the SDK does not know the model to reason (``reasoning_effort``, ``reasoning.effort``,
+    Anthropic ``thinking``)."""
 
 
 class ModelMeta(_Strict):
@@ -59,6 +64,8 @@ class ModelMeta(_Strict):
     """Tokens the model accepts; defaults come from a table by model family."""
     capabilities: dict[str, bool] = Field(default_factory=dict)
     """Explicit capability flags, e.g. ``web_search = true``."""
+    reasoning: bool | None = None
+    """This model reasons (as the connection's ``reasoning``, for one model; wins over it)."""
 
 
 class AgentConfig(_Strict):
@@ -124,6 +131,9 @@ class Config(_Strict):
     """Refusal rules in the plugin rule shape; nothing bypasses them."""
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    telemetry: dict[str, Any] = Field(default_factory=dict)
+    """``[telemetry]`` otlp_endpoint / capture_content: read from the user's own config only
+    (``core.telemetry``); a repository's is accepted and ignored."""
     mcp: dict[str, Any] = Field(default_factory=dict)
     """``[mcp.servers.NAME]`` with command/args/env or url/headers."""
     hooks: dict[str, Any] = Field(default_factory=dict)
@@ -249,6 +259,8 @@ class Connection:
     max_retries: int = 2
     meta: ModelMeta | None = None
     timeout: float = DEFAULT_TIMEOUT
+    reasoning: bool | None = None
+    """The connection's ``reasoning`` flag (the model's own, in ``meta``, wins)."""
 
     @property
     def ref(self) -> str:
@@ -282,7 +294,7 @@ def store_key(name: str, key: str) -> Path:
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(keys, fh)
+        fh.write(strict_json.dumps(keys))
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
     return path
@@ -371,7 +383,7 @@ def resolve_connection(
     retries = int(retries_override) if retries_override is not None else conn_cfg.max_retries
     return Connection(
         name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref),
-        timeout=timeout_override or conn_cfg.timeout,
+        timeout=timeout_override or conn_cfg.timeout, reasoning=conn_cfg.reasoning,
     )
 
 

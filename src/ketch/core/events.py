@@ -196,7 +196,7 @@ class Error(_Event):
 @dataclass(frozen=True, kw_only=True)
 class TurnFinished(_Event):
     type: Literal["turn_finished"] = "turn_finished"
-    reason: Literal["done", "step_limit", "error", "interrupted", "cancelled"]
+    reason: Literal["done", "step_limit", "max_tokens", "error", "interrupted", "cancelled"]
     text: str = ""
     """The final answer of the turn."""
 

@@ -15,6 +15,7 @@ from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
 from ketch.core import events as ev
+from ketch.core import telemetry
 from ketch.core.approval import HEADLESS_DENIAL, GateDecision
 from ketch.tools.base import ToolDeps
 
@@ -51,6 +52,8 @@ class ApprovalBridge:
         return ""
 
     def _resolved(self, call: Any, decision: str, gd: GateDecision | None, *, by: str | None = None, reason: str = "") -> None:
+        telemetry.event("ketch.gate", **{"ketch.tool": call.tool_name, "ketch.decision": decision,
+                                         "ketch.by": by or (gd.by if gd else "user"), "ketch.rule": (gd.rule if gd else "") or None})
         self._emit(
             ev.ApprovalResolved(
                 call_id=call.tool_call_id,

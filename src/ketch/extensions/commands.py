@@ -65,6 +65,7 @@ _BUILTINS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     ("resume", (), "[session]", "Resume an earlier session"),
     ("sessions", (), "[N|all]", "List saved sessions (the newest 20, N, or all)"),
     ("fork", (), "", "Continue in a copy of this session"),
+    ("repair", (), "", "Drop the last exchange when the provider keeps rejecting the session"),
     ("tools", (), "", "List the tools the model can use"),
     ("cost", ("usage",), "", "Show token usage and cost"),
     ("context", (), "", "Show what fills the context window"),

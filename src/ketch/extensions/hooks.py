@@ -19,7 +19,6 @@ Hooks come only from the user's own configuration; the registry never installs t
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import signal
@@ -30,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from ketch.core import strict_json
 
 HOOK_EVENTS = ("before_tool", "after_tool", "prompt_submitted", "turn_stopped")
 REFUSE_EXIT_CODE = 2
@@ -168,7 +169,7 @@ class HookRunner:
             self.warnings.append(f"hook {hook.event} `{hook.command}` exited {outcome.exit_code}: {detail}")
 
     async def _run(self, hook: HookSpec, payload: dict[str, Any]) -> HookOutcome:
-        data = json.dumps({**payload, "cwd": str(self.cwd)}, default=str).encode()
+        data = strict_json.dumps({**payload, "cwd": str(self.cwd)}, default=str).encode()
         env = {**os.environ, "KETCH_HOOK_EVENT": hook.event}
         if "tool" in payload:
             env["KETCH_TOOL_NAME"] = payload["tool"]

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("models", "auth", "sessions", "export", "mcp", "registry", "rewind", "checkpoints")
+SUBCOMMANDS = ("models", "auth", "sessions", "export", "repair", "mcp", "registry", "rewind", "checkpoints")
 
 
 def _parser_class() -> type[argparse.ArgumentParser]:
@@ -40,8 +40,9 @@ def _main_parser() -> argparse.ArgumentParser:
         prog="ketch",
         description="ketch: a terminal AI coding agent. Without -p it opens the interactive UI in this repository.",
         epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | "
-        "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch mcp list | "
-        "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune",
+        "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch repair ID | ketch mcp list | "
+        "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune | "
+        "ketch acp [model flags]",
     )
     p.add_argument("--version", action="version", version=f"ketch {__version__}")
     p.add_argument(
@@ -64,6 +65,14 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--privacy", action="store_true", help="privacy mode: no web search of any kind")
     p.add_argument("--add-dir", action="append", default=[], metavar="DIR", help="another directory file tools may touch")
     p.add_argument("--cwd", help=argparse.SUPPRESS)
+    return p
+
+
+def _acp_parser() -> argparse.ArgumentParser:
+    """``ketch acp``: the model and safety flags of the main command; the editor sends the rest."""
+    p = _main_parser()
+    p.prog = "ketch acp"
+    p.description = "Run ketch as an Agent Client Protocol agent on stdin/stdout, for editors (Zed, Neovim, JetBrains, Emacs)."
     return p
 
 
@@ -91,6 +100,8 @@ def _sub_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="export a session")
     e.add_argument("id")
     e.add_argument("--format", choices=("md", "json"), default="md")
+    rp = sub.add_parser("repair", help="drop the last exchange of a session a provider keeps rejecting")
+    rp.add_argument("id")
     mc = sub.add_parser("mcp", help="MCP servers")
     mc.add_argument("action", choices=("list",))
     r = sub.add_parser("registry", help="skills and plugins from the registry")
@@ -128,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     from ketch.core.exceptions import ConfigError
 
     try:
+        if argv and argv[0] == "acp":
+            from ketch.frontends.acp_server import run_acp
+
+            return run_acp(_acp_parser().parse_args(argv[1:]))
         if argv and argv[0] in SUBCOMMANDS:
             from ketch.frontends.subcommands import run_subcommand
 

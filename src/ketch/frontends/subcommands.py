@@ -1,15 +1,15 @@
-"""``ketch models | auth | sessions | export | mcp | registry``."""
+"""``ketch models | auth | sessions | export | repair | mcp | registry``."""
 
 from __future__ import annotations
 
 import asyncio
 import getpass
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from ketch.core import strict_json
 from ketch.core.exceptions import ConfigError
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE = 0, 1, 2
@@ -22,6 +22,7 @@ def run_subcommand(args: Any) -> int:
         "auth": _auth,
         "sessions": _sessions,
         "export": _export,
+        "repair": _repair,
         "mcp": _mcp,
         "registry": _registry,
         "rewind": _rewind,
@@ -102,7 +103,7 @@ def _auth(args: Any) -> int:
             print(f"ketch: no stored key for '{args.name}'", file=sys.stderr)
             return EXIT_USAGE
         path = keys_file()
-        path.write_text(json.dumps(keys), encoding="utf-8")
+        path.write_text(strict_json.dumps(keys), encoding="utf-8")
         print(f"Removed the key for {args.name}.")
         return EXIT_OK
     if sys.stdin.isatty():
@@ -206,6 +207,31 @@ def _export(args: Any) -> int:
     finally:
         store.close()
     return _write_out(text, "export")
+
+
+def _repair(args: Any) -> int:
+    """``ketch repair ID``: rewrite the last exchange of a session a provider keeps rejecting."""
+    from ketch.state.repair import describe, repair_session
+    from ketch.state.store import StoreError
+
+    missing = ConfigError(f"no session '{args.id}'; list them with 'ketch sessions'")
+    store = _open_store()
+    if store is None:
+        raise missing
+    try:
+        row = store.get_session(args.id)
+        if row is None:
+            raise missing
+        try:
+            repair = repair_session(store, row.id)
+        except StoreError as exc:
+            raise ConfigError(str(exc)) from None
+    finally:
+        store.close()
+    print(describe(row.id, repair))
+    if repair is not None:
+        print(f"Continue it with: ketch --resume {row.id}")
+    return EXIT_OK
 
 
 def _mcp(args: Any) -> int:

@@ -236,6 +236,31 @@ def _change_summary(verb: str, shown: str, old: str, new: str, existed: bool) ->
 # ------------------------------------------------------------------------ tools
 
 
+def _editor(ctx: RunContext[ToolDeps]) -> Any:
+    """The editor's files (``ketch acp`` with a client that offers fs): reads see its unsaved
+    buffers and writes land in its undo history. None in the terminal."""
+    return ctx.deps.extras.get("editor_fs")
+
+
+async def _read_current(ctx: RunContext[ToolDeps], resolved: Path, shown: str) -> str:
+    editor = _editor(ctx)
+    if editor is not None and editor.can_read:
+        text = await editor.read(resolved)
+        if text is not None:
+            return text
+    return _read_text(resolved, shown)
+
+
+async def _write_text(ctx: RunContext[ToolDeps], resolved: Path, shown: str, text: str) -> None:
+    editor = _editor(ctx)
+    try:
+        if editor is not None and editor.can_write and await editor.write(resolved, text):
+            return
+        _write_atomic(resolved, text)
+    except OSError as exc:
+        raise ToolFailed(f"Cannot write {shown}: {exc.strerror or exc}.") from exc
+
+
 async def read_file(ctx: RunContext[ToolDeps], path: str, offset: int = 1, limit: int | None = None) -> str:
     """Read a text file, returning numbered lines (number, tab, text).
 
@@ -254,6 +279,9 @@ async def read_file(ctx: RunContext[ToolDeps], path: str, offset: int = 1, limit
     if limit is not None and limit < 1:
         raise ToolFailed("limit must be at least 1.")
     cap = ctx.deps.settings.read_max_bytes
+    editor = _editor(ctx)
+    if editor is not None and editor.can_read:
+        return _numbered_editor_text(await editor.read(resolved) or "", shown, offset, limit, cap)
     try:
         size = resolved.stat().st_size
     except OSError as exc:
@@ -267,6 +295,31 @@ async def read_file(ctx: RunContext[ToolDeps], path: str, offset: int = 1, limit
         return _numbered_lines(resolved, shown, size, offset, limit, cap)
     except OSError as exc:
         raise ToolFailed(f"Cannot read {shown}: {exc.strerror or exc}.") from exc
+
+
+def _numbered_editor_text(text: str, shown: str, offset: int, limit: int | None, cap: int) -> str:
+    """``read_file`` over the editor's copy of a file (bounded like a read from disk)."""
+    lines = text.splitlines()
+    if not lines:
+        return f"({shown} is empty)"
+    if offset > len(lines):
+        raise ToolFailed(f"offset {offset} is past the end of {shown}, which has {len(lines)} lines.")
+    end = len(lines) if limit is None else min(len(lines), offset - 1 + limit)
+    out: list[str] = []
+    used = 0
+    for number in range(offset, end + 1):
+        line = lines[number - 1]
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS] + f" … [{len(line) - MAX_LINE_CHARS} more characters]"
+        entry = f"{number:>6}\t{line}"
+        used += len(entry) + 1
+        if used > cap and out:
+            out.append(f"(more lines follow; continue with offset={number})")
+            return "\n".join(out)
+        out.append(entry)
+    if end < len(lines):
+        out.append(f"(more lines follow; continue with offset={end + 1})")
+    return "\n".join(out)
 
 
 def _numbered_lines(resolved: Path, shown: str, size: int, offset: int, limit: int | None, cap: int) -> str:
@@ -314,12 +367,9 @@ async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> str:
     resolved = workspace.resolve(path)
     shown = workspace.relative(resolved)
     existed = resolved.exists()
-    old = _read_text(resolved, shown) if existed else ""
+    old = await _read_current(ctx, resolved, shown) if existed else ""
     if old != content or not existed:
-        try:
-            _write_atomic(resolved, content)
-        except OSError as exc:
-            raise ToolFailed(f"Cannot write {shown}: {exc.strerror or exc}.") from exc
+        await _write_text(ctx, resolved, shown, content)
     return _change_summary("Wrote", shown, old, content, existed)
 
 
@@ -348,10 +398,12 @@ async def edit_file(
         args.update(old_string=old_string, new_string=new_string, replace_all=replace_all)
     resolved, old, new, existed = _planned_edit(ctx.deps.workspace, args)
     shown = ctx.deps.workspace.relative(resolved)
-    try:
-        _write_atomic(resolved, new)
-    except OSError as exc:
-        raise ToolFailed(f"Cannot write {shown}: {exc.strerror or exc}.") from exc
+    editor = _editor(ctx)
+    if editor is not None and editor.can_read and existed:  # the edit applies to the editor's buffer
+        buffer = await _read_current(ctx, resolved, shown)
+        if buffer != old:
+            old, new = buffer, apply_edits(buffer, _edits_from_args(args), shown)
+    await _write_text(ctx, resolved, shown, new)
     return _change_summary("Edited", shown, old, new, existed)
 
 
