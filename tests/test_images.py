@@ -89,3 +89,23 @@ async def test_a_model_without_image_input_gets_a_clear_message_and_no_request(t
         await h.idle()
         assert "adhoc:fake-model does not take images, so shot.png was not sent and no request was made" in " ".join(h.sink.text().split())
     assert fake.model_requests == []
+
+
+async def test_a_pasted_image_path_is_attached_too(tmp_path: Path, fake_provider: Any) -> None:
+    elsewhere = tmp_path / "Screenshots"
+    elsewhere.mkdir()
+    data = png(3, 5)
+    (elsewhere / "Screen Shot.png").write_bytes(b"")  # a name with a space is not taken apart
+    (elsewhere / "shot-1.png").write_bytes(data)
+    project = tmp_path / "proj"
+    project.mkdir()
+    fake = fake_provider([Turn(text="Seen.")])
+    async with running(project, *adhoc(fake, "openai-chat")) as (h, _):
+        await h.wait_text("adhoc:fake-model")
+        await h.type("what is this ")
+        await h.type(f"\x1b[200~{elsewhere}/shot-1.png\x1b[201~")
+        await h.type("\r")
+        await h.wait_text("Seen.")
+        assert "› what is this [image: shot-1.png, 3x5]" in h.sink.text()
+    [request] = fake.model_requests
+    assert image_parts(request.body) == [base64.b64encode(data).decode()]
