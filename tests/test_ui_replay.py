@@ -70,3 +70,33 @@ async def test_a_resumed_session_prints_what_the_live_session_printed(tmp_path: 
     foot = next(i for i, x in enumerate(lines) if x.startswith("── end of the earlier conversation"))
     resumed = transcript(lines, head + 2, foot)
     assert resumed == live
+
+
+async def test_a_cancelled_answer_replays_as_it_was_cut_live() -> None:
+    """The core stores a cancelled answer's text with a note for the model; the replay shows
+    the text and the UI's own mark, as the live session did."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+    from uifakes import FakeSession, Gate, Harness
+
+    from ketch.core.events import TextDelta
+    from ketch.frontends.replay import replay_items
+
+    partial = "The first paragraph is complete.\n\nThe second one is half"
+    async with Harness(FakeSession([[TextDelta(text=partial), Gate("never")]]), columns=80) as h:
+        await h.type("explain\r")
+        await h.wait_text("The second one is half")
+        await h.type("\x03")
+        await h.idle()
+        live = h.sink.display()
+    stored = [ModelRequest(parts=[UserPromptPart("explain")]),
+              ModelResponse(parts=[TextPart(partial + "\n\n[cancelled by the user: this answer stops here]")])]
+    async with Harness(FakeSession(), columns=80) as h:
+        assert h.app is not None
+        await h.app.play(replay_items("s1", stored, []))
+        await h.idle()
+        replayed = h.sink.display()
+    start = live.index("› explain")
+    end = live.index("⎿ stopped by the user; the answer above is incomplete")
+    first = replayed.index("› explain")
+    assert replayed[first:first + end - start + 1] == live[start:end + 1]
+    assert "[cancelled by the user" not in "\n".join(replayed)

@@ -9,6 +9,7 @@ session would take seconds); the banner says where the rest is.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,9 @@ REPLAY_ITEMS = 300
 """Earlier turns are left out once this many items (answers, calls, results) are shown;
 the last turn is always shown whole."""
 DIM, RESET = "\x1b[2m", "\x1b[0m"
+_CANCELLED_TAIL = re.compile(r"\s*\[cancelled by the user: [^\]\n]*\]\s*$")
+"""The note the core appends to the stored text of an answer the user cancelled (for the
+model); live, the UI marks the cut under the answer instead, so the replay does the same."""
 _TURN_LEVEL = (ev.Error, ev.Notice, ev.Compacted, ev.WebSearchResult, ev.SubagentFinished, ev.TurnFinished)
 
 
@@ -63,8 +67,13 @@ def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict
     calls: dict[str, tuple[str, dict[str, Any]]] = {}
     current = ""
 
+    cancelled: set[int] = set()
+
     def close_turn() -> None:
-        turns[-1].extend(by_turn.pop(current, []))
+        ending = by_turn.pop(current, [])
+        if len(turns) - 1 in cancelled and not any(isinstance(e, ev.TurnFinished) and e.reason == "cancelled" for e in ending):
+            ending.append(ev.TurnFinished(reason="cancelled"))
+        turns[-1].extend(ending)
 
     for message in messages:
         if isinstance(message, ModelRequest):
@@ -80,7 +89,11 @@ def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict
         elif isinstance(message, ModelResponse):
             for part in message.parts:
                 if isinstance(part, TextPart) and part.content:
-                    turns[-1].append(ev.TextDelta(text=part.content))
+                    text = _CANCELLED_TAIL.sub("", part.content)
+                    if text != part.content:
+                        cancelled.add(len(turns) - 1)
+                    if text:
+                        turns[-1].append(ev.TextDelta(text=text))
                 elif isinstance(part, ToolCallPart):
                     args = part.args_as_dict()
                     calls[part.tool_call_id] = (part.tool_name, args)
