@@ -109,3 +109,14 @@ async def test_a_pasted_image_path_is_attached_too(tmp_path: Path, fake_provider
         assert "› what is this [image: shot-1.png, 3x5]" in h.sink.text()
     [request] = fake.model_requests
     assert image_parts(request.body) == [base64.b64encode(data).decode()]
+
+
+def test_a_summary_drops_an_image_whole_and_names_it() -> None:
+    from pydantic_ai.messages import BinaryContent, ModelRequest, UserPromptPart
+
+    from ketch.context.prune import render_for_summary
+
+    image = BinaryContent(png(4, 4), media_type="image/png", identifier="shot.png")
+    text = render_for_summary([ModelRequest(parts=[UserPromptPart(["what is in @shot.png?", image])])])
+    assert "what is in @shot.png? [image: shot.png, not kept]" in text
+    assert "iVBOR" not in text and "\\x89PNG" not in text  # no part of the image itself
