@@ -250,3 +250,22 @@ async def test_the_slash_commands_are_advertised(tmp_path: Path) -> None:
     [update] = [u for u in client.updates if u.session_update == "available_commands_update"]
     names = {c.name for c in update.available_commands}
     assert {"compact", "commit", "memory"} <= names and "quit" not in names
+
+
+async def test_the_model_and_thinking_level_are_session_config_options(tmp_path: Path) -> None:
+    client = EditorClient([])
+    with FakeProvider([Turn(text="one"), Turn(text="two")]) as fake:
+        async with await _start(client, fake, tmp_path) as (conn, _process):
+            await _initialize(conn)
+            new = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            options = {o.id: o for o in new.config_options}
+            assert options["model"].current_value == "adhoc:fake-model" and options["model"].category == "model"
+            assert {o.value for o in options["think"].options} >= {"off", "high"}
+            changed = await conn.set_config_option(config_id="think", session_id=new.session_id, value="high")
+            assert {o.id: o.current_value for o in changed.config_options}["think"] == "high"
+            with pytest.raises(acp.RequestError):
+                await conn.set_config_option(config_id="think", session_id=new.session_id, value="extreme")
+            with pytest.raises(acp.RequestError):
+                await conn.set_config_option(config_id="model", session_id=new.session_id, value="nosuchconnection:x")
+            await conn.prompt(session_id=new.session_id, prompt=[text_block("hi")])
+    assert fake.model_requests  # the session still answers after a refused switch

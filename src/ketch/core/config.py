@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ketch.core import strict_json
 from ketch.core.exceptions import ConfigError
+from ketch.sandbox.config import SandboxConfig, limit_project_layer
 from ketch.providers.presets import PRESETS, WIRES, Preset
 
 __all__ = ["ConfigError", "Config", "Connection", "load_config", "resolve_connection"]
@@ -143,6 +144,8 @@ class Config(_Strict):
     """Where ``/registry`` fetches its index."""
     added_dirs: list[str] = Field(default_factory=list)
     """Directories besides the workspace that file tools may touch."""
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig, validate_default=True)
+    approval: Literal["ask", "auto", "never"] = "ask"  # auto: sandboxed commands need no prompt; never: deny what would ask
 
 
 def user_config_dir() -> Path:
@@ -232,14 +235,14 @@ def load_config(cwd: Path, flags: dict[str, Any] | None = None, environ: dict[st
     user_file = user_config_dir() / "config.toml"
     if user_file.is_file():
         merged = _merge(merged, _read_toml(user_file))
-    project_file = find_project_root(cwd) / ".ketch" / "config.toml"
-    if project_file.is_file():
-        merged = _merge(merged, _read_toml(project_file))
+    project_file, ignored = find_project_root(cwd) / ".ketch" / "config.toml", []
+    if project_file.is_file():  # (sandbox and approval keys: only what narrows the user's file)
+        merged = _merge(merged, limit_project_layer(_read_toml(project_file), merged, str(project_file), ignored))
     merged = _merge(merged, _env_layer(environ))
     flag_layer = {k: v for k, v in (flags or {}).items() if v is not None}
     _validate(flag_layer, "command line")
     merged = _merge(merged, flag_layer)
-    return Config.model_validate(merged)
+    return Config.model_validate(merged, context={"ignored": ignored})
 
 
 # ---------------------------------------------------------------- connections and keys

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 Decision = Literal["allow", "allow_session", "deny"]
-DecidedBy = Literal["user", "rule", "guard", "yolo", "default", "hook"]
+DecidedBy = Literal["user", "rule", "guard", "yolo", "default", "hook", "sandbox"]
 
 
 def _jsonable(value: Any) -> Any:

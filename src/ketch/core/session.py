@@ -143,6 +143,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         """Length of the instructions last sent (the status must not rebuild them: that runs git)."""
         self.deps.emit = self._emit
         self.deps.extras.setdefault("ask", self._ask)
+        self.deps.extras.setdefault("escalate", self._ask_outside_sandbox)
         if compactor is not None:
             capabilities = [*capabilities, *compactor.capabilities(self)]
         self.agent = self._build_agent(extra_toolsets, capabilities, model_settings)

@@ -73,6 +73,7 @@ _BUILTINS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     ("memory", (), "[add <note>]", "Show or edit durable notes"),
     ("skills", (), "", "List available skills"),
     ("mcp", (), "", "Show MCP servers and their tools"),
+    ("sandbox", ("permissions",), "", "Show what ketch may change: the sandbox, file writes, approvals"),
     ("registry", (), "[list|show|install|remove] [name]", "Browse and install skills and plugins"),
     ("commit", (), "[hint]", "Write a commit message and commit staged changes"),
     ("export", (), "[path]", "Export the conversation as Markdown"),

@@ -22,18 +22,11 @@ from typing import Any
 
 from ketch import __version__
 from ketch.core import events as ev
+from ketch.frontends.acp_events import tool_title, forward
 
-KINDS = {"read": "read", "write": "edit", "shell": "execute", "network": "fetch", "meta": "think", "mcp": "other"}
 STOP = {"done": "end_turn", "cancelled": "cancelled", "interrupted": "cancelled", "step_limit": "max_turn_requests",
         "max_tokens": "max_tokens", "error": "end_turn"}
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT = "allow_once", "allow_always", "reject_once"
-
-
-def _title(name: str, args: dict[str, Any]) -> str:
-    key = {"shell": "command", "read_file": "path", "write_file": "path", "edit_file": "path", "grep": "pattern",
-           "glob": "pattern", "list_dir": "path", "web_fetch": "url"}.get(name)
-    value = args.get(key) if key else None
-    return f"{name} {value}" if isinstance(value, str) and value else name
 
 
 class EditorFiles:
@@ -129,12 +122,51 @@ class KetchAgent:
             available_modes=[SessionMode(id=n, name=n, description=_mode_description(n)) for n in names],
         )
 
+    async def _config_options(self, session: Any) -> list[Any]:
+        """The model and the thinking level, as ACP session config options (the protocol's way to
+        pick a model); a model that is not among the choices (an ad-hoc one) is listed first."""
+        from acp.schema import SessionConfigOptionSelect, SessionConfigSelectOption
+
+        from ketch.frontends.slash_actions import SlashActions
+
+        actions = SlashActions(lambda: session, self.args, Path(session.workspace.root))
+        try:
+            models = await actions.choices("model")
+        except Exception:  # noqa: BLE001 - a model list that cannot be had leaves the current one
+            models = []
+        models = list(dict.fromkeys([session.model_ref, *models]))
+        levels = await actions.choices("think")
+        return [
+            SessionConfigOptionSelect(id="model", name="Model", category="model", type="select", current_value=session.model_ref,
+                                      options=[SessionConfigSelectOption(value=m, name=m) for m in models]),
+            SessionConfigOptionSelect(id="think", name="Thinking", category="thought_level", type="select",
+                                      current_value=session.config.think,
+                                      options=[SessionConfigSelectOption(value=v, name=v) for v in levels]),
+        ]
+
+    async def set_config_option(self, config_id: str, session_id: str, value: str | bool, **_: Any) -> Any:
+        from acp import RequestError
+        from acp.schema import SetSessionConfigOptionResponse
+
+        from ketch.frontends.slash_actions import SlashActions
+
+        session = self._session(session_id)
+        if config_id not in ("model", "think") or not isinstance(value, str):
+            raise RequestError.invalid_params({"message": f"ketch has no config option {config_id!r} taking {value!r}"})
+        actions = SlashActions(lambda: session, self.args, Path(session.workspace.root))
+        try:
+            await (actions.model(value) if config_id == "model" else actions.think(value))
+        except Exception as exc:  # noqa: BLE001 - an unknown model or level, a turn running
+            raise RequestError.invalid_params({"message": str(exc)}) from None
+        return SetSessionConfigOptionResponse(config_options=await self._config_options(session))
+
     async def new_session(self, cwd: str, mcp_servers: Any = None, additional_directories: list[str] | None = None, **_: Any) -> Any:
         from acp.schema import NewSessionResponse
 
         session = await self._build(cwd, additional_directories, mcp_servers, None)
         asyncio.get_running_loop().create_task(self._advertise(session))
-        return NewSessionResponse(session_id=session.session_id, modes=self._modes(session))
+        return NewSessionResponse(session_id=session.session_id, modes=self._modes(session),
+                                  config_options=await self._config_options(session))
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
                            additional_directories: list[str] | None = None, **_: Any) -> Any:
@@ -146,7 +178,7 @@ class KetchAgent:
         session = await self._build(cwd, additional_directories, mcp_servers, session_id)
         await self._replay(session)
         asyncio.get_running_loop().create_task(self._advertise(session))
-        return LoadSessionResponse(modes=self._modes(session))
+        return LoadSessionResponse(modes=self._modes(session), config_options=await self._config_options(session))
 
     async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> Any:
         from acp import RequestError
@@ -199,7 +231,7 @@ class KetchAgent:
                 return PromptResponse(stop_reason="end_turn")
             text = self._expand(session, text)
         async for event in session.run_turn(text):
-            await self._forward(session, event)
+            await forward(self.conn, session, event, self._ask_in_background)
             if isinstance(event, ev.TurnFinished):
                 reason = event.reason
         return PromptResponse(stop_reason=STOP.get(reason, "end_turn"))
@@ -208,51 +240,6 @@ class KetchAgent:
         from acp import update_agent_message_text
 
         await self.conn.session_update(session_id=session_id, update=update_agent_message_text(text))
-
-    async def _forward(self, session: Any, event: Any) -> None:
-        """One ketch event as ACP updates (or a permission request)."""
-        import acp
-        from acp.schema import ToolCallLocation, UsageUpdate
-
-        sid = session.session_id
-        send = self.conn.session_update
-        if isinstance(event, ev.TextDelta):
-            await send(session_id=sid, update=acp.update_agent_message_text(event.text))
-        elif isinstance(event, ev.ReasoningDelta):
-            await send(session_id=sid, update=acp.update_agent_thought_text(event.text))
-        elif isinstance(event, ev.ToolCallStarted):
-            path = event.args.get("path")
-            locations = [ToolCallLocation(path=str(session.workspace.root / path))] if isinstance(path, str) else None
-            await send(session_id=sid, update=acp.start_tool_call(
-                event.call_id, _title(event.name, event.args), kind=KINDS.get(session.kinds.get(event.name, ""), "other"),
-                status="pending", locations=locations, raw_input=event.args))
-        elif isinstance(event, ev.ToolOutputChunk):
-            await send(session_id=sid, update=acp.update_tool_call(event.call_id, status="in_progress"))
-        elif isinstance(event, ev.ToolCallFinished):
-            content = [acp.tool_content(acp.text_block(event.summary))]
-            if event.diff:
-                content.insert(0, acp.tool_content(acp.text_block(event.diff)))
-                diff = _diff_content(session, event)
-                if diff is not None:
-                    content.insert(0, diff)
-            await send(session_id=sid, update=acp.update_tool_call(
-                event.call_id, status="failed" if event.is_error else "completed", content=content, raw_output=event.summary))
-        elif isinstance(event, ev.ApprovalRequested):
-            self._ask_in_background(session, event)
-        elif isinstance(event, ev.AskRequested):
-            self._ask_in_background(session, event)
-        elif isinstance(event, ev.TodoUpdated):
-            entries = [acp.plan_entry(i.get("content", ""), status=_plan_status(i.get("status", ""))) for i in event.items]
-            await send(session_id=sid, update=acp.update_plan(entries))
-        elif isinstance(event, ev.Usage):
-            status = session.status()
-            if status.context_window:
-                await send(session_id=sid, update=UsageUpdate(session_update="usage_update", used=status.context_tokens,
-                                                                size=status.context_window))
-        elif isinstance(event, (ev.Notice, ev.Error)):
-            prefix = "ketch: " if isinstance(event, ev.Notice) else "ketch error: "
-            text = event.text if isinstance(event, ev.Notice) else event.message
-            await send(session_id=sid, update=acp.update_agent_thought_text(prefix + text + "\n"))
 
     def _ask_in_background(self, session: Any, event: Any) -> None:
         """The turn's events keep flowing while the client decides (the loop waits on the decision)."""
@@ -274,7 +261,7 @@ class KetchAgent:
                 PermissionOption(option_id=ALLOW_ALWAYS, name=f"Allow {event.name} for this session", kind="allow_always"),
                 PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
             ]
-            call = ToolCallUpdate(tool_call_id=event.call_id, title=_title(event.name, event.args), status="pending",
+            call = ToolCallUpdate(tool_call_id=event.call_id, title=tool_title(event.name, event.args), status="pending",
                                   raw_input=event.args)
         try:
             response = await self.conn.request_permission(session_id=session.session_id, tool_call=call, options=options)
@@ -350,23 +337,6 @@ def _answer(session: Any, event: Any, option: str | None) -> None:
         session.decide(event.request_id, "allow_session")
     else:
         session.decide(event.request_id, "deny", "the user rejected it in the editor" if option == REJECT else "the request was cancelled")
-
-
-def _diff_content(session: Any, event: Any) -> Any:
-    """An edit's result as ACP's diff content: the file's old and new text."""
-    import acp
-
-    lines = event.diff.splitlines()
-    path = next((line[6:] for line in lines if line.startswith("+++ b/")), None)
-    if path is None:
-        return None
-    old = [line[1:] for line in lines if line.startswith("-") and not line.startswith("---")]
-    new = [line[1:] for line in lines if line.startswith("+") and not line.startswith("+++")]
-    return acp.tool_diff_content(str(session.workspace.root / path), "\n".join(new), "\n".join(old) if old else None)
-
-
-def _plan_status(status: str) -> str:
-    return {"in_progress": "in_progress", "completed": "completed", "done": "completed"}.get(status, "pending")
 
 
 def _mode_description(name: str) -> str:

@@ -27,6 +27,8 @@ def config_from_args(args: Any, cwd: Path) -> Config:
         "agent": getattr(args, "agent", None),
         "max_steps": getattr(args, "max_steps", None),
         "privacy": True if getattr(args, "privacy", False) else None,
+        "sandbox": {"mode": args.sandbox} if getattr(args, "sandbox", None) else None,
+        "approval": getattr(args, "approval", None),
     }
     return load_config(cwd, flags)
 
@@ -213,6 +215,8 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from ketch.providers.strict_args import sanitize_history
     from ketch.providers.thinking import thinking_notice
     from ketch.providers.wiring import ServerBehaviour
+    from ketch.sandbox.runtime import cleanup_tmp
+    from ketch.sandbox.wiring import session_sandbox
     from ketch.state.resume import open_history, open_store
     from ketch.websearch.wiring import session_search
 
@@ -237,7 +241,11 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         s.config, s.conn, interactive=interactive, flag=bool(getattr(args, "web_search", False)), tool_ceiling=s.variant.tools
     )
     specs, task_kinds = tool_specs(s, search)
-    guard, rules, hooks = gate_parts(s.config, s.root, s.cwd, warnings)
+    sandbox, sandbox_notices = session_sandbox(
+        s.config, s.root, s.workspace.extra_dirs, yolo=bool(getattr(args, "yolo", False)), flag_mode=getattr(args, "sandbox", None)
+    )
+    warnings.extend(sandbox_notices)
+    guard, rules, hooks = gate_parts(s.config, s.root, s.cwd, warnings, sandbox)
     gate = ApprovalGate(
         kinds={spec.name: spec.kind for spec in specs},
         key_args={spec.name: spec.key_arg for spec in specs},
@@ -245,14 +253,19 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         rules=rules,
         hooks=hooks,
         yolo=bool(getattr(args, "yolo", False)),
+        approval=s.config.approval,
+        sandbox=sandbox,
+        interactive=interactive,
     )
     deps = tool_deps(s, store)
+    deps.settings.sandbox = sandbox
+    sandbox.workspace = s.workspace  # directories added later (/add-dir) become writable too
     descriptions = {spec.name: (spec.function.__doc__ or "").strip().splitlines()[0] if spec.function.__doc__ else "" for spec in specs}
     sources = InstructionSources(
         cwd=s.cwd, root=s.root, agent_prompt=lambda: session.variant.prompt, descriptions=descriptions,
         notebook=deps.extras["notebook"], memory=deps.extras["memory"], skills=deps.extras["skills"], search=search,
     )
-    hub, extra_kinds = await start_mcp(s.config, descriptions, warnings)
+    hub, extra_kinds = await start_mcp(s.config, descriptions, warnings, sandbox)
     gate.kinds = {**gate.kinds, **extra_kinds}
     model = session_model(s, search, model_override, interactive)
     think = s.variant.think or s.config.think
@@ -290,6 +303,8 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     if hub is not None:
         session.closers.append(hub.aclose)
     session.closers.append(store.close)
+    session.closers.append(lambda: cleanup_tmp(sandbox))
+    session.sandbox = sandbox
     if traced:
         from ketch.core.telemetry import shutdown
 

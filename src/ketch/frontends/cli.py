@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("models", "auth", "sessions", "export", "repair", "mcp", "registry", "rewind", "checkpoints")
+SUBCOMMANDS = ("models", "auth", "sessions", "export", "repair", "mcp", "registry", "rewind", "checkpoints", "sandbox")
 
 
 def _parser_class() -> type[argparse.ArgumentParser]:
@@ -42,7 +42,7 @@ def _main_parser() -> argparse.ArgumentParser:
         epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | "
         "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch repair ID | ketch mcp list | "
         "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune | "
-        "ketch acp [model flags]",
+        "ketch acp [model flags] | ketch sandbox check",
     )
     p.add_argument("--version", action="version", version=f"ketch {__version__}")
     p.add_argument(
@@ -53,7 +53,15 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("-m", "--model", help="model as CONNECTION:MODEL, e.g. openai:gpt-5, anthropic:claude-sonnet-5-5, ollama:qwen3")
     p.add_argument("--think", choices=("off", "low", "medium", "high", "max"), help="thinking level")
     p.add_argument("--agent", help="agent variant: build (default), plan, or one from config")
-    p.add_argument("--yolo", action="store_true", help="approve every call that no guard refuses")
+    p.add_argument("--yolo", action="store_true", help="approve every call that no guard refuses (and full access, unless --sandbox says otherwise)")
+    p.add_argument(
+        "--sandbox", choices=("read-only", "workspace-write", "full-access", "off"),
+        help="where commands may write: read-only, workspace-write (default), full-access (off is the same)",
+    )
+    p.add_argument(
+        "--approval", choices=("ask", "auto", "never"),
+        help="ask (default); auto: sandboxed commands run without asking; never: deny whatever would ask",
+    )
     p.add_argument("--max-steps", type=int, help="model requests per turn before it stops (default 100)")
     p.add_argument("--base-url", help="ad-hoc endpoint, with --wire and --model NAME (no config needed)")
     p.add_argument("--wire", choices=("openai-chat", "openai-responses", "anthropic-messages"), help="wire protocol of --base-url or an override")
@@ -112,6 +120,9 @@ def _sub_parser() -> argparse.ArgumentParser:
 
     add_rewind(sub)
     add_checkpoints_parser(sub)
+    sb = sub.add_parser("sandbox", help="the OS sandbox: which mechanism confines commands here, and the policy")
+    sb.add_argument("action", choices=("check",))
+    sb.add_argument("--sandbox", choices=("read-only", "workspace-write", "full-access", "off"))
     return p
 
 

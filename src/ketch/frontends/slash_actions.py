@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ketch.core.exceptions import ConfigError
+from ketch.sandbox.panel import session_panel_text
 
 BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
 MODEL_LIST_TIMEOUT_S = 3.0
@@ -59,6 +60,7 @@ class SlashActions:
             "compact": self.compact, "resume": self.resume, "sessions": self.sessions, "fork": self.fork,
             "export": self.export, "memory": self.memory, "skills": self.skills, "mcp": self.mcp,
             "commit": self.commit, "registry": self.registry, "repair": self.repair,
+            "sandbox": lambda _arg: session_panel_text(self.session),
         }
 
     @property

@@ -1,4 +1,4 @@
-"""``ketch models | auth | sessions | export | repair | mcp | registry``."""
+"""``ketch models | auth | sessions | export | repair | mcp | registry | sandbox``."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def run_subcommand(args: Any) -> int:
         "repair": _repair,
         "mcp": _mcp,
         "registry": _registry,
+        "sandbox": _sandbox,
         "rewind": _rewind,
         "checkpoints": _checkpoints,
     }[args.command]
@@ -301,3 +302,19 @@ def _need_name(args: Any) -> str:
     if not args.name:
         raise ConfigError(f"'ketch registry {args.action}' needs a NAME")
     return str(args.name)
+
+
+def _sandbox(args: Any) -> int:
+    """``ketch sandbox check``: the mechanism that confines commands here, why, and the policy."""
+    from ketch.core.config import find_project_root
+    from ketch.sandbox.wiring import session_sandbox
+
+    config = _config()
+    root = find_project_root(_cwd())
+    added = [Path(d).expanduser() for d in config.added_dirs]
+    sandbox, notices = session_sandbox(config, root, added, flag_mode=getattr(args, "sandbox", None))
+    for line in sandbox.describe():
+        print(line)
+    for notice in notices:
+        print(f"note: {notice}")
+    return EXIT_OK if sandbox.confines or not sandbox.policy.confined else EXIT_PROVIDER

@@ -22,6 +22,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 from typing_extensions import NotRequired, TypedDict
 
+from ketch.sandbox.runtime import check_file_write
 from ketch.tools.workspace import Workspace, compile_glob, glob_matches
 from ketch.tools.base import ToolDeps, ToolSpec
 
@@ -366,6 +367,7 @@ async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> str:
     workspace: Workspace = ctx.deps.workspace
     resolved = workspace.resolve(path)
     shown = workspace.relative(resolved)
+    check_file_write(ctx.deps.settings, resolved, shown)
     existed = resolved.exists()
     old = await _read_current(ctx, resolved, shown) if existed else ""
     if old != content or not existed:
@@ -398,6 +400,7 @@ async def edit_file(
         args.update(old_string=old_string, new_string=new_string, replace_all=replace_all)
     resolved, old, new, existed = _planned_edit(ctx.deps.workspace, args)
     shown = ctx.deps.workspace.relative(resolved)
+    check_file_write(ctx.deps.settings, resolved, shown)
     editor = _editor(ctx)
     if editor is not None and editor.can_read and existed:  # the edit applies to the editor's buffer
         buffer = await _read_current(ctx, resolved, shown)

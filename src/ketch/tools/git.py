@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
+from ketch.sandbox.runtime import launch_argv
 from ketch.tools.workspace import Workspace
 from ketch.tools.base import ToolDeps, ToolSpec
 
@@ -84,7 +85,8 @@ def jailed_pathspec(workspace: Workspace, path: str) -> str:
 
 async def _run_git(ctx: RunContext[ToolDeps], command: str, *args: str) -> str:
     """Run one read-only git command at the workspace root; capped output or GitError."""
-    argv = _git_argv(ctx.deps.workspace.root, *args)
+    root = ctx.deps.workspace.root
+    argv = launch_argv(getattr(ctx.deps.settings, "sandbox", None), _git_argv(root, *args), root, read_only=True)
     try:
         process = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
