@@ -42,6 +42,7 @@ from ketch.core.session_approval import ApprovalBridge
 from ketch.core.session_checkpoints import CheckpointSteps
 from ketch.core.session_controls import SessionControls
 from ketch.core.session_persist import Persistence
+from ketch.state.history_writer import HistoryWriter
 from ketch.core.stream_translate import StreamTranslator, TurnState
 from ketch.core.tool_brief import OutputTails
 from ketch.providers.pricing import price_known
@@ -99,9 +100,12 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self.messages: list[ModelMessage] = list(history or [])
         self.label = label
         self.compactor = compactor
-        self._persisted = len(self.messages)
+        self._writer = HistoryWriter(store, self.session_id, self.messages)
+        """Keeps the stored history equal to ``messages``, writing only what changed."""
+        self.claim: Callable[[str], None] | None = None
+        """Takes the write lock of a session before ``switch_to`` moves to it (set by the wiring)."""
         self.history_rewritten = False
-        """Set when the history was rewritten in place (compaction, id repair): store it whole."""
+        """Set by compaction when it rewrote the history in place (the writer finds the changed rows)."""
         self._step_events: list[Any] = []
         """Events of the step in progress, stored with its messages (for export)."""
         self.auto_title = False
@@ -191,9 +195,11 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         return [d for d in tool_defs if d.name in allowed]
 
     # ------------------------------------------------------------------ events
-    def _emit(self, event: Any) -> None:
+    def _emit(self, event: Any, *, deliver: bool = True) -> Any:
+        """Stamp ``event`` with the turn, note it for the store, and (unless not ``deliver``)
+        hand it to the front end; returns the stamped event."""
         if self._queue is None:
-            return
+            return event
         if isinstance(event, ev.ToolOutputChunk):
             self._output_tails.add(event.call_id, event.text, event.stream)
         if not isinstance(event, _NOT_STORED):  # (streamed fragments are valid text, and many)
@@ -207,7 +213,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             self._turn.delivered = True
         if self.store is not None and not isinstance(event, _NOT_STORED):
             self._step_events.append(event)
-        self._queue.put_nowait(event)
+        if deliver:
+            self._queue.put_nowait(event)
+        return event
 
     def _with_images(self, prompt: str) -> Any:
         """The prompt with the images it names attached (``core/attachments.py``)."""
@@ -229,6 +237,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         if self.compactor is not None:
             request_context = await self.compactor.before_request(self, ctx, request_context)
         encodable_newest_request(ctx.messages, request_context.messages)
+        if self._turn is not None:
+            self._turn.record.live, self._turn.record.prompt_sent = ctx.messages, True
         self._persist(list(ctx.messages))
         return request_context
 
@@ -311,6 +321,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         except asyncio.CancelledError:
             reason = "cancelled"
             self._cancel_pending()
+            self._keep_cancelled(prompt, turn)
         except OutputTokenLimitExceeded:  # cut before any answer, or inside a tool call
             reason = "max_tokens"
             self._emit(ev.Notice(level="warning", text=CUT_NOTICE))
@@ -332,9 +343,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             if self.hooks is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.hooks.turn_stopped(reason))
-            self._emit(ev.TurnFinished(reason=reason, text="".join(turn.text)))  # type: ignore[arg-type]
-            with contextlib.suppress(Exception):
-                self._persist(self.messages)  # the events after the last step
+            finished = ev.TurnFinished(reason=reason, text="".join(turn.text))  # type: ignore[arg-type]
+            self._queue.put_nowait(self._store_turn_end(finished))
             if self.auto_title and reason == "done" and prompt:
                 self.auto_title = False
                 self.title_task = asyncio.get_running_loop().create_task(self._make_title(prompt, self.session_id))
@@ -394,6 +404,10 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
 
 
     async def aclose(self) -> None:
+        if self._task is not None and not self._task.done():  # a front end closing mid-turn:
+            self._task.cancel()  # the cancel is stored (prompt, partial answer) before the store closes
+            with contextlib.suppress(BaseException):
+                await self._task
         while self._tasks:  # a subagent may hand over another hook while the first ones run
             tasks = list(self._tasks)
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -15,6 +15,7 @@ from pydantic_ai.messages import ModelMessage
 from ketch.core.agents import AgentVariant
 from ketch.core.config import Connection
 from ketch.core.frontend import SessionStatus
+from ketch.state.history_writer import HistoryWriter
 
 
 class SessionControls:
@@ -44,9 +45,11 @@ class SessionControls:
     def switch_to(self, session_id: str, history: Sequence[ModelMessage]) -> None:
         """Continue as another stored session (``/clear``, ``/resume``, ``/fork``)."""
         self._require_idle()
+        if self.claim is not None:
+            self.claim(session_id)  # one writer per session: refuses one open in another ketch
         self.session_id = session_id
         self.messages = list(history)
-        self._persisted = len(self.messages)
+        self._writer = HistoryWriter(self.store, session_id, self.messages)
         self._step_events = []
         from ketch.providers.pricing import price_known
 

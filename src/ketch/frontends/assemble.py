@@ -231,7 +231,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     server_behaviour = ServerBehaviour(s.conn, s.config)
     store = open_store()
     traced = start_telemetry(s, warnings)
-    session_id, history = open_history(
+    session_id, history, locks = open_history(
         args, store, s.cwd, model_ref=s.conn.ref, agent=s.variant.name, interactive=interactive, warnings=warnings
     )
     if history and cut_by_output_limit(history):
@@ -303,6 +303,8 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     if hub is not None:
         session.closers.append(hub.aclose)
     session.closers.append(store.close)
+    session.claim = locks.claim
+    session.closers.append(locks.release)
     session.closers.append(lambda: cleanup_tmp(sandbox))
     session.sandbox = sandbox
     if traced:

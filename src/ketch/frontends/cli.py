@@ -68,6 +68,7 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the key")
     p.add_argument("-c", "--continue", dest="continue_", action="store_true", help="continue the latest session in this directory")
     p.add_argument("-r", "--resume", nargs="?", const="", metavar="ID", help="resume a session (a picker without ID)")
+    p.add_argument("--fork", action="store_true", help="with --continue or --resume ID: continue a copy of that session")
     p.add_argument("--compact", action="store_true", help="compact the history before the turn")
     p.add_argument("--web-search", action="store_true", help="allow web search in headless mode")
     p.add_argument("--privacy", action="store_true", help="privacy mode: no web search of any kind")
