@@ -100,3 +100,25 @@ async def test_a_cancelled_answer_replays_as_it_was_cut_live() -> None:
     first = replayed.index("› explain")
     assert replayed[first:first + end - start + 1] == live[start:end + 1]
     assert "[cancelled by the user" not in "\n".join(replayed)
+
+
+async def test_a_real_cancelled_turn_resumes_as_it_looked(tmp_path: Path, fake_provider: Any) -> None:
+    pieces = ["The first paragraph is complete.\n\n"] + [f"part{i} " for i in range(400)]
+    fake = fake_provider([Turn(text="".join(pieces), text_pieces=pieces, chunk_delay=0.05)])
+    async with running(tmp_path, *adhoc(fake, "openai-chat")) as (h, runtime):
+        await h.wait_text("adhoc:fake-model")
+        await h.type("a long one\r")
+        await h.wait_text("part5")
+        await h.type("\x03")
+        await h.wait_text("⎿ stopped by the user; the answer above is incomplete")
+        await h.idle()
+        live_lines = h.sink.all_lines()
+        session_id = runtime.session.session_id
+    start = next(i for i, x in enumerate(live_lines) if x.startswith("› a long one"))
+    end = next(i for i, x in enumerate(live_lines) if x.startswith("⎿ stopped by the user"))
+    live = live_lines[start:end + 1]
+    async with running(tmp_path, *adhoc(fake, "openai-chat"), "--resume", session_id) as (h, _):
+        await h.wait_text("── end of the earlier conversation ──")
+        lines = h.sink.all_lines()
+    first = next(i for i, x in enumerate(lines) if x.startswith("› a long one"))
+    assert lines[first:first + len(live)] == live
