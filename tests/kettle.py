@@ -53,7 +53,7 @@ def run_ketch(
 
 def adhoc(fake: Any, wire: str, model: str = "fake-model") -> list[str]:
     """Arguments pointing ketch at the fake provider without a config file."""
-    return ["--base-url", fake.base_url if wire != "anthropic-messages" else fake.base_url.removesuffix("/v1"), "--wire", wire, "--model", model]
+    return ["--base-url", fake.base_url if wire not in ("anthropic-messages", "gemini") else fake.base_url.removesuffix("/v1"), "--wire", wire, "--model", model]
 
 
 def write_project_config(root: Path, text: str) -> Path:

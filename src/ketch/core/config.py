@@ -43,7 +43,7 @@ class ConnectionConfig(_Strict):
     ollama, lmstudio, llamacpp, openai-compatible)."""
     base_url: str | None = None
     """Overrides the preset's base URL."""
-    wire: Literal["openai-chat", "openai-responses", "anthropic-messages"] | None = None
+    wire: Literal["openai-chat", "openai-responses", "anthropic-messages", "gemini"] | None = None
     """Overrides the preset's wire protocol."""
     api_key_env: str | None = None
     """Environment variable that holds the key."""
@@ -95,6 +95,9 @@ class WebSearchConfig(_Strict):
     """``model``: hosted by the session's own provider; ``tavily``: a client tool with its own key."""
     protocol: Literal["auto", "responses", "anthropic"] = "auto"
     """Force the hosted-search protocol; ``auto`` follows the connection's wire."""
+    anthropic_dynamic_filtering: bool = False
+    """Send Anthropic's ``web_search_20260209`` (dynamic filtering) instead of ``20250305`` for
+    the models ``ketch models --capabilities`` marks, on the official Anthropic API only."""
     tavily_base_url: str = "https://api.tavily.com"
 
 
@@ -380,9 +383,11 @@ def resolve_connection(
     check_base_url(url, f"connection '{name}' base_url")
     key_env = api_key_env or conn_cfg.api_key_env or preset.key_env
     key = environ.get(key_env) if key_env else None
-    key = key or stored_keys().get(name)
+    alt_env = preset.alt_key_env if key_env == preset.key_env else ""
+    key = key or (environ.get(alt_env) if alt_env else None) or stored_keys().get(name)
     if not key and key_env:
-        raise ConfigError(f"missing API key for connection '{name}': set {key_env} or run 'ketch auth login {name}'")
+        either = f"{key_env} (or {alt_env})" if alt_env else key_env
+        raise ConfigError(f"missing API key for connection '{name}': set {either} or run 'ketch auth login {name}'")
     retries = int(retries_override) if retries_override is not None else conn_cfg.max_retries
     return Connection(
         name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref),
