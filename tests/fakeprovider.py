@@ -519,9 +519,9 @@ class FakeProvider:
         self._server: ThreadingHTTPServer | None = None
 
     # lifecycle -------------------------------------------------------------
-    def start(self) -> FakeProvider:
-        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
-        server = ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
+    def start(self, port: int = 0) -> FakeProvider:
+        """Bind ``port`` (a free one when 0) on 127.0.0.1 and serve in a daemon thread."""
+        server = ThreadingHTTPServer(('127.0.0.1', port), _Handler)
         server.daemon_threads = True
         server.fake = self  # type: ignore[attr-defined]
         self._server = server

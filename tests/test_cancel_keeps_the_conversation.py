@@ -218,8 +218,8 @@ async def test_a_cancel_while_the_answer_streams_keeps_its_text_and_the_next_req
 
 
 async def test_leaving_the_ui_mid_answer_stores_the_partial_answer_before_the_store_closes(tmp_path: Path) -> None:
-    """Ctrl-C twice on an empty input exits while an answer streams: the partial answer and the
-    prompt are stored."""
+    """Ctrl-D on an empty input exits while an answer streams (ctrl-c there stops the answer
+    instead, issue 19): the partial answer and the prompt are stored."""
     import asyncio
 
     from kettle import adhoc
@@ -241,8 +241,7 @@ async def test_leaving_the_ui_mid_answer_stores_the_partial_answer_before_the_st
                 await h.wait_text("adhoc:fake-model", timeout=10)
                 await h.type("a long one\r")
                 await h.wait_text("word5", timeout=10)
-                await h.type("\x03", pause=0.1)
-                await h.type("\x03", pause=0.1)
+                await h.type("\x04", pause=0.1)
                 await asyncio.wait_for(h.task, 10)
         finally:
             await runtime.close()

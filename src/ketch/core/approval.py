@@ -70,7 +70,9 @@ NO_SANDBOX_HEADLESS = (
 NEVER_DENIAL = "approval = never: this call would need the user's approval, so it is denied."
 
 
-_DEFAULT_ALLOWED_KINDS = frozenset({"read", "meta"})
+_DEFAULT_ALLOWED_KINDS = frozenset({"read", "meta", "interactive"})
+"""Kinds that run without asking: reading, bookkeeping, and ``ask`` (which is itself a
+question to the user)."""
 
 
 class ApprovalGate:

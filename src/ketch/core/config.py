@@ -370,7 +370,11 @@ def resolve_connection(
         raise ConfigError(f"KETCH_MAX_RETRIES must be a whole number, not {retries_override!r}")
     timeout_override = _timeout_override(environ.get("KETCH_TIMEOUT"))
     if not model_ref:
-        raise ConfigError("no model chosen: pass --model CONNECTION:MODEL (list them with 'ketch models') or set model in config")
+        raise ConfigError(
+            "no model chosen: pass --model CONNECTION:MODEL (list them with 'ketch models'), or put "
+            f"model = \"openai:gpt-5\" (say) in {user_config_dir() / 'config.toml'}; "
+            "store a key with 'ketch auth login openai'"
+        )
     if base_url:  # ad-hoc endpoint: no config file needed
         if wire not in WIRES:
             raise ConfigError(f"--base-url needs --wire, one of: {', '.join(WIRES)}")

@@ -15,6 +15,7 @@ import dataclasses
 import itertools
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent, AgentRunResultEvent, RunContext
@@ -43,6 +44,8 @@ from ketch.core.session_controls import SessionControls
 from ketch.core.session_persist import Persistence
 from ketch.state.history_writer import HistoryWriter
 from ketch.core.stream_translate import StreamTranslator, TurnState
+from ketch.core.tool_brief import OutputTails
+from ketch.providers.pricing import price_known
 from ketch.providers.pricing import response_cost
 from ketch.websearch.wiring import NativeSearchTracker
 from ketch.tools.base import ToolDeps, ToolSpec
@@ -122,6 +125,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         """Open requests by id; a subagent shares its parent's, so ``decide`` answers both."""
         self._previews: dict[str, str] = {}
         self._call_args: dict[str, dict[str, Any]] = {}
+        self._output_tails = OutputTails()
+        """The last lines of each running command's live output, for its brief result."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._background_to = background
         """Where fire-and-forget work goes instead of ``self._tasks``: a subagent hands its
@@ -131,7 +136,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self._queue: asyncio.Queue[Any] | None = None
         self._task: asyncio.Task[None] | None = None
         self._turn: TurnState | None = None
-        self.cost_usd: float | None = 0.0
+        self.cost_usd: float | None = 0.0 if price_known(model) else None
+        """This process's spend on the session; None when a price is unknown (from the
+        start for a model genai-prices does not know)."""
         self.input_tokens = 0
         self.output_tokens = 0
         self.last_request_tokens = 0
@@ -193,6 +200,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         hand it to the front end; returns the stamped event."""
         if self._queue is None:
             return event
+        if isinstance(event, ev.ToolOutputChunk):
+            self._output_tails.add(event.call_id, event.text, event.stream)
         if not isinstance(event, _NOT_STORED):  # (streamed fragments are valid text, and many)
             event = encodable(event)  # a file name that is not UTF-8 in a tool summary, say
             if isinstance(event, ev.Compacted):
@@ -207,6 +216,17 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         if deliver:
             self._queue.put_nowait(event)
         return event
+
+    def _with_images(self, prompt: str) -> Any:
+        """The prompt with the images it names attached (``core/attachments.py``)."""
+        from ketch.core.attachments import user_prompt
+
+        meta = self.config.models.get(self.model_ref)
+        accepts = meta.capabilities.get("image_input") if meta is not None else None
+        if accepts is None:
+            profile = getattr(self.model, "profile", None) or {}
+            accepts = bool(profile.get("supports_image_input", True)) if isinstance(profile, dict) else True
+        return user_prompt(prompt, Path(self.workspace.root), accepts_images=accepts, model=self.model_ref)
 
     def _next_id(self, prefix: str) -> str:
         return f"{prefix}-{self.session_id}-{next(self._ids)}"
@@ -336,7 +356,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         limits = UsageLimits(request_limit=self.config.max_steps)
         if prompt is not None:
             self._close_open_calls()
-        async with self.agent.run_stream_events(prompt, message_history=self.messages, deps=self.deps, usage_limits=limits) as stream:
+        user_prompt = self._with_images(prompt) if prompt is not None else None
+        async with self.agent.run_stream_events(user_prompt, message_history=self.messages, deps=self.deps, usage_limits=limits) as stream:
             async for item in stream:
                 if isinstance(item, AgentRunResultEvent):
                     self._persist(item.result.all_messages())

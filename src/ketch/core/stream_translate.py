@@ -22,6 +22,7 @@ from pydantic_ai.messages import (
 )
 
 from ketch.core import events as ev
+from ketch.core.tool_brief import brief
 from ketch.core.turn_record import StepRecord
 
 
@@ -82,15 +83,23 @@ class StreamTranslator:
             denied = isinstance(part, ToolReturnPart) and part.outcome == "denied"
             if self.hooks is not None and not denied:  # a denied call never ran
                 self._background(self.hooks.after_tool(part.tool_name or "", args, _summarize(content), is_error))
+            tail = self._output_tails.pop(part.tool_call_id)
+            preview = self._previews.pop(part.tool_call_id, "")
+            # only file tools preview a diff (the shell's preview is its command line)
+            diff = preview if not is_error and part.tool_name in _DIFF_TOOLS else ""
+            summary = brief(part.tool_name or "", args, content, is_error=is_error, tail=tail)
             self._emit(
                 ev.ToolCallFinished(
                     call_id=part.tool_call_id,
                     name=part.tool_name or "",
-                    summary=_summarize(content),
+                    summary=summary,
                     is_error=is_error,
-                    diff="" if is_error else self._previews.pop(part.tool_call_id, ""),
+                    diff=diff,
                 )
             )
+
+
+_DIFF_TOOLS = ("write_file", "edit_file")
 
 
 def _summarize(content: str, limit: int = 400) -> str:

@@ -162,6 +162,17 @@ SESSIONS_LIMIT = 50
 """Sessions ``ketch sessions`` lists without ``--limit`` or ``--all``."""
 
 
+SESSIONS_COLUMNS = 120
+"""Each row of ``ketch sessions`` fits this many columns (model and title are cut)."""
+SESSIONS_MODEL_COLUMNS = 24
+
+
+def _fit(text: str, width: int) -> str:
+    """One line of at most ``width`` characters, cut with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: max(1, width - 1)] + "…"
+
+
 def _sessions(args: Any) -> int:
     import time
 
@@ -181,12 +192,11 @@ def _sessions(args: Any) -> int:
     lines = []
     for row in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.updated))
-        lines.append(f"{row.id}  {when}  {row.message_count:>5} msgs  {row.model}  {row.title or '(untitled)'}")
+        head = f"{row.id}  {when}  {row.message_count:>5} msgs  {_fit(row.model, SESSIONS_MODEL_COLUMNS):<{SESSIONS_MODEL_COLUMNS}}  "
+        lines.append(head + _fit(row.title or "(untitled)", SESSIONS_COLUMNS - len(head)))
     if total > len(rows):
-        lines.append(
-            f"Showing the {len(rows)} most recent of {total} sessions in this directory; "
-            "'ketch sessions --limit N' lists N, 'ketch sessions --all' lists them all."
-        )
+        lines.append(f"The {len(rows)} most recent of {total} sessions here; "
+                     "'ketch sessions --limit N' lists N, '--all' all of them.")
     if rows:
         lines.append("Resume one with 'ketch --resume ID' (a unique prefix of the ID will do).")
     else:
