@@ -36,9 +36,15 @@ class Ctx:
     deps: ToolDeps
     tool_call_id: str = "call"
 
+def high_water_kb():
+    # VmHWM is this process's own peak; ru_maxrss would carry the peak of the (large) pytest
+    # process this one was forked from, since Linux keeps it across exec
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
 root, tool, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 workspace = Workspace(root)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = high_water_kb()
 started = time.monotonic()
 try:
     if tool == "read_file":
@@ -50,7 +56,7 @@ try:
 except Exception as exc:
     out = f"{type(exc).__name__}: {exc}"
 print(json.dumps({
-    "before_kb": before, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    "before_kb": before, "peak_kb": high_water_kb(),
     "children_peak_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
     "seconds": time.monotonic() - started, "out": out[-2000:], "length": len(out),
 }))

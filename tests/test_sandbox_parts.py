@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import subprocess
+import uuid
 import sys
 from pathlib import Path
 
@@ -323,11 +324,12 @@ def test_writes_to_tmp_stay_private_and_the_workspace_under_tmp_stays_visible(tm
     (tmp_path / "host-file").write_text("host\n")
     mechanism = dataclasses.replace(detect.Detector().detect("bubblewrap"), tmp_overlay=overlay)
     sandbox = Sandbox(build_policy("workspace-write", ws), mechanism)
-    script = f"echo mine > {tmp_path}/host-file 2>/dev/null; mkdir -p /tmp/k && echo t > /tmp/k/new && cat /tmp/k/new; echo w > in-ws; cat {tmp_path}/host-file"
+    probe = f"ketch-probe-{uuid.uuid4().hex[:12]}"  # a name no earlier run on this machine left behind
+    script = f"echo mine > {tmp_path}/host-file 2>/dev/null; mkdir -p /tmp/{probe} && echo t > /tmp/{probe}/new && cat /tmp/{probe}/new; echo w > in-ws; cat {tmp_path}/host-file"
     out = subprocess.run(sandbox.wrap(["sh", "-c", script], cwd=ws).argv, capture_output=True, text=True, cwd=ws, timeout=30)
     assert out.stdout.splitlines()[0] == "t"
     assert (ws / "in-ws").read_text() == "w\n"
-    assert (tmp_path / "host-file").read_text() == "host\n" and not Path("/tmp/k/new").exists()
+    assert (tmp_path / "host-file").read_text() == "host\n" and not Path(f"/tmp/{probe}/new").exists()
 
 
 def test_a_workspace_that_holds_the_home_directory_keeps_its_dotfiles_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
