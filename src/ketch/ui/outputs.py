@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ketch.ui.overlays import ListPicker
 from ketch.ui.pager import Pager
 from ketch.ui.results import list_label, pager_text
 from ketch.ui.toolfmt import headline
 
-if TYPE_CHECKING:
-    from ketch.ui.controller import KetchApp
+KetchApp = Any
+"""The app (``ui.controller.KetchApp``) is passed in, not imported: it imports this module."""
 
 
 def open_output(app: KetchApp, number: int | None = None) -> str | None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ketch.ui.controller import KetchApp
+KetchApp = Any
+"""The app (``ui.controller.KetchApp``) is passed in, not imported: it imports this module."""
 
 
 @dataclass(frozen=True)

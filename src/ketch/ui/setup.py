@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ketch.ui.overlays import Fragments, ListPicker
 
-if TYPE_CHECKING:
-    from ketch.ui.controller import KetchApp
+KetchApp = Any
+"""The app (``ui.controller.KetchApp``) is passed in, not imported: it imports this module."""
 
 
 class SecretInput:
