@@ -1,0 +1,186 @@
+"""Text the pruning ladder writes: one-line placeholders for tool results and the compact
+transcript a summary call is given."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_core import to_json
+
+from ketch.context.budget import content_chars
+
+SUMMARY_HEADER = "[Summary of the earlier conversation, written when it was compacted]\n"
+PLACEHOLDER_PREFIX = "[pruned: "
+
+_KEY_ARGS = ("path", "file_path", "command", "pattern", "query", "url", "name")
+_SUMMARY_PART_CHARS = 1_500
+_SUMMARY_TOTAL_CHARS = 300_000
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters (an ellipsis marks a cut)."""
+    if len(text) <= limit and "\n" not in text and "\t" not in text and "  " not in text:
+        return text.strip()
+    flat = " ".join(text[: limit * 2].split())
+    if len(flat) > limit:
+        return flat[: limit - 1] + "…"
+    return flat + "…" if len(text) > limit * 2 else flat
+
+
+def _key_arg(call: ToolCallPart | NativeToolCallPart | None) -> str:
+    """The argument that says what a call was about (a path, a command, a query)."""
+    if call is None:
+        return ""
+    args = call.args
+    if args.__class__ is not dict:
+        args = call.args_as_dict()  # malformed JSON comes back as {"INVALID_JSON": raw}
+    for key in _KEY_ARGS:
+        value = args.get(key)
+        if isinstance(value, str):
+            return _clip(value, 80)
+    for value in args.values():
+        if isinstance(value, str) and value:
+            return _clip(value, 80)
+    return ""
+
+
+def _size_text(content: Any) -> tuple[str, int]:
+    if isinstance(content, str):
+        lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+        return f"{lines} lines, {len(content):,} chars", len(content)
+    chars = content_chars(content)
+    return f"{chars:,} chars", chars
+
+
+_SHORTEST_PLACEHOLDER = len(PLACEHOLDER_PREFIX) + len(" → 0 chars]")
+"""Characters of the shortest placeholder :func:`placeholder_for` writes, besides the tool
+name (no key argument, a one-digit size without lines)."""
+
+
+def placeholder_for(part: ToolReturnPart, call: ToolCallPart | None) -> str | None:
+    """A one-line stand-in for a tool result, or None when it would not be shorter.
+
+    For example ``[pruned: read_file src/a.py → 412 lines, 13,020 chars]``. A result that
+    is already a placeholder (from an earlier step's pruning) keeps it.
+    """
+    content = part.content
+    if content.__class__ is str:  # nearly every result: _size_text inlined
+        if content.startswith(PLACEHOLDER_PREFIX):
+            return None
+        chars = len(content)
+        lines = content.count("\n") + (0 if not content or content[-1] == "\n" else 1)
+        key = _key_arg(call)
+        # One f-string (no separate size string); below 1,000 the thousands separator
+        # changes nothing, and plain str() is much cheaper.
+        text = (
+            f"{PLACEHOLDER_PREFIX}{part.tool_name}{' ' if key else ''}{key}"
+            f" → {lines} lines, {chars if chars < 1000 else format(chars, ',')} chars]"
+        )
+    else:
+        size, chars = _size_text(content)
+        key = _key_arg(call)
+        text = f"{PLACEHOLDER_PREFIX}{part.tool_name}{' ' if key else ''}{key} → {size}]"
+    return text if len(text) < chars else None
+
+
+def render_native_part(part: NativeToolCallPart | NativeToolReturnPart) -> str:
+    """A provider-executed call or result as one line of plain text."""
+    if isinstance(part, NativeToolCallPart):
+        key = _key_arg(part)
+        return f"[{part.tool_name} call{': ' + key if key else ''}]"
+    content = part.content
+    if isinstance(content, dict):
+        sources = content.get("sources") or content.get("results") or []
+        urls = [s.get("url") for s in sources if isinstance(s, dict) and s.get("url")]
+        status = content.get("status")
+        detail = ", ".join(str(u) for u in urls[:8]) if urls else str(status or "done")
+    elif isinstance(content, list):
+        urls = [s.get("url") for s in content if isinstance(s, dict) and s.get("url")]
+        detail = ", ".join(str(u) for u in urls[:8]) if urls else f"{len(content)} items"
+    else:
+        detail = _clip(str(content), 200)
+    return f"[{part.tool_name} result: {_clip(detail, 600)}]"
+
+
+def _render_part(part: Any) -> str | None:
+    cls = part.__class__
+    # Exact classes first: they are nearly every part of a long history.
+    if cls is ThinkingPart:
+        return None
+    if cls is TextPart:
+        return "Assistant: " + _clip(part.content, _SUMMARY_PART_CHARS)
+    if cls is ToolCallPart:
+        args = part.args
+        # ``args_as_json_str`` of non-empty dict arguments, without its two method calls.
+        text = to_json(args).decode() if args and args.__class__ is dict else part.args_as_json_str()
+        return f"Tool call: {part.tool_name} {_clip(text, 300)}"
+    if cls is ToolReturnPart and part.content.__class__ is str:
+        return f"Tool result ({part.tool_name}): {_clip(part.content, 600)}"
+    if isinstance(part, UserPromptPart):
+        content = part.content if isinstance(part.content, str) else " ".join(
+            c if isinstance(c, str) else f"[{type(c).__name__}]" for c in part.content
+        )
+        return "User: " + _clip(content, _SUMMARY_PART_CHARS)
+    if isinstance(part, TextPart):
+        return "Assistant: " + _clip(part.content, _SUMMARY_PART_CHARS)
+    if isinstance(part, (NativeToolCallPart, NativeToolReturnPart)):
+        return render_native_part(part)
+    if isinstance(part, ToolCallPart):
+        return f"Tool call: {part.tool_name} {_clip(part.args_as_json_str(), 300)}"
+    if isinstance(part, ToolReturnPart):
+        content = part.content if isinstance(part.content, str) else repr(part.content)[:1_200]
+        return f"Tool result ({part.tool_name}): {_clip(content, 600)}"
+    return None
+
+
+EARLIER_SUMMARY_HEADING = "Summary of the conversation before this transcript:\n"
+TRANSCRIPT_HEADING = "\n\nThe conversation since:\n"
+
+
+def earlier_summary(message: ModelMessage) -> str | None:
+    """The text of a summary an earlier compaction left as ``message``, or None."""
+    if message.__class__ is ModelRequest and len(message.parts) == 1:
+        part = message.parts[0]
+        if isinstance(part, UserPromptPart) and isinstance(part.content, str) and part.content.startswith(SUMMARY_HEADER):
+            return part.content[len(SUMMARY_HEADER) :].strip()
+    return None
+
+
+def render_for_summary(messages: Sequence[ModelMessage]) -> str:
+    """A compact transcript of ``messages`` for the summarizing call.
+
+    Reasoning is left out, long parts are clipped, and when the whole exceeds the cap the
+    oldest lines are dropped first. A summary an earlier compaction left at the start is
+    never dropped or clipped: it leads the transcript whole, so what it held is carried
+    into the new summary however long the conversation since has been.
+    """
+    earlier = earlier_summary(messages[0]) if messages else None
+    if earlier is not None:
+        messages = messages[1:]
+    cap = _SUMMARY_TOTAL_CHARS - (len(earlier) if earlier is not None else 0)
+    # Rendered newest first, so the parts that would be dropped are never rendered.
+    total = 0
+    kept: list[str] = []
+    newest_first = (
+        line for m in reversed(messages) for p in reversed(m.parts) if (line := _render_part(p)) is not None
+    )
+    for line in newest_first:
+        total += len(line) + 1
+        if total > cap:
+            kept.append("[older conversation omitted]")
+            break
+        kept.append(line)
+    body = "\n".join(reversed(kept))
+    return body if earlier is None else EARLIER_SUMMARY_HEADING + earlier + TRANSCRIPT_HEADING + body
