@@ -31,6 +31,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.usage import RequestUsage
 
 from ketch.core.events import ToolCallFinished, TurnStarted
+from ketch.state.export import export_session
 from ketch.state.store import SCHEMA_VERSION, Store, StoreError
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -248,8 +249,8 @@ def test_export_markdown_and_json(db: Path) -> None:
         sid = store.create_session("/proj", "openai:gpt-x", "build")
         store.set_title(sid, "Reading files")
         store.append_step(sid, sample_step(0), [ToolCallFinished(call_id="call_0", name="read_file", summary="3 lines")])
-        md = store.export(sid, "md")
-        record = json.loads(store.export(sid[:8], "json"))
+        md = export_session(store, sid, "md")
+        record = json.loads(export_session(store, sid[:8], "json"))
     assert md.startswith("# Reading files\n")
     assert "## User\n\nprompt 0" in md
     assert "## Assistant\n\nanswer 0" in md

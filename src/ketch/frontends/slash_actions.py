@@ -218,7 +218,9 @@ class SlashActions:
         target = Path(arg).expanduser() if arg and arg not in ("md", "json") else Path(f"ketch-{session.session_id}.{fmt}")
         if not target.is_absolute():
             target = self.cwd / target
-        text = session.store.export(session.session_id, fmt)  # type: ignore[arg-type]
+        from ketch.state.export import export_session
+
+        text = export_session(session.store, session.session_id, fmt)  # type: ignore[arg-type]
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
         return f"Exported session {session.session_id} as {fmt} to {target}"
@@ -280,14 +282,13 @@ class SlashActions:
                           "Ask to commit with it, or run git commit yourself."])
 
     async def registry(self, arg: str) -> str:
-        from ketch.core.config import user_config_dir
-        from ketch.frontends.interactive import project_root
+        from ketch.core.config import find_project_root, user_config_dir
         from ketch.extensions.registry import Registry, RegistryError
 
         parts = arg.split()
         action = parts[0] if parts else "list"
         name = parts[1] if len(parts) > 1 else ""
-        registry = Registry(self.session.config.registry_url, user_config_dir(), project_root(self.cwd))
+        registry = Registry(self.session.config.registry_url, user_config_dir(), find_project_root(self.cwd))
         try:
             if action == "list":
                 entries = await registry.fetch_index()

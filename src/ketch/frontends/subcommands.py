@@ -176,7 +176,9 @@ def _export(args: Any) -> int:
         row = store.get_session(args.id)  # a StoreError for an ambiguous prefix or a damaged file
         if row is None:
             raise missing
-        text = store.export(row.id, args.format)
+        from ketch.state.export import export_session
+
+        text = export_session(store, row.id, args.format)
     finally:
         store.close()
     return _write_out(text, "export")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from ketch.state.sql import run_script
+
 NOTES_DDL = """
 CREATE TABLE IF NOT EXISTS memory_notes (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -48,8 +50,6 @@ def fts5_available(conn: sqlite3.Connection) -> bool:
 
 def create_memory_schema(conn: sqlite3.Connection) -> None:
     """Create the memory tables (called by the store's migration, inside its transaction)."""
-    from ketch.state.store import run_script
-
     run_script(conn, NOTES_DDL)
     if fts5_available(conn):
         run_script(conn, FTS_DDL)

@@ -31,9 +31,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ketch.core.exceptions import ConfigError
+from ketch.state.sql import run_script  # noqa: F401 - migrations here and in memory_schema
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
@@ -77,21 +78,6 @@ class SessionRow:
 
 
 # ---------------------------------------------------------------- schema and migrations
-
-
-def run_script(conn: sqlite3.Connection, script: str) -> None:
-    """Execute several statements inside the caller's transaction.
-
-    ``Connection.executescript`` would commit first, breaking the atomicity of a migration.
-    """
-    statement = ""
-    for line in script.splitlines(keepends=True):
-        statement += line
-        if sqlite3.complete_statement(statement):
-            conn.execute(statement)
-            statement = ""
-    if statement.strip():
-        conn.execute(statement)
 
 
 def _migrate_core(conn: sqlite3.Connection) -> None:
@@ -564,15 +550,6 @@ class Store:
             if not history or history[-1] != text:
                 history.append(text)
         return history
-
-    # ----- export
-
-    def export(self, session_id: str, fmt: Literal["md", "json"] = "md") -> str:
-        """The session as a Markdown transcript (``md``) or the full record (``json``)."""
-        from ketch.state.export import export_session
-
-        return export_session(self, session_id, fmt)
-
 
 _HAS_MESSAGES = "EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id)"
 

@@ -1,4 +1,9 @@
-"""The built-in tools, collected in the order the model sees them."""
+"""The built-in tools, collected in the order the model sees them, and what they stand on:
+the workspace jail, the network guard, the run-later path list.
+
+May import: core.events/errors/exceptions/config, state (the task list, memory) and the SDK's
+tool types. Never frontends or ui.
+"""
 
 from __future__ import annotations
 

@@ -2,4 +2,7 @@
 
 Entry points live in ``ketch.ui.app`` (``run_app``, ``main``, ``quiet_tty``,
 ``early_prompt``) and are imported from there, so importing this package costs nothing.
+
+May import: core.events and core.frontend (the seam), extensions.commands, prompt_toolkit
+and rich. Never providers, context or the model SDK: the UI takes keys before they load.
 """

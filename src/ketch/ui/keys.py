@@ -3,14 +3,14 @@ tab, enter and escape, then the input edits (emacs keys come from prompt_toolkit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
 
-if TYPE_CHECKING:
-    from ketch.ui.controller import KetchApp
+KetchApp = Any
+"""The app (``ui.controller.KetchApp``) is passed in, not imported: it imports this module."""
 
 _OVERLAY_KEYS = {"up": "up", "down": "down", "enter": "enter", "escape": "escape",
                  "backspace": "backspace", "c-j": "enter", "tab": "down", "s-tab": "up"}

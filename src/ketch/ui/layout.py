@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import ANSI, to_formatted_text
@@ -14,8 +14,8 @@ from prompt_toolkit.styles import Style
 from ketch.ui.statusline import status_text
 from ketch.ui.toolfmt import clip, headline
 
-if TYPE_CHECKING:
-    from ketch.ui.controller import KetchApp
+KetchApp = Any
+"""The app (``ui.controller.KetchApp``) is passed in, not imported: it imports this module."""
 
 Fragments = list[tuple[str, str]]
 INPUT_MAX_ROWS = 10

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ketch.ui.overlays import ListPicker
 from ketch.ui.panels import context_panel, cost_panel, help_panel, todos_panel, tools_panel
 
-if TYPE_CHECKING:
-    from ketch.ui.controller import KetchApp
+KetchApp = Any
+"""The app (``ui.controller.KetchApp``) is passed in, not imported: it imports this module."""
 
 UI_COMMANDS: dict[str, str] = {
     "help": "show commands and keys",

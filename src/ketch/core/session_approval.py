@@ -1,0 +1,121 @@
+"""The session's side of the gate: holding each tool call, asking the user, answering the SDK.
+
+A mixin of ``Session``: the SDK's before-tool hook sends every call to ``ApprovalGate``; a
+call the gate does not allow is deferred, and ``_handle_deferred`` answers it (denied with
+the reason, or approved once the user decided through ``decide``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import ApprovalRequired
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+
+from ketch.core import events as ev
+from ketch.core.approval import HEADLESS_DENIAL, GateDecision
+from ketch.tools.base import ToolDeps
+
+
+class ApprovalBridge:
+    """Approval requests and answers of one session (needs the attributes ``Session`` sets)."""
+
+    async def _gate_hook(self, ctx: RunContext[ToolDeps], *, call: Any, tool_def: Any, args: Any) -> Any:
+        if ctx.tool_call_approved:
+            return args
+        call_args = call.args_as_dict()
+        preview = self._preview(call.tool_name, call_args)
+        if preview:
+            self._previews[call.tool_call_id] = preview
+        decision = await self.gate.evaluate(call.tool_name, call_args)
+        if decision.action == "allow":
+            if decision.by in ("rule", "yolo"):
+                self._resolved(call, "allow", decision)
+            return args
+        raise ApprovalRequired({"action": decision.action, "by": decision.by, "reason": decision.reason, "rule": decision.rule})
+
+    def _preview(self, name: str, args: dict[str, Any]) -> str:
+        if name == "shell":
+            return str(args.get("command", ""))
+        if name in ("write_file", "edit_file"):
+            try:
+                from ketch.tools import files
+
+                return files.preview_write(self.workspace, args) if name == "write_file" else files.preview_edit(self.workspace, args)
+            except Exception as exc:  # noqa: BLE001 - a preview must never break the gate
+                return f"(no preview: {exc})"
+        return ""
+
+    def _resolved(self, call: Any, decision: str, gd: GateDecision | None, *, by: str | None = None, reason: str = "") -> None:
+        self._emit(
+            ev.ApprovalResolved(
+                call_id=call.tool_call_id,
+                name=call.tool_name,
+                decision=decision,  # type: ignore[arg-type]
+                by=(by or (gd.by if gd else "user")),  # type: ignore[arg-type]
+                reason=reason or (gd.reason if gd else ""),
+                rule=gd.rule if gd else "",
+            )
+        )
+
+    async def _handle_deferred(self, ctx: RunContext[ToolDeps], requests: DeferredToolRequests) -> DeferredToolResults:
+        approvals: dict[str, Any] = {}
+        asked = False
+        for call in requests.approvals:
+            meta = requests.metadata.get(call.tool_call_id) or {}
+            gd = GateDecision(meta.get("action", "ask"), meta.get("by", "default"), meta.get("reason", ""), meta.get("rule", ""))
+            if gd.action == "deny":
+                approvals[call.tool_call_id] = ToolDenied(gd.reason)
+                self._resolved(call, "deny", gd)
+            elif not self.interactive:
+                approvals[call.tool_call_id] = ToolDenied(HEADLESS_DENIAL)
+                self._resolved(call, "deny", gd, by="default", reason=HEADLESS_DENIAL)
+            else:
+                if not asked:
+                    asked = True
+                    self._record_pending(ctx, requests.approvals)
+                approvals[call.tool_call_id] = await self._ask_user(call)
+        if asked and self.store is not None:
+            self.store.set_pending(self.session_id, None)
+        return DeferredToolResults(approvals=approvals)
+
+    async def _ask_user(self, call: Any) -> Any:
+        request_id = self._next_id("approval")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future  # registered before the request is visible
+        args = call.args_as_dict()
+        self._emit(
+            ev.ApprovalRequested(
+                request_id=request_id,
+                call_id=call.tool_call_id,
+                name=call.tool_name,
+                args=args,
+                preview=self._previews.get(call.tool_call_id, ""),
+            )
+        )
+        decision, reason = await future
+        self._resolved(call, decision, None, by="user", reason=reason)
+        if decision == "deny":
+            return ToolDenied(f"The user denied this call{': ' + reason if reason else '.'}")
+        if decision == "allow_session":
+            self.gate.allow_for_session(call.tool_name, args)
+        return ToolApproved()
+
+    def decide(self, request_id: str, decision: str, reason: str = "") -> None:
+        future = self._pending.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_result((decision, reason))
+
+    async def _ask(self, call_id: str, question: str, choices: list[str]) -> str:
+        request_id = self._next_id("ask")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        self._emit(ev.AskRequested(request_id=request_id, call_id=call_id, question=question, choices=choices))
+        return str(await future)
+
+    def answer(self, request_id: str, text: str) -> None:
+        future = self._pending.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_result(text)

@@ -1,0 +1,94 @@
+"""What front ends change between turns and what they read: model, thinking, agent,
+the session switched to, and the status line's figures.
+
+A mixin of ``Session``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage
+
+from ketch.core.agents import AgentVariant
+from ketch.core.config import Connection
+from ketch.core.frontend import SessionStatus
+
+
+class SessionControls:
+    """Switching and status of one session (needs the attributes ``Session`` sets)."""
+
+    def _require_idle(self) -> None:
+        if self._task is not None and not self._task.done():
+            raise RuntimeError("a turn is running; wait for it or press esc first")
+
+    def set_model(self, model: Any, connection: Connection | None) -> None:
+        """Send the next requests to ``model`` (``/model``); the history stays."""
+        self._require_idle()
+        self.model, self.connection = model, connection
+        self.agent.model = model
+
+    def set_thinking(self, level: str, settings: Any) -> None:
+        """Use thinking ``level`` from the next request on; ``settings`` are its model settings."""
+        self._require_idle()
+        self.config = self.config.model_copy(update={"think": level})
+        self.agent.model_settings = settings
+
+    def set_variant(self, variant: AgentVariant) -> None:
+        """Switch the agent variant (``/agent``): tools and instructions follow it."""
+        self._require_idle()
+        self.variant = variant
+
+    def switch_to(self, session_id: str, history: Sequence[ModelMessage]) -> None:
+        """Continue as another stored session (``/clear``, ``/resume``, ``/fork``)."""
+        self._require_idle()
+        self.session_id = session_id
+        self.messages = list(history)
+        self._persisted = len(self.messages)
+        self._step_events = []
+        self.cost_usd = 0.0
+        self.input_tokens = self.output_tokens = self.last_request_tokens = 0
+
+    def status(self) -> SessionStatus:
+        notebook = self.deps.extras.get("notebook")
+        window = self.compactor.window if self.compactor is not None else 0
+        return SessionStatus(
+            session_id=self.session_id,
+            stored=self.store is None or not self.store.is_reserved(self.session_id),
+            model=self.model_ref,
+            thinking=self.config.think,
+            agent=self.variant.name,
+            context_tokens=self.last_request_tokens,
+            context_window=window,
+            context_used_pct=(100.0 * self.last_request_tokens / window) if window else 0.0,
+            cost_usd=self.cost_usd,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cwd=str(Path(self.workspace.root)),
+            tools=self.active_tools(),
+            todos=notebook.as_dicts() if notebook is not None else [],
+            context_parts=self._context_parts(),
+        )
+
+    def _context_parts(self) -> dict[str, int]:
+        """Estimated tokens of the next request by part, for ``/context``: the instructions
+        last sent, the history (estimate kept until it changes) and the tool schemas."""
+        from ketch.context.budget import chars_to_tokens, estimate_messages, estimate_tools
+
+        key = (id(self.messages), len(self.messages))
+        if self._history_estimate[0] != key:
+            self._history_estimate = (key, estimate_messages(self.messages))
+        active = self.active_tools()
+        parts = {
+            "messages": self._history_estimate[1],
+            "tool schemas": estimate_tools([self._tool_defs[n] for n in active if n in self._tool_defs]),
+        }
+        if self._instruction_chars is None:  # nothing sent yet: build them once
+            try:
+                self._instruction_chars = len(self.instructions_for(active))
+            except Exception:  # noqa: BLE001 - a closed store (memory) must not break the status line
+                return parts
+        parts["instructions"] = chars_to_tokens(self._instruction_chars)
+        return parts

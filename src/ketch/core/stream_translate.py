@@ -1,0 +1,89 @@
+"""From the SDK's stream items to ketch's typed events.
+
+A mixin of ``Session``: text and reasoning deltas, tool calls and their results become
+``events.py`` events; the final answer is the text after the last tool call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai.messages import (
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ThinkingPart,
+    ThinkingPartDelta,
+    ToolReturnPart,
+)
+
+from ketch.core import events as ev
+
+
+@dataclass
+class TurnState:
+    turn_id: str
+    text: list[str] = field(default_factory=list)
+    compacted: bool = False
+    delivered: bool = False
+    """Whether any output of this turn reached the front end (no silent retries after)."""
+
+
+class StreamTranslator:
+    """Translating one turn's stream (needs the attributes ``Session`` sets)."""
+
+    def _translate(self, item: Any, turn: TurnState) -> None:
+        if self._searches.starts_call(item):
+            turn.text.clear()  # text before a hosted search is not the answer
+        if (found := self._searches.observe(item)) is not None:
+            self._emit(found)
+            return
+        if isinstance(item, PartStartEvent):
+            if isinstance(item.part, TextPart) and item.part.content:
+                turn.text.append(item.part.content)
+                self._emit(ev.TextDelta(text=item.part.content))
+            elif isinstance(item.part, ThinkingPart) and item.part.content:
+                self._emit(ev.ReasoningDelta(text=item.part.content))
+        elif isinstance(item, PartDeltaEvent):
+            delta = item.delta
+            if isinstance(delta, TextPartDelta) and delta.content_delta:
+                turn.text.append(delta.content_delta)
+                self._emit(ev.TextDelta(text=delta.content_delta))
+            elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
+                self._emit(ev.ReasoningDelta(text=delta.content_delta))
+        elif isinstance(item, FunctionToolCallEvent):
+            turn.text.clear()  # the final answer is the text after the last tool call
+            args = item.part.args_as_dict()
+            self._call_args[item.part.tool_call_id] = args
+            self._emit(ev.ToolCallStarted(call_id=item.part.tool_call_id, name=item.part.tool_name, args=args))
+        elif isinstance(item, FunctionToolResultEvent):
+            part = item.part
+            is_error = not isinstance(part, ToolReturnPart) or part.outcome != "success"
+            if isinstance(part.content, str):
+                content = part.content
+            elif isinstance(part, ToolReturnPart):
+                content = part.model_response_str()
+            else:
+                content = part.model_response()
+            args = self._call_args.pop(part.tool_call_id, {})
+            denied = isinstance(part, ToolReturnPart) and part.outcome == "denied"
+            if self.hooks is not None and not denied:  # a denied call never ran
+                self._background(self.hooks.after_tool(part.tool_name or "", args, _summarize(content), is_error))
+            self._emit(
+                ev.ToolCallFinished(
+                    call_id=part.tool_call_id,
+                    name=part.tool_name or "",
+                    summary=_summarize(content),
+                    is_error=is_error,
+                    diff="" if is_error else self._previews.pop(part.tool_call_id, ""),
+                )
+            )
+
+
+def _summarize(content: str, limit: int = 400) -> str:
+    text = content.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
