@@ -32,7 +32,7 @@ from ketch.context.budget import (
 def test_context_window_knows_common_families_and_prefixes():
     assert context_window("gpt-5") == 400_000
     assert context_window("openai:gpt-5-mini") == 400_000
-    assert context_window("gpt-4.1-nano") == 1_000_000
+    assert context_window("gpt-4.1-nano") == 1_047_576
     assert context_window("anthropic:claude-sonnet-4-5") == 200_000
     assert context_window("openrouter:anthropic/claude-opus-4") == 200_000
     assert context_window("deepseek-chat") == 128_000

@@ -15,7 +15,6 @@ providers bill them by size class rather than by their byte length.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -31,14 +30,14 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from ketch.context.windows import DEFAULT_CONTEXT_WINDOW as DEFAULT_CONTEXT_WINDOW  # re-exported
+from ketch.context.windows import limits_for
+
 CHARS_PER_TOKEN = 4
 """Characters counted as one token."""
 
 DEFAULT_THRESHOLD = 0.8
 """Fraction of the context window a request may fill before the pruning ladder runs."""
-
-DEFAULT_CONTEXT_WINDOW = 128_000
-"""Window assumed for a model this module does not know and no metadata describes."""
 
 BINARY_ITEM_TOKENS = 1_500
 """Flat cost of one image, audio clip or document attachment."""
@@ -48,44 +47,10 @@ PART_OVERHEAD_CHARS = 12
 MESSAGE_OVERHEAD_CHARS = 16
 """Framing counted for each message on top of its parts."""
 
-# Checked in order; the first family whose marker occurs in the model name wins, so the more
-# specific markers come first.
-_WINDOWS: tuple[tuple[str, int], ...] = (
-    ("gpt-5", 400_000),
-    ("gpt-4.1", 1_000_000),
-    ("gpt-4o", 128_000),
-    ("gpt-oss", 128_000),
-    ("claude", 200_000),
-    ("gemini", 1_000_000),
-    ("deepseek", 128_000),
-    ("grok", 256_000),
-    ("mistral", 128_000),
-    ("codestral", 256_000),
-    ("qwen", 32_768),
-    ("llama", 32_768),
-)
-
-
 def context_window(model_name: str, metadata_override: int | None = None) -> int:
-    """Tokens the model can take in one request.
-
-    Args:
-        model_name: The model id, with or without a ``provider:`` or ``vendor/`` prefix.
-        metadata_override: A window reported by the provider's model listing or set in
-            config; a positive value wins over the built-in table.
-
-    Returns:
-        The window in tokens; :data:`DEFAULT_CONTEXT_WINDOW` for an unknown model.
-    """
-    if metadata_override is not None and metadata_override > 0:
-        return int(metadata_override)
-    name = model_name.lower()
-    if any(seg.startswith(("o1", "o3", "o4")) for seg in re.split(r"[:/]", name)):
-        return 200_000
-    for marker, window in _WINDOWS:
-        if marker in name:
-            return window
-    return DEFAULT_CONTEXT_WINDOW
+    """Tokens the model can take in one request (input and output): the window of
+    ``windows.limits_for``, where a positive ``metadata_override`` (config, metadata) wins."""
+    return limits_for(model_name, context_window=metadata_override).window
 
 
 def token_limit(window: int, threshold: float = DEFAULT_THRESHOLD) -> int:

@@ -45,6 +45,9 @@ from ketch.context.prune_plan import (
 )
 from ketch.context.rebuild import ITEM_REPLAY_PROVIDERS, _rebuild, turn_starts
 from ketch.context.rendering import (
+    SUMMARY_TOTAL_CHARS,
+    is_summary_part,
+    step_digest,
     EARLIER_SUMMARY_HEADING,
     PLACEHOLDER_PREFIX,
     SUMMARY_HEADER,
@@ -68,6 +71,9 @@ class PruneResult:
     tokens_before: int
     tokens_after: int
     stage: Stage
+    summary_error: str | None = None
+    """Why a summary the ladder needed could not be written (the history was then pruned by
+    the lower rungs only); None when no summary was needed or it was written."""
 
     @property
     def changed(self) -> bool:
@@ -75,8 +81,25 @@ class PruneResult:
         return self.stage != "none"
 
 
-def _summary_request(body: str, max_chars: int) -> ModelRequest:
-    return ModelRequest(parts=[UserPromptPart(SUMMARY_HEADER + body.strip()[:max_chars])])
+def _summary_request(body: str, max_chars: int, prompt: ModelMessage | None = None) -> ModelRequest:
+    """The message that stands for what a summary replaced. With ``prompt`` (the current turn's
+    opening request, when its older steps were summarized too), the turn's own prompt leads it
+    verbatim, so the user's words are never only paraphrased."""
+    summary = UserPromptPart(SUMMARY_HEADER + body.strip()[:max_chars])
+    if prompt is None:
+        return ModelRequest(parts=[summary])
+    kept = [p for p in prompt.parts if isinstance(p, UserPromptPart) and not is_summary_part(p)]
+    return ModelRequest(parts=[*kept, summary])
+
+
+async def _written_summary(summarize: Summarize, transcript: str) -> tuple[str | None, str | None]:
+    """(summary, None), or (None, why it failed): an exception, or an empty answer."""
+    try:
+        text = (await summarize(transcript)).strip()
+    except Exception as exc:  # noqa: BLE001 - any failure leaves the history as it was
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return None, first[:300]
+    return (text, None) if text else (None, "the summary came back empty")
 
 
 def _removed_note(head: Sequence[ModelMessage]) -> str:
@@ -92,6 +115,7 @@ async def prune(
     summarize: Summarize | None = None,
     inline_native_from: Collection[str] = ITEM_REPLAY_PROVIDERS,
     timings: dict[str, float] | None = None,
+    summary_chars: int = SUMMARY_TOTAL_CHARS,
 ) -> PruneResult:
     """Run the ladder until the request fits ``limit`` tokens, then repair.
 
@@ -108,10 +132,14 @@ async def prune(
         reserved: Tokens of the rest of the request (instructions, tool schemas).
         summarize: Awaitable auxiliary call (no tools, no search) turning a rendered
             transcript into a summary; without it, stage 3 removes turns with a short note.
+            When it raises or answers nothing, no summary replaces anything: the history is
+            pruned by the lower rungs and ``summary_error`` says why.
         inline_native_from: Passed to :func:`strip_item_ids`.
         timings: When given, CPU seconds are added to it under "plan" (counting every
             message), "price" (tool-result placeholders), "summary" (transcript and the
             summarize call) and "rebuild" (the new history); for benchmarks.
+        summary_chars: The most characters of transcript the summary call is sent (the
+            caller sizes it to the window of the model that writes the summary).
 
     Returns:
         A :class:`PruneResult`; ``stage`` is the last rung used ("none" when it fit).
@@ -127,11 +155,19 @@ async def prune(
             return PruneResult(list(messages), before, before, "none")
         decision = _decide(messages, plan, limit - reserved, lap)
         if decision.stage == "summary" and summarize is not None:
-            transcript = render_for_summary(messages[: decision.start])
+            transcript = render_for_summary(messages[: decision.start], summary_chars)
     head = None
+    failure = None
     if decision.stage == "summary":
-        body = _removed_note(messages[: decision.start]) if transcript is None else await summarize(transcript)
-        head = _summary_request(body, decision.room)
+        summarized = messages[: decision.start]
+        body, failure = (_removed_note(summarized), None) if transcript is None else await _written_summary(summarize, transcript)
+        if body is not None:
+            digest = step_digest(summarized, decision.room // 3)
+            room = decision.room - len(digest)
+            body = body.strip()[:room] + ("\n\n" + digest if digest else "")
+            head = _summary_request(body, decision.room, messages[decision.current] if decision.in_turn else None)
+        else:  # no summary: nothing is replaced; placeholders do what they can
+            decision.stage, decision.start, decision.in_turn = "tool_results", 0, False
         if lap:
             lap("summary")
     with collector_paused():
@@ -143,11 +179,12 @@ async def prune(
             messages,
             inline_native_from=inline_native_from,
             drop_orphans=True,
-            thin_before=decision.current,
+            thin_before=decision.thin_before,
             placeholders=plan.placeholders,
             placeholder_before=decision.cut,
             start=decision.start,
             plan=plan,
+            keep_ids_at=decision.newest,
         )
         after += reserved
         if head is not None:
@@ -155,7 +192,7 @@ async def prune(
             after += message_tokens(head)
         if lap:
             lap("rebuild")
-    return PruneResult(out, before, after, decision.stage)
+    return PruneResult(out, before, after, decision.stage, failure)
 
 
 __all__ = [

@@ -296,20 +296,95 @@ class _Decision:
     tail_cut: bool = False
     """Whether placeholdering everything does not fit: ``cut`` is then chosen on the tail
     from ``start`` on, once the summary (if any) is written."""
+    thin_before: int = 0
+    """Reasoning of responses before this is dropped: the current turn's start, or, when the
+    current turn alone is too big, its newest response (whose reasoning is always kept)."""
+    newest: int = -1
+    """Index of the newest response, which keeps its reasoning and provider item ids (-1: none)."""
+    whole_from: int = 0
+    """Tool results from this index on are never placeholdered: the newest call's output."""
+    in_turn: bool = False
+    """Whether the summary also replaces older steps of the current turn (``start`` is then
+    a response of the current turn, and the turn's prompt leads the summary message)."""
+
+
+def _newest_response(messages: Sequence[ModelMessage]) -> int:
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], ModelResponse):
+            return i
+    return -1
+
+
+def _step_cut(messages: Sequence[ModelMessage], plan: _Plan, tokens: Sequence[int], target: int, current: int, last: int) -> int:
+    """The earliest response of the current turn (after ``current``, at most ``last``) from
+    which the steps kept whole fit ``target``; ``last`` when none does; 0 when the turn has no
+    response to cut at."""
+    responses = [i for i in range(current + 1, last + 1) if isinstance(messages[i], ModelResponse)]
+    if not responses:
+        return 0
+    best = responses[-1]
+    tail = sum(tokens[best:])
+    for i in reversed(responses[:-1]):
+        tail += sum(tokens[i:best])
+        if tail > target:
+            break
+        best = i
+    return best
+
+
+def _pending_response(messages: Sequence[ModelMessage], plan: _Plan) -> int:
+    """Index of the first response holding a call still awaiting its result (-1: none)."""
+    if not plan.pending:
+        return -1
+    return next(
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, ModelResponse) and any(_is_call(p) and p.tool_call_id in plan.pending for p in m.parts)
+    )
+
+
+def _reserve(budget: int) -> int:
+    """Tokens kept for a summary message beside the steps an in-turn cut keeps."""
+    return min(SUMMARY_RESERVE_TOKENS, budget // 8)
+
+
+def _turn_over_budget(plan: _Plan, decision: _Decision, budget: int) -> bool:
+    """Whether the current turn alone stays over ``budget`` (less room for a summary of what
+    came before it) with every older result of it a placeholder and the newest output whole."""
+    current, tokens = decision.current, decision.tokens
+    room = budget - (_reserve(budget) if current > 0 else 0)
+    if sum(tokens[current:]) <= room:
+        return False
+    cut, fits = plan.results_cut(tokens, room, current)
+    return not fits or cut > decision.whole_from
 
 
 def _decide(messages: Sequence[ModelMessage], plan: _Plan, budget: int, lap: _Stopwatch | None) -> _Decision:
-    """The rung the history needs and its cut points, from token arithmetic over the plan."""
+    """The rung the history needs and its cut points, from token arithmetic over the plan.
+
+    Reasoning goes first: of earlier turns, then of the current turn's older steps (the newest
+    response keeps its own). Then older tool results become placeholders, the newest call's
+    output never. Then a summary replaces whole earlier turns and, when the current turn alone
+    is too big, its older steps too."""
     current = plan.starts[-1] if plan.starts else 0
+    newest = _newest_response(messages)
+    whole_from = plan.result_at[-1] if plan.result_at and plan.result_at[-1] > newest else len(messages)
     tokens = plan.thinned[:current] + plan.full[current:]
-    decision = _Decision("reasoning", current, tokens, budget)
+    decision = _Decision("reasoning", current, tokens, budget, thin_before=current, newest=newest, whole_from=whole_from)
     if sum(tokens) <= budget:
         return decision
+    if newest > current:  # the current turn's older reasoning goes before any result
+        decision.thin_before = newest
+        decision.tokens = tokens = plan.thinned[:newest] + plan.full[newest:]
+        if sum(tokens) <= budget:
+            return decision
     decision.stage = "tool_results"
     fits = False
     # When the bound says stage 2 cannot be enough, no placeholder is priced to say so.
     if not plan.cannot_fit(tokens, budget):
         decision.cut, fits = plan.results_cut(tokens, budget)
+        if decision.cut > whole_from:
+            decision.cut, fits = whole_from, False
     if lap:
         lap("price")
     if fits:
@@ -317,20 +392,30 @@ def _decide(messages: Sequence[ModelMessage], plan: _Plan, budget: int, lap: _St
     decision.tail_cut = True
     limit_index = _suspended_limit(messages, plan)
     start = _summary_cut(plan.starts, tokens, budget, limit_index)
+    pending = _pending_response(messages, plan)
+    has_steps = bool(plan.result_at) and plan.result_at[-1] > current
+    if has_steps and limit_index == current and start in (0, current) and _turn_over_budget(plan, decision, budget):
+        last = pending if pending > current else newest
+        target = int(budget * SUMMARY_TAIL_SHARE) - _reserve(budget)
+        step = _step_cut(messages, plan, tokens, target, current, last)
+        if step:
+            start, decision.in_turn = step, True
     room = min(SUMMARY_RESERVE_TOKENS, sum(tokens[:start]) // 2) * CHARS_PER_TOKEN - len(SUMMARY_HEADER)
     # A head too small to be worth a summary (it would not come out shorter) stays.
     if start > 0 and room >= MIN_SUMMARY_CHARS:
         decision.stage, decision.start, decision.room = "summary", start, room
-    # else nothing worth summarizing: placeholders are the best effort
+    else:  # nothing worth summarizing: placeholders are the best effort
+        decision.in_turn = False
     return decision
 
 
 def _tail_cut(plan: _Plan, decision: _Decision, head: ModelRequest | None) -> int:
     """The placeholder cut when placeholdering everything does not fit: chosen on the tail
-    after the summary ``head`` (or on the whole history, as a best effort, without one)."""
+    after the summary ``head`` (or on the whole history, as a best effort, without one),
+    never reaching the newest call's output."""
     start, tokens = decision.start, decision.tokens
     room = decision.budget - (message_tokens(head) if head is not None else 0)
-    return plan.results_cut(tokens, room, start)[0]
+    return min(plan.results_cut(tokens, room, start)[0], decision.whole_from)
 
 
 class _Stopwatch:

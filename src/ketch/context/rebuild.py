@@ -152,6 +152,15 @@ def _stripped_response_part(
     return part
 
 
+def _keepable(response: ModelMessage) -> bool:
+    """Whether a response can go back exactly as it came: no legacy combined call ids (their
+    results are split, so the call must be too)."""
+    for p in response.parts:
+        if isinstance(p, ToolCallPart) and "|" in p.tool_call_id:
+            return False
+    return True
+
+
 def _rebuild(
     messages: Sequence[ModelMessage],
     *,
@@ -162,6 +171,7 @@ def _rebuild(
     placeholder_before: int = 0,
     start: int = 0,
     plan: _Plan | None = None,
+    keep_ids_at: int = -1,
 ) -> tuple[list[ModelMessage], int]:
     """One pass applying every change the ladder and the repairs decided, from ``start``.
 
@@ -169,7 +179,9 @@ def _rebuild(
     results whose call is not in the output are dropped when ``drop_orphans``; results of
     requests before ``placeholder_before`` are replaced by their text in ``placeholders``
     (keyed by the result's ``id()``). Parts and messages that change are shallow copies,
-    the rest are shared.
+    the rest are shared. The response at ``keep_ids_at`` (the newest, when pruning) is kept
+    as it is, item ids included: its reasoning then goes back as the reasoning item it was,
+    not as plain text, and the items it holds are the provider's most recent ones.
 
     Returns the new history and, when ``plan`` describes ``messages``, its estimated tokens
     (0 otherwise), taken from the plan's counts wherever they are exact.
@@ -184,6 +196,13 @@ def _rebuild(
         cls = m.__class__
         parts: list[Any] = []
         changed = False
+        if i == keep_ids_at and i >= thin_before and _keepable(m):
+            if seen is not None:
+                seen.update(p.tool_call_id for p in m.parts if isinstance(p, ToolCallPart))
+            if plan is not None:
+                tokens += full[i]
+            out.append(m)
+            continue
         if cls is ModelResponse or (cls is not ModelRequest and isinstance(m, ModelResponse)):
             drop_thinking = i < thin_before
             for part in m.parts:

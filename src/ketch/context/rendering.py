@@ -3,12 +3,14 @@ transcript a summary call is given."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
+    ModelResponse,
     NativeToolCallPart,
     NativeToolReturnPart,
     TextPart,
@@ -26,7 +28,8 @@ PLACEHOLDER_PREFIX = "[pruned: "
 
 _KEY_ARGS = ("path", "file_path", "command", "pattern", "query", "url", "name")
 _SUMMARY_PART_CHARS = 1_500
-_SUMMARY_TOTAL_CHARS = 300_000
+SUMMARY_TOTAL_CHARS = 300_000
+"""Default cap of a summary transcript; callers size it to the summarizing model's window."""
 
 
 def _clip(text: str, limit: int) -> str:
@@ -149,27 +152,38 @@ EARLIER_SUMMARY_HEADING = "Summary of the conversation before this transcript:\n
 TRANSCRIPT_HEADING = "\n\nThe conversation since:\n"
 
 
+def is_summary_part(part: Any) -> bool:
+    """Whether ``part`` is a summary an earlier compaction wrote."""
+    return isinstance(part, UserPromptPart) and isinstance(part.content, str) and part.content.startswith(SUMMARY_HEADER)
+
+
 def earlier_summary(message: ModelMessage) -> str | None:
-    """The text of a summary an earlier compaction left as ``message``, or None."""
-    if message.__class__ is ModelRequest and len(message.parts) == 1:
-        part = message.parts[0]
-        if isinstance(part, UserPromptPart) and isinstance(part.content, str) and part.content.startswith(SUMMARY_HEADER):
-            return part.content[len(SUMMARY_HEADER) :].strip()
+    """The text of a summary an earlier compaction left in ``message``, or None. The summary
+    is the message alone, or follows the prompt of a turn whose older steps it replaced."""
+    if message.__class__ is ModelRequest:
+        for part in message.parts:
+            if is_summary_part(part):
+                return part.content[len(SUMMARY_HEADER) :].strip()
     return None
 
 
-def render_for_summary(messages: Sequence[ModelMessage]) -> str:
-    """A compact transcript of ``messages`` for the summarizing call.
+def render_for_summary(messages: Sequence[ModelMessage], cap: int = SUMMARY_TOTAL_CHARS) -> str:
+    """A compact transcript of ``messages`` for the summarizing call, at most about ``cap``
+    characters.
 
     Reasoning is left out, long parts are clipped, and when the whole exceeds the cap the
     oldest lines are dropped first. A summary an earlier compaction left at the start is
-    never dropped or clipped: it leads the transcript whole, so what it held is carried
-    into the new summary however long the conversation since has been.
+    never dropped: it leads the transcript whole (clipped only past half the cap), so what
+    it held is carried into the new summary however long the conversation since has been.
     """
     earlier = earlier_summary(messages[0]) if messages else None
     if earlier is not None:
-        messages = messages[1:]
-    cap = _SUMMARY_TOTAL_CHARS - (len(earlier) if earlier is not None else 0)
+        first = messages[0]
+        others = [p for p in first.parts if not is_summary_part(p)]
+        messages = ([ModelRequest(parts=others)] if others else []) + list(messages[1:])
+        if len(earlier) > cap // 2:
+            earlier = earlier[: cap // 2] + "…"
+    cap = cap - (len(earlier) if earlier is not None else 0)
     # Rendered newest first, so the parts that would be dropped are never rendered.
     total = 0
     kept: list[str] = []
@@ -184,3 +198,62 @@ def render_for_summary(messages: Sequence[ModelMessage]) -> str:
         kept.append(line)
     body = "\n".join(reversed(kept))
     return body if earlier is None else EARLIER_SUMMARY_HEADING + earlier + TRANSCRIPT_HEADING + body
+
+
+_PATH_KEYS = ("path", "file_path")
+_EXIT = re.compile(r"exit(?:ed with)?(?: code| status)?[:= ]+(-?\d+)", re.IGNORECASE)
+
+
+def _outcome(result: Any) -> str:
+    """One short phrase for a command's result: its exit status where it says one, and its
+    first line."""
+    if result is None:
+        return "no result"
+    text = result.content if isinstance(result.content, str) else str(result.content)
+    if text.startswith(PLACEHOLDER_PREFIX):
+        return "output pruned"
+    status = _EXIT.search(text)
+    first = _clip(next((line for line in text.splitlines() if line.strip()), ""), 80)
+    return f"exit {status[1]}: {first}" if status else first or "no output"
+
+
+def step_digest(messages: Sequence[ModelMessage], max_chars: int) -> str:
+    """A mechanical record of what the summarized steps did: the files touched and the
+    commands run with their outcome, newest last, at most ``max_chars`` (oldest dropped).
+
+    Written by ketch, not the summarizing model, so it holds even when the summary is vague."""
+    results = {
+        p.tool_call_id: p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+    }
+    files: dict[str, None] = {}
+    commands: list[str] = []
+    for m in messages:
+        if not isinstance(m, ModelResponse):
+            continue
+        for p in m.parts:
+            if not isinstance(p, ToolCallPart):
+                continue
+            args = p.args if isinstance(p.args, dict) else p.args_as_dict()
+            for key in _PATH_KEYS:
+                if isinstance(args.get(key), str):
+                    files[_clip(args[key], 120)] = None
+            if isinstance(args.get("command"), str):
+                commands.append(f"- `{_clip(args['command'], 120)}` → {_outcome(results.get(p.tool_call_id))}")
+    if max_chars <= 0 or not (files or commands):
+        return ""
+    lines = ["Steps recorded by ketch:"]
+    if files:
+        lines.append("Files touched: " + ", ".join(list(files)[-60:]))
+    budget = max_chars - sum(len(line) + 1 for line in lines) - 20
+    kept: list[str] = []
+    for line in reversed(commands):
+        budget -= len(line) + 1
+        if budget < 0:
+            kept.append(f"- ({len(commands) - len(kept)} earlier commands not listed)")
+            break
+        kept.append(line)
+    if kept:
+        lines.append("Commands run:")
+        lines.extend(reversed(kept))
+    return "\n".join(lines)[:max_chars]
+

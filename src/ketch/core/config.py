@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from ketch.core.exceptions import ConfigError
 from ketch.providers.presets import PRESETS, WIRES, Preset
@@ -50,13 +50,20 @@ class ConnectionConfig(_Strict):
     timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, allow_inf_nan=False)
     """Seconds to wait for the provider's next bytes (its first, or the next of a stream) before
     the request fails as timed out (and is retried); also the connect limit, capped at 30 s."""
+    context_window: int | None = Field(default=None, gt=0)
+    """Tokens one request may hold, input and output together; overrides what the model's
+    profile and ketch's table say (a repo's config may only lower it)."""
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    """``max_tokens`` each request sends (the output reservation); a repo's config may only lower it."""
 
 
 class ModelMeta(_Strict):
     """What ketch should assume about one model (``[models."conn:model"]``)."""
 
-    context_window: int | None = None
+    context_window: int | None = Field(default=None, gt=0)
     """Tokens the model accepts; defaults come from a table by model family."""
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    """``max_tokens`` each request to this model sends."""
     capabilities: dict[str, bool] = Field(default_factory=dict)
     """Explicit capability flags, e.g. ``web_search = true``."""
 
@@ -93,7 +100,7 @@ class WebSearchConfig(_Strict):
 class CompactionConfig(_Strict):
     threshold: float = 0.8
     """Share of the context window at which pruning starts."""
-    context_window: int | None = None
+    context_window: int | None = Field(default=None, gt=0)
     """Override the model's context window (tokens)."""
 
 
@@ -129,6 +136,8 @@ class Config(_Strict):
     """Where ``/registry`` fetches its index."""
     added_dirs: list[str] = Field(default_factory=list)
     """Directories besides the workspace that file tools may touch."""
+    _limit_ceilings: dict[str, int] = PrivateAttr(default_factory=dict)
+    """Window and output limits a repo's own config set, which may only lower the others."""
 
 
 def user_config_dir() -> Path:
@@ -219,13 +228,61 @@ def load_config(cwd: Path, flags: dict[str, Any] | None = None, environ: dict[st
     if user_file.is_file():
         merged = _merge(merged, _read_toml(user_file))
     project_file = find_project_root(cwd) / ".ketch" / "config.toml"
+    ceilings: dict[str, int] = {}
     if project_file.is_file():
-        merged = _merge(merged, _read_toml(project_file))
+        project = _read_toml(project_file)
+        ceilings = _take_limits(project)
+        merged = _merge(merged, project)
     merged = _merge(merged, _env_layer(environ))
     flag_layer = {k: v for k, v in (flags or {}).items() if v is not None}
     _validate(flag_layer, "command line")
     merged = _merge(merged, flag_layer)
-    return Config.model_validate(merged)
+    config = Config.model_validate(merged)
+    config._limit_ceilings = ceilings
+    return config
+
+
+_LIMIT_KEYS = ("context_window", "max_output_tokens")
+
+
+def _take_limits(layer: dict[str, Any]) -> dict[str, int]:
+    """Remove the window and output limits from a repo's config layer and return them as
+    ceilings (``"connections.NAME.context_window"``, ``"models.REF.max_output_tokens"``,
+    ``"compaction.context_window"``): a checked-out repo may shrink what ketch sends, never
+    make it send more than the user's config and the model's own limits allow."""
+    taken: dict[str, int] = {}
+    for section in ("connections", "models"):
+        for name, entry in (layer.get(section) or {}).items():
+            if isinstance(entry, dict):
+                for key in _LIMIT_KEYS:
+                    if key in entry:
+                        taken[f"{section}.{name}.{key}"] = entry.pop(key)
+    compaction = layer.get("compaction")
+    if isinstance(compaction, dict) and "context_window" in compaction:
+        taken["compaction.context_window"] = compaction.pop("context_window")
+    return taken
+
+
+def _configured_limits(config: Config, name: str, model_ref: str) -> tuple[int | None, int | None, int | None, int | None]:
+    """(context window, max output, window ceiling, output ceiling) configured for a connection
+    and model: the model's entry wins over the connection's, which wins over ``[compaction]``;
+    the ceilings are the lowest a repo's config set for any of them."""
+    conn_cfg = config.connections.get(name)
+    meta = config.models.get(model_ref)
+    window = (meta and meta.context_window) or (conn_cfg and conn_cfg.context_window) or config.compaction.context_window
+    output = (meta and meta.max_output_tokens) or (conn_cfg and conn_cfg.max_output_tokens)
+    caps = config._limit_ceilings
+
+    def ceiling(key: str, *scopes: str) -> int | None:
+        values = [caps[f"{scope}.{key}"] for scope in scopes if f"{scope}.{key}" in caps]
+        return min(values) if values else None
+
+    return (
+        window,
+        output,
+        ceiling("context_window", f"connections.{name}", f"models.{model_ref}", "compaction"),
+        ceiling("max_output_tokens", f"connections.{name}", f"models.{model_ref}"),
+    )
 
 
 # ---------------------------------------------------------------- connections and keys
@@ -245,6 +302,14 @@ class Connection:
     max_retries: int = 2
     meta: ModelMeta | None = None
     timeout: float = DEFAULT_TIMEOUT
+    context_window: int | None = None
+    """The window config sets for this connection and model (None: the model's own)."""
+    max_output_tokens: int | None = None
+    """The output reservation config sets (None: the model's own)."""
+    window_ceiling: int | None = None
+    """The most window a repo's config allows (it may only lower the window)."""
+    output_ceiling: int | None = None
+    """The most output a repo's config allows."""
 
     @property
     def ref(self) -> str:
@@ -334,6 +399,7 @@ def resolve_connection(
         return Connection(
             name, preset, wire, base_url, model_name, key, api_key_env or "", retries, config.models.get(model_ref),
             timeout=timeout_override or DEFAULT_TIMEOUT,
+            **_limit_fields(config, name, model_ref),
         )
     if wire is not None and wire not in WIRES:
         raise ConfigError(f"unknown wire '{wire}'; use one of: {', '.join(WIRES)}")
@@ -364,7 +430,13 @@ def resolve_connection(
     return Connection(
         name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref),
         timeout=timeout_override or conn_cfg.timeout,
+        **_limit_fields(config, name, model_ref),
     )
+
+
+def _limit_fields(config: Config, name: str, model_ref: str) -> dict[str, int | None]:
+    window, output, window_cap, output_cap = _configured_limits(config, name, model_ref)
+    return {"context_window": window, "max_output_tokens": output, "window_ceiling": window_cap, "output_ceiling": output_cap}
 
 
 def _timeout_override(text: str | None) -> float | None:
