@@ -35,10 +35,11 @@ if TYPE_CHECKING:
 SUMMARY_INSTRUCTIONS = (
     "You condense the earlier part of a conversation between a user and a coding agent so the "
     "agent can continue the work without it. Write a compact, factual summary: the user's goals "
-    "and requests, decisions made, files read or changed (with paths), commands run and their "
-    "outcomes, errors met, and what was still open. Keep identifiers, paths and numbers exact. "
-    "When the transcript opens with a summary of what came before it, carry what still matters "
-    "from it into yours. Do not address the user and do not add advice."
+    "and requests (the latest one in their own words), decisions made, files read or changed "
+    "(with paths), commands run and their outcomes, errors met, and the open threads: what was "
+    "still to be done and what the agent was about to do next. Keep identifiers, paths and "
+    "numbers exact. When the transcript opens with a summary of what came before it, carry what "
+    "still matters from it into yours. Do not address the user and do not add advice."
 )
 """Instructions of the auxiliary summary call (stage 3 of the ladder)."""
 
@@ -226,20 +227,26 @@ class Compactor:
 
     async def squeezed(self, session: Session, request_context: Any, error: BaseException) -> None:
         """After the provider rejected a request as too long: lower the limit for the rest of the
-        session (to what the error says the provider counted, or by a quarter), and prune this
-        request's messages to half of that. Only the request is changed, not the run's history:
-        if the retry fails too, nothing stored is replaced."""
+        session (to what the error says the provider counted, or by a quarter of what was sent),
+        and prune this request's messages to 60 % of what was sent. Only the request changes,
+        not the run's history: if the retry fails too, nothing stored is replaced."""
+        assert self.limits is not None
+        sent = self._last_estimate or self.limit
         counted = context_length_counts(error)
-        if counted is not None and counted[0] > 0 and self._last_estimate > 0:
-            ratio = self._last_estimate / counted[0]
-            self.squeeze = max(0.1, min(self.squeeze * 0.9, self.squeeze * ratio * 0.9))
+        if counted is not None and counted[0] > 0:
+            target = sent * min(1.0, sent / counted[0]) * 0.9
             if counted[1]:
                 self.server_window = min(counted[1], self.server_window or counted[1])
                 self._resolve(self._resolved_for, force=True)
         else:
-            self.squeeze = max(0.1, self.squeeze * 0.75)
+            target = sent * 0.75
+        base = self.limits.prune_limit(self.threshold)
+        if base > 0:
+            self.squeeze = max(0.05, min(self.squeeze, target / base))
         reserved = reserved_tokens(request_context)
-        result = await self._prune(session, request_context.messages, limit=self.limit // 2, reserved=reserved)
+        result = await self._prune(
+            session, request_context.messages, limit=int(min(self.limit, sent) * 0.6), reserved=reserved
+        )
         request_context.messages = list(result.messages)
         self._last_estimate = result.tokens_after
         self._set_max_tokens(request_context, result.tokens_after)

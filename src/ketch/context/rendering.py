@@ -227,6 +227,14 @@ def step_digest(messages: Sequence[ModelMessage], max_chars: int) -> str:
     }
     files: dict[str, None] = {}
     commands: list[str] = []
+    earlier = earlier_summary(messages[0]) if messages else None
+    if earlier is not None and "Steps recorded by ketch:" in earlier:  # carried from the last digest
+        recorded = earlier.split("Steps recorded by ketch:", 1)[1].splitlines()
+        for line in recorded:
+            if line.startswith("Files touched: "):
+                files.update(dict.fromkeys(f for f in line[len("Files touched: ") :].split(", ") if f))
+            elif line.startswith("- `"):
+                commands.append(line)
     for m in messages:
         if not isinstance(m, ModelResponse):
             continue
@@ -243,7 +251,13 @@ def step_digest(messages: Sequence[ModelMessage], max_chars: int) -> str:
         return ""
     lines = ["Steps recorded by ketch:"]
     if files:
-        lines.append("Files touched: " + ", ".join(list(files)[-60:]))
+        names, used = [], 0
+        for name in reversed(files):  # the newest first, within a third of the room
+            used += len(name) + 2
+            if used > max_chars // 3:
+                break
+            names.append(name)
+        lines.append("Files touched: " + ", ".join(reversed(names)))
     budget = max_chars - sum(len(line) + 1 for line in lines) - 20
     kept: list[str] = []
     for line in reversed(commands):
