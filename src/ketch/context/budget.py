@@ -246,3 +246,37 @@ def estimate_request(
 ) -> int:
     """Estimated tokens of a whole request: instructions, history and tool schemas."""
     return estimate_text(instructions) + estimate_messages(messages) + estimate_tools(tool_defs)
+
+
+class RunningEstimate:
+    """Estimated tokens of a history that grows at its end, counted once per message.
+
+    Between two model requests of a turn the history only gains messages at its end (the
+    same message objects, shared), so the estimate of step n is that of step n-1 plus the new
+    messages: constant work per step however long the session is. Whenever the prefix is not
+    the one counted (pruned, rewritten, resumed) it is counted again in full.
+    """
+
+    def __init__(self) -> None:
+        self._counted: list[ModelMessage] = []
+        self._tokens: list[int] = []
+        self._total = 0
+
+    def _same_prefix(self, messages: Sequence[ModelMessage]) -> bool:
+        counted = self._counted
+        n = len(counted)
+        if n == 0 or len(messages) < n:
+            return False
+        # Identity at both ends and the middle: a rewrite replaces message objects.
+        return messages[0] is counted[0] and messages[n - 1] is counted[n - 1] and messages[n // 2] is counted[n // 2]
+
+    def tokens(self, messages: Sequence[ModelMessage]) -> int:
+        """Estimated tokens of ``messages`` (as ``estimate_messages`` counts them)."""
+        if not self._same_prefix(messages):
+            self._counted, self._tokens, self._total = [], [], 0
+        for m in messages[len(self._counted) :]:
+            t = message_tokens(m) if isinstance(m, (ModelRequest, ModelResponse)) else 0
+            self._counted.append(m)
+            self._tokens.append(t)
+            self._total += t
+        return self._total

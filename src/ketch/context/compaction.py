@@ -23,7 +23,14 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import RetryModelRequest
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
-from ketch.context.budget import CHARS_PER_TOKEN, DEFAULT_THRESHOLD, estimate_messages, estimate_text, estimate_tools
+from ketch.context.budget import (
+    CHARS_PER_TOKEN,
+    DEFAULT_THRESHOLD,
+    RunningEstimate,
+    estimate_messages,
+    estimate_text,
+    estimate_tools,
+)
 from ketch.context.overflow import context_length_counts, is_context_length_error
 from ketch.context.prune import ITEM_REPLAY_PROVIDERS, PruneResult, Summarize, is_item_not_found, prune, strip_item_ids
 from ketch.context.windows import Limits, limits_for, limits_for_connection, thinking_floor
@@ -133,6 +140,9 @@ class Compactor:
     squeeze: float = 1.0
     """Share of the usual prune limit in force after the provider said a request was too long."""
     _resolved_for: Any = field(default=None, repr=False)
+    _running: RunningEstimate = field(default_factory=RunningEstimate, repr=False)
+    _summary_failed: str | None = field(default=None, repr=False)
+    """The turn in which a summary call failed (its requests are pruned without one)."""
     _last_estimate: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
@@ -168,11 +178,17 @@ class Compactor:
 
     def _summarizer(self, session: Session) -> Summarize:
         assert self.limits is not None
+        turn = session._turn
+        if self._summary_failed is not None and (turn is None or self._summary_failed == turn.turn_id):
+            return _failed_already  # not again in the same turn: one failed call, one warning
+        self._summary_failed = None
         return self.summarize or model_summarizer(
             session.model, _charge(session), max_tokens=min(SUMMARY_OUTPUT_TOKENS, self.limits.max_output)
         )
 
-    async def _prune(self, session: Session, messages: Sequence[ModelMessage], *, limit: int, reserved: int) -> PruneResult:
+    async def _prune(
+        self, session: Session, messages: Sequence[ModelMessage], *, limit: int, reserved: int, warn: bool = True
+    ) -> PruneResult:
         assert self.limits is not None
         result = await prune(
             messages,
@@ -182,11 +198,13 @@ class Compactor:
             inline_native_from=self.inline_native_from,
             summary_chars=summary_transcript_chars(self.limits),
         )
-        if result.summary_error is not None:
+        if warn and result.summary_error is not None and self._summary_failed is None:
+            turn = session._turn
+            self._summary_failed = turn.turn_id if turn is not None else ""
             session._emit(ev.Notice(
                 level="warning",
-                text=f"The summary of earlier work could not be written ({result.summary_error}); "
-                "the history was kept and only older tool results were shortened.",
+                text=f"The summary of earlier work could not be written ({result.summary_error}); the stored "
+                "history is kept as it was, and requests are shortened by dropping older reasoning and tool output.",
             ))
         return result
 
@@ -211,12 +229,19 @@ class Compactor:
         """
         self._resolve(getattr(request_context, "model", None))
         reserved = reserved_tokens(request_context)
+        estimate = self._running.tokens(request_context.messages) + reserved
+        if estimate <= self.limit:  # the usual step: nothing to prune, and nothing walked twice
+            self._last_estimate = estimate
+            self._set_max_tokens(request_context, estimate)
+            return request_context
         result = await self._prune(session, request_context.messages, limit=self.limit, reserved=reserved)
         self._last_estimate = result.tokens_after
         self._set_max_tokens(request_context, result.tokens_after)
         if not result.changed:
             return request_context
         request_context.messages = list(result.messages)
+        if result.summary_error is not None:
+            return request_context  # this request only: a summary that failed replaces nothing stored
         ctx.messages[:] = result.messages
         session.history_rewritten = True
         turn = session._turn
@@ -262,7 +287,7 @@ class Compactor:
         if not session.messages:
             return [ev.Notice(session_id=session.session_id, text="Nothing to compact yet.")]
         before = estimate_messages(session.messages)
-        result = await self._prune(session, session.messages, limit=0, reserved=0)
+        result = await self._prune(session, session.messages, limit=0, reserved=0, warn=False)
         if result.summary_error is not None:
             return [ev.Notice(
                 session_id=session.session_id,
@@ -273,6 +298,10 @@ class Compactor:
         session._persist(list(result.messages))
         after = estimate_messages(result.messages)
         return [ev.Compacted(session_id=session.session_id, tokens_before=before, tokens_after=after, stage=result.stage)]
+
+
+async def _failed_already(transcript: str) -> str:
+    raise RuntimeError("the summary failed earlier in this turn")
 
 
 class ContextLengthRetry(AbstractCapability[Any]):
