@@ -441,7 +441,9 @@ async def test_impossible_budget_still_keeps_the_current_turn(limit: int):
     result = await prune(msgs, limit=limit, summarize=summarize_stub)
     assert result.stage == "summary"
     prompts = [p.content for m in result.messages for p in m.parts if isinstance(p, UserPromptPart)]
-    assert prompts[-1] == "question 2"
+    # The current turn's own steps were summarized too; its prompt leads the summary, verbatim.
+    assert prompts[0] == "question 2" and prompts[1].startswith(SUMMARY_HEADER)
+    assert_wire_consistent(await responses_input(result.messages))
 
 
 def test_placeholder_text_says_what_each_kind_of_result_held():
@@ -524,4 +526,69 @@ async def test_an_earlier_summary_is_carried_whole_into_the_next_one():
     assert "[older conversation omitted]" in transcript  # the conversation since was capped
     assert transcript.count("fact 299 worth keeping") == 1
     assert len(transcript) <= 300_000 + 200
-    assert result.messages[0].parts[0].content == SUMMARY_HEADER + "new summary"
+    assert result.messages[0].parts[0].content.startswith(SUMMARY_HEADER + "new summary\n\nSteps recorded by ketch:")
+
+
+# ----------------------------------------------------------------------------- inside one turn
+
+
+def one_long_turn(steps: int) -> list[ModelMessage]:
+    msgs: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart("fix every module")])]
+    for step in range(steps):
+        msgs += reasoning_step(0, step)
+    return msgs
+
+
+async def test_a_turn_alone_over_budget_summarizes_its_own_older_steps():
+    msgs = one_long_turn(40)
+    seen: list[str] = []
+
+    async def summarize(text: str) -> str:
+        seen.append(text)
+        return "read modules 0 to 30; nothing fixed yet; next: module 31"
+
+    result = await prune(msgs, limit=estimate_messages(msgs) // 8, summarize=summarize)
+    assert result.stage == "summary" and result.tokens_after <= estimate_messages(msgs) // 8
+    head = result.messages[0]
+    assert [p.content for p in head.parts][0] == "fix every module"  # the prompt, verbatim
+    summary = head.parts[1].content
+    assert summary.startswith(SUMMARY_HEADER + "read modules 0 to 30")
+    assert "Files touched: " in summary and "src/m0_0.py" in summary
+    assert "User: fix every module" in seen[0] and "Tool call: read_file" in seen[0]
+    # The newest steps stay whole, the newest result above all; the tail starts at a response.
+    assert isinstance(result.messages[1], ModelResponse)
+    last = result.messages[-1].parts[-1]
+    assert isinstance(last, ToolReturnPart) and last.tool_call_id == "call_0_39" and last.content == "x\n" * 300
+    items = await responses_input(result.messages)
+    assert_wire_consistent(items)
+    # The newest response goes back as it came: its reasoning as a reasoning item with its id.
+    reasoning = [i for i in items if i.get("type") == "reasoning"]
+    assert [i["id"] for i in reasoning] == ["rs_0_39"]
+    assert not any(i.get("role") == "assistant" and "thinking thinking" in json.dumps(i) for i in items)
+
+
+async def test_older_reasoning_of_the_turn_goes_before_any_result():
+    msgs = one_long_turn(6)
+    thinking = sum(len(p.content) + len(p.signature or "") for m in msgs for p in m.parts if isinstance(p, ThinkingPart))
+    result = await prune(msgs, limit=estimate_messages(msgs) - thinking // 8)
+    assert result.stage == "reasoning"
+    kept = [p for m in result.messages for p in m.parts if isinstance(p, ThinkingPart)]
+    assert [p.id for p in kept] == ["rs_0_5"]  # only the newest response keeps its reasoning
+    returns = [p.content for m in result.messages for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert returns == ["x\n" * 300] * 6  # no result was shortened
+
+
+async def test_a_failed_summary_inside_a_turn_replaces_nothing():
+    msgs = one_long_turn(40)
+
+    async def failing(text: str) -> str:
+        raise RuntimeError("HTTP 400: prompt is too long")
+
+    result = await prune(msgs, limit=estimate_messages(msgs) // 8, summarize=failing)
+    assert result.summary_error == "HTTP 400: prompt is too long"
+    assert result.stage == "tool_results"
+    texts = [p.content for m in result.messages for p in m.parts if isinstance(p, UserPromptPart)]
+    assert texts == ["fix every module"]  # no summary, no failure text in its place
+    returns = [p for m in result.messages for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert len(returns) == 40 and returns[-1].content == "x\n" * 300  # every call kept, the newest whole
+    assert_wire_consistent(await responses_input(result.messages))
