@@ -15,11 +15,12 @@ request. The tool's own time is in it (a 1 kB read, well under a millisecond).
 At steps 10, 100, 500 and 1,000 a window of five steps is also profiled (cProfile) and its
 self time attributed by the file each function lives in:
 
-- ``ketch``: ``src/ketch`` (pruning, storing, events, the loop);
-- ``sdk request``: building the request, i.e. pydantic-ai's message mapping
-  (``pydantic_ai/models/``) and the provider SDK (``openai`` / ``anthropic``: the params
-  transform, the request build);
-- ``other``: pydantic-ai's agent graph, httpx, asyncio, the JSON codecs, the standard library.
+- ``ketch``: every call into ``src/ketch`` from outside it, with everything it calls
+  (pruning, storing with its sqlite and JSON work, events, the loop's hooks, the tool);
+- ``sdk request``: building the request: pydantic-ai's message mapping (``_map_messages``,
+  ``_prepare_responses_create``) and the provider SDK's parameter transform and request build;
+- ``other``: the rest: pydantic-ai's agent graph between steps, reading the response stream,
+  httpx, asyncio.
 
 The split is the profile's share times the unprofiled median of those five steps.
 Targets (issue 17): ketch's share at step 1,000 under twice its step-10 figure, and the
@@ -37,6 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -56,21 +58,37 @@ WIRES = {
 }
 
 
-def _bucket(filename: str) -> str:
-    if "/src/ketch/" in filename:
-        return "ketch"
-    if "/pydantic_ai/models/" in filename or "/site-packages/openai/" in filename or "/site-packages/anthropic/" in filename:
-        return "sdk request"
-    return "other"
+_REQUEST_BUILDING = frozenset({"_map_messages", "_map_message", "async_maybe_transform", "_build_request", "_prepare_responses_create"})
+"""Where the SDK builds a request: pydantic-ai's message mapping, the provider SDK's
+parameter transform and its HTTP request build."""
+
+
+def _is_ketch(func: tuple[str, int, str]) -> bool:
+    return "/src/ketch/" in func[0]
+
+
+def _is_request_building(func: tuple[str, int, str]) -> bool:
+    return func[2] in _REQUEST_BUILDING and ("/pydantic_ai/" in func[0] or "/openai/" in func[0] or "/anthropic/" in func[0])
+
+
+def _entered(stats: dict, inside: Callable[[tuple[str, int, str]], bool]) -> float:
+    """CPU time spent inside the functions ``inside`` selects, counted where they are entered
+    from outside (each call's cumulative time once, not again for calls among them)."""
+    total = 0.0
+    for func, (_cc, _nc, _tt, _ct, callers) in stats.items():
+        if inside(func):
+            total += sum(ct for caller, (_c, _n, _t, ct) in callers.items() if not inside(caller))
+    return total
 
 
 def _split(profile: cProfile.Profile) -> dict[str, float]:
-    stats = pstats.Stats(profile)
-    totals: dict[str, float] = {"ketch": 0.0, "sdk request": 0.0, "other": 0.0}
-    for (filename, _line, _name), (_cc, _nc, tottime, _ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        totals[_bucket(filename)] += tottime
-    whole = sum(totals.values()) or 1.0
-    return {k: v / whole for k, v in totals.items()}
+    """Shares of the profiled time: ketch's own code (every call into ``src/ketch`` from
+    outside it, with what it calls), the SDK's request building, and the rest."""
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    whole = sum(tt for (_cc, _nc, tt, _ct, _callers) in stats.values()) or 1.0
+    ketch = _entered(stats, _is_ketch)
+    request = _entered(stats, _is_request_building)
+    return {"ketch": ketch / whole, "sdk request": request / whole, "other": max(0.0, 1 - (ketch + request) / whole)}
 
 
 class Script:
@@ -83,7 +101,7 @@ class Script:
             return Turn(text="Summary: files were read.")
         n, self.n = self.n, self.n + 1
         if n >= self.steps:
-            return Turn(text=f"Read {n} files.")
+            return Turn(text=f"Read {n} files.")  # after the last mark's profiled window
         return Turn(text=f"Reading file {n}.", tool_calls=[ToolCall("read_file", {"path": f"f{n % 50:02}.txt"})])
 
 
@@ -133,10 +151,10 @@ def run(wire_key: str, steps: int) -> None:
         os.environ["KETCH_CONFIG_DIR"] = str(root / "config")
         os.environ["KETCH_DATA_DIR"] = str(root / "data")
         (root / "config").mkdir()
-        (root / "config" / "config.toml").write_text(f"titles = false\nmax_steps = {steps + 5}\n")
+        (root / "config" / "config.toml").write_text(f"titles = false\nmax_steps = {steps + 20}\n")
         os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
         os.environ.setdefault("ANTHROPIC_API_KEY", "sk-bench")
-        with FakeProvider([Script(steps)] * (steps + 60)) as fake:
+        with FakeProvider([Script(steps + WINDOW + 1)] * (steps + 70)) as fake:
             from ketch.frontends.cli import _main_parser
 
             base = fake.base_url if suffix else fake.base_url.removesuffix("/v1")
