@@ -27,7 +27,8 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     # Titles are an extra model request after the first turn; scripted tests turn them
     # off here, and the title tests turn them on in their own project config.
     (home / "config").mkdir()
-    (home / "config" / "config.toml").write_text("titles = false\n")
+    # Checkpoints likewise (a private git store per workspace): tests/test_rewind.py turns them on.
+    (home / "config" / "config.toml").write_text("titles = false\ncheckpoints = false\n")
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY", "KETCH_MODEL"):
         monkeypatch.delenv(var, raising=False)
     return home

@@ -34,7 +34,7 @@ async def running(tmp_path: Path, *argv: str) -> AsyncIterator[tuple[Harness, In
     config = runtime.app_config()
     fields = {name: getattr(config, name) for name in (
         "session_factory", "load_history", "save_history", "candidates", "commands",
-        "on_command", "command_choices", "on_ready", "startup_error", "first_input")}
+        "on_command", "command_choices", "rewind", "on_ready", "startup_error", "first_input")}
     try:
         async with Harness(None, columns=100, rows=30, **fields) as h:
             yield h, runtime

@@ -116,6 +116,10 @@ class Config(_Strict):
     max_steps: int = Field(default=100, ge=1)
     """Model requests one turn may make before it ends with a step-limit event."""
     titles: bool = True
+    checkpoints: bool = True
+    """Snapshot the workspace around every turn so that /rewind can put files back."""
+    checkpoint_cap_mb: int = Field(default=2048, ge=1)
+    """The most a workspace's checkpoints may take on disk; the oldest go first past it."""
     """Name each new interactive session with a short auxiliary model call (no tools)."""
     privacy: bool = False
     """Privacy mode: no web search of any kind."""

@@ -35,6 +35,7 @@ from ketch.core.config import Config, Connection
 from ketch.core.errors import describe_run_error
 from ketch.core.encodable import encodable, encodable_newest_request
 from ketch.core.session_approval import ApprovalBridge
+from ketch.core.session_checkpoints import CheckpointSteps
 from ketch.core.session_controls import SessionControls
 from ketch.core.session_persist import Persistence
 from ketch.core.stream_translate import StreamTranslator, TurnState
@@ -47,7 +48,7 @@ _NOT_STORED = (ev.TextDelta, ev.ReasoningDelta, ev.ToolOutputChunk)
 """Streaming fragments: the messages hold their content, so the store keeps only the rest."""
 
 
-class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls):
+class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, CheckpointSteps):
     """One conversation. Front ends use only ``run_turn``, ``decide``, ``answer``,
     ``interrupt_command``, ``cancel_turn`` and ``status`` (see ``frontend.SessionLike``)."""
 
@@ -267,6 +268,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls):
         self.startup_notices.clear()
         if self.hooks is not None and prompt is not None:
             await self.hooks.prompt_submitted(prompt)
+        if prompt is not None:
+            self._checkpoint_turn_start(prompt)
         reason = "done"
         try:
             await self._stream(prompt, turn)
@@ -281,6 +284,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls):
             kind, message, retryable = describe_run_error(exc, self.connection)
             self._emit(ev.Error(kind=kind, message=message, retryable=retryable))
         finally:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(self._checkpoint_turn_end())
             if self.hooks is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.hooks.turn_stopped(reason))

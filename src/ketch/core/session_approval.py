@@ -24,6 +24,7 @@ class ApprovalBridge:
 
     async def _gate_hook(self, ctx: RunContext[ToolDeps], *, call: Any, tool_def: Any, args: Any) -> Any:
         if ctx.tool_call_approved:
+            await self._checkpoint_before_tool(call.tool_name, ctx.run_step)
             return args
         call_args = call.args_as_dict()
         preview = self._preview(call.tool_name, call_args)
@@ -33,6 +34,7 @@ class ApprovalBridge:
         if decision.action == "allow":
             if decision.by in ("rule", "yolo"):
                 self._resolved(call, "allow", decision)
+            await self._checkpoint_before_tool(call.tool_name, ctx.run_step)
             return args
         raise ApprovalRequired({"action": decision.action, "by": decision.by, "reason": decision.reason, "rule": decision.rule})
 

@@ -171,6 +171,18 @@ def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: 
     subagents.attach(session)
 
 
+def attach_checkpoints(session: Any, s: Settled, warnings: list[str]) -> None:
+    """Step 9: snapshots of the workspace around every turn, for /rewind."""
+    from ketch.checkpoints.rewind import checkpointer_for
+
+    checkpoints, why_not = checkpointer_for(s.root, enabled=s.config.checkpoints, cap_mb=s.config.checkpoint_cap_mb)
+    if why_not:
+        warnings.append(why_not)
+    if checkpoints is not None:
+        session.checkpoints = checkpoints
+        session.closers.append(checkpoints.close)
+
+
 async def build_session(args: Any, *, interactive: bool, model_override: Any = None, titles: bool = False) -> Any:
     """Build the Session the arguments describe (resuming one when asked).
 
@@ -240,6 +252,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     if hub is not None:
         session.closers.append(hub.aclose)
     session.closers.append(store.close)
+    attach_checkpoints(session, s, warnings)
     session.auto_title = titles and s.config.titles and not history
     session.startup_notices.extend([*warnings, *deps.extras["skills"].warnings])
     return session

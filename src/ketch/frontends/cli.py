@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("models", "auth", "sessions", "export", "mcp", "registry")
+SUBCOMMANDS = ("models", "auth", "sessions", "export", "mcp", "registry", "rewind", "checkpoints")
 
 
 def _parser_class() -> type[argparse.ArgumentParser]:
@@ -41,7 +41,7 @@ def _main_parser() -> argparse.ArgumentParser:
         description="ketch: a terminal AI coding agent. Without -p it opens the interactive UI in this repository.",
         epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | "
         "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch mcp list | "
-        "ketch registry list|show|install|remove",
+        "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune",
     )
     p.add_argument("--version", action="version", version=f"ketch {__version__}")
     p.add_argument(
@@ -97,6 +97,10 @@ def _sub_parser() -> argparse.ArgumentParser:
     r.add_argument("action", choices=("list", "show", "install", "remove"))
     r.add_argument("name", nargs="?")
     r.add_argument("--yes", action="store_true", help="install without the interactive confirmation (after showing the text)")
+    from ketch.frontends.rewind_cmd import add_checkpoints_parser, add_parser as add_rewind
+
+    add_rewind(sub)
+    add_checkpoints_parser(sub)
     return p
 
 

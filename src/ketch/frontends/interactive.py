@@ -146,6 +146,7 @@ class Interactive:
 
     # -- wiring ---------------------------------------------------------------------
     def app_config(self) -> AppConfig:
+        from ketch.frontends.rewind_actions import SessionRewind
         from ketch.ui.appconfig import AppConfig
 
         return AppConfig(
@@ -156,6 +157,7 @@ class Interactive:
             commands=self.registry,
             on_command=self.on_command,
             command_choices=self.command_choices,
+            rewind=SessionRewind(lambda: self.session),
             on_ready=self.intro,
             first_input="/resume" if getattr(self.args, "resume", None) == "" else None,
             startup_error=self.startup_failed,

@@ -24,8 +24,22 @@ def run_subcommand(args: Any) -> int:
         "export": _export,
         "mcp": _mcp,
         "registry": _registry,
+        "rewind": _rewind,
+        "checkpoints": _checkpoints,
     }[args.command]
     return handler(args)
+
+
+def _rewind(args: Any) -> int:
+    from ketch.frontends.rewind_cmd import run_rewind
+
+    return run_rewind(args)
+
+
+def _checkpoints(args: Any) -> int:
+    from ketch.frontends.rewind_cmd import run_checkpoints
+
+    return run_checkpoints(args)
 
 
 def _cwd() -> Path:

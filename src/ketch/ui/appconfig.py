@@ -37,6 +37,9 @@ class AppConfig:
     """Runs a command the core owns (/model x, /compact, ...); returns text to print."""
     command_choices: Callable[[str], Awaitable[list[str]]] | None = None
     """Options for a picker command (/model, /resume, ...) opened without arguments."""
+    rewind: Any = None
+    """``/rewind`` and Esc twice: ``prompts()``, ``plan(turn)``, ``apply(turn, what)``
+    (``frontends.rewind_actions.SessionRewind``), or None where there is nothing to rewind."""
     on_ready: Callable[[], Awaitable[str | None]] | None = None
     """Called once the session is ready; returns text to print first (e.g. the
     conversation of a resumed session)."""

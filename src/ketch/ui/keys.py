@@ -89,7 +89,10 @@ def build_key_bindings(ctl: KetchApp) -> KeyBindings:
 
     @kb.add("escape", filter=editing)
     def _(event: KeyPressEvent) -> None:
-        ctl.cancel_turn()
+        from ketch.ui.rewind import on_idle_escape
+
+        if not on_idle_escape(ctl):
+            ctl.cancel_turn()
 
     @kb.add(Keys.BracketedPaste, filter=editing)
     def _(event: KeyPressEvent) -> None:

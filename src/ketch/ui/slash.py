@@ -21,6 +21,7 @@ UI_COMMANDS: dict[str, str] = {
     "think": "set the thinking level",
     "agent": "switch the agent",
     "resume": "resume an earlier session",
+    "rewind": "put the files or the conversation back to before a prompt (esc esc)",
     "quit": "exit ketch",
 }
 PICKER_COMMANDS = ("model", "think", "agent", "resume")
@@ -77,6 +78,11 @@ class SlashHandler:
             await self.hand_off(name, args)
             app.output.write_raw("\x1b[2J\x1b[H")
             app.committer.request_rewind()
+            return
+        if name == "rewind":
+            from ketch.ui.rewind import open_rewind
+
+            await open_rewind(app)
             return
         if name in PICKER_COMMANDS and not args:
             await self._open_picker(name)

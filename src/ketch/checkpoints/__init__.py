@@ -1,0 +1,12 @@
+"""Checkpoints and rewind: snapshots of the workspace taken around every turn, and putting
+the files, the conversation, or both back as they were before a prompt.
+
+A snapshot covers every tracked and untracked, not-ignored file, whoever changed it (ketch's
+file tools, a shell command, the user). It lives in a private git object store under the
+user data dir (``shadow``); the user's own ``.git`` is never read for writing, committed to,
+stashed or re-indexed. ``log`` keeps which snapshot belongs to which session, prompt and
+step; ``rewind`` plans and applies a restore.
+
+May import: core.config (the data dir), core.exceptions, state (the store, for conversation
+rewind), context (the history repairs), tools.workspace (the jail). Never frontends or ui.
+"""
