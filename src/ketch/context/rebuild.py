@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import keyword
 from collections.abc import Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -27,8 +27,6 @@ from pydantic_ai.messages import (
 from ketch.context.budget import message_tokens
 from ketch.context.rendering import render_native_part
 
-if TYPE_CHECKING:
-    from ketch.context.prune_plan import _Plan
 
 ITEM_REPLAY_PROVIDERS: frozenset[str] = frozenset({"openai", "azure"})
 """Providers whose provider-executed tool items are replayed *by id* (OpenAI Responses).
@@ -170,7 +168,7 @@ def _rebuild(
     placeholders: dict[int, str] | None = None,
     placeholder_before: int = 0,
     start: int = 0,
-    plan: _Plan | None = None,
+    plan: Any = None,
     keep_ids_at: int = -1,
 ) -> tuple[list[ModelMessage], int]:
     """One pass applying every change the ladder and the repairs decided, from ``start``.
@@ -182,6 +180,9 @@ def _rebuild(
     the rest are shared. The response at ``keep_ids_at`` (the newest, when pruning) is kept
     as it is, item ids included: its reasoning then goes back as the reasoning item it was,
     not as plain text, and the items it holds are the provider's most recent ones.
+
+    ``plan`` is the ``prune_plan._Plan`` of ``messages``, when there is one (typed loosely:
+    the plan imports this module).
 
     Returns the new history and, when ``plan`` describes ``messages``, its estimated tokens
     (0 otherwise), taken from the plan's counts wherever they are exact.
