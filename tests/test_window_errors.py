@@ -75,7 +75,6 @@ def test_a_context_length_error_is_answered_by_one_harder_prune_and_a_retry(tmp_
     with FakeProvider(script, strict_responses=False) as fake:
         _config(tmp_path, fake, wire)
         assert run_ketch(["-p", "read the files"], tmp_path, env=KEY).code == 0
-        stored_before = _stored(tmp_path)
         run = run_ketch(["-p", "and now?", "--continue", "--output-format", "stream-json"], tmp_path, env=KEY)
     assert run.code == 0, run.stderr
     events = _events(run.stdout)
@@ -83,7 +82,6 @@ def test_a_context_length_error_is_answered_by_one_harder_prune_and_a_retry(tmp_
     rejected, retried = fake.model_requests[-2:]
     assert len(json.dumps(retried.body)) < 0.75 * len(json.dumps(rejected.body)), "the retry was not pruned harder"
     assert "and now?" in user_texts(retried)
-    assert _stored(tmp_path) != stored_before or True  # the next step may store the pruned history
     assert not [e for e in events if e["type"] == "error"]
 
 
@@ -171,5 +169,5 @@ def test_passthrough_client_sends_the_body_the_sdk_would(tmp_path: Path) -> None
 
         asyncio.run(send())
     plain, passed = (r.body for r in fake.model_requests)
-    assert plain == passed
-    assert list(passed) != list(plain) or True  # key order may differ; the JSON values are the same
+    assert plain == passed  # dict equality: the key order may differ, nothing else
+    assert passed["input"] == items
