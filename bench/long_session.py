@@ -12,8 +12,9 @@ runs on other threads and is not counted) from one ``tool_call_started`` to the 
 end of the previous response, the tool, pruning and storing, and the building of the next
 request. The tool's own time is in it (a 1 kB read, well under a millisecond).
 
-At steps 10, 100, 500 and 1,000 a window of five steps is also profiled (cProfile) and its
-self time attributed by the file each function lives in:
+At steps 10, 100, 500 and 1,000 the five steps after the mark are also profiled (cProfile,
+timed by the thread's CPU clock, so load on a shared machine does not skew it) and the
+profile is split three ways:
 
 - ``ketch``: every call into ``src/ketch`` from outside it, with everything it calls
   (pruning, storing with its sqlite and JSON work, events, the loop's hooks, the tool);
@@ -132,7 +133,7 @@ async def _drive(args: argparse.Namespace, steps: int) -> tuple[list[float], dic
                     pstats.Stats(profile).sort_stats("tottime").print_stats(TOP)
                 profile = None
             if any(step == mark for mark in MARKS if mark <= steps):
-                profile = cProfile.Profile()
+                profile = cProfile.Profile(time.thread_time)  # CPU of this thread: load elsewhere is not counted
                 profile.enable()
             last = time.thread_time()  # the profiler's own bookkeeping stays out of the step
     finally:
