@@ -130,3 +130,15 @@ def test_max_output_tokens_of_a_connection_is_what_goes_on_the_wire(tmp_path: Pa
     assert run.code == 0, run.stderr
     body = fake.model_requests[0].body
     assert body.get("max_completion_tokens", body.get("max_tokens")) == 3000
+
+
+def test_a_window_the_server_reports_replaces_the_assumed_one(tmp_path: Path):
+    """The hook the local-server presets use (llama.cpp /props, Ollama /api/show)."""
+    from ketch.context.compaction import Compactor
+
+    conn = resolve_connection(load_config(tmp_path), "llamacpp:qwen3-8b")
+    compactor = Compactor(connection=conn)
+    assert compactor.window == 32_768
+    compactor.use_server_window(8_192)
+    assert (compactor.window, compactor.limits.max_output, compactor.limits.source) == (8_192, 2_048, "server")
+    assert compactor.limit == int((8_192 - 2_048 - 409) * 0.8)
