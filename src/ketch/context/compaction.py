@@ -103,6 +103,10 @@ def _charge(session: Session) -> Callable[[ModelResponse], None]:
     return charge
 
 
+PRUNE_TARGET = 0.85
+"""Share of the prune limit a pruned request is cut to: about 15 % of the budget is then left
+for the steps that follow before the ladder has to run again."""
+
 SUMMARY_OUTPUT_TOKENS = 4_096
 """``max_tokens`` of the summary call; the ladder keeps at most about 2,000 tokens of it."""
 
@@ -234,7 +238,10 @@ class Compactor:
             self._last_estimate = estimate
             self._set_max_tokens(request_context, estimate)
             return request_context
-        result = await self._prune(session, request_context.messages, limit=self.limit, reserved=reserved)
+        # Pruned below the limit, so the next steps send an unchanged, growing prefix (and skip
+        # the ladder) instead of re-pruning, and rewriting, the whole history every step.
+        target = int(self.limit * PRUNE_TARGET)
+        result = await self._prune(session, request_context.messages, limit=target, reserved=reserved)
         self._last_estimate = result.tokens_after
         self._set_max_tokens(request_context, result.tokens_after)
         if not result.changed:
