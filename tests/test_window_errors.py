@@ -160,14 +160,20 @@ def test_passthrough_client_sends_the_body_the_sdk_would(tmp_path: Path) -> None
         {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
          "content": [{"type": "output_text", "text": "ok", "annotations": []}]},
     ]
+    tools: list[dict[str, Any]] = [
+        {"type": "function", "name": "read_file", "description": "Read a file.", "strict": False,
+         "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
+        {"type": "web_search"},
+    ]
     with FakeProvider([Turn(text="a"), Turn(text="b")], strict_responses=False) as fake:
         async def send() -> None:
             for cls in (AsyncOpenAI, PassthroughOpenAI):
                 client = cls(base_url=fake.base_url, api_key="k", max_retries=0)
-                await client.responses.create(model="gpt-5", input=items, instructions="be brief", max_output_tokens=100)
+                await client.responses.create(model="gpt-5", input=items, instructions="be brief", max_output_tokens=100,
+                                              tools=tools, reasoning={"effort": "low"}, include=["reasoning.encrypted_content"])
                 await client.close()
 
         asyncio.run(send())
     plain, passed = (r.body for r in fake.model_requests)
     assert plain == passed  # dict equality: the key order may differ, nothing else
-    assert passed["input"] == items
+    assert passed["input"] == items and passed["tools"] == tools

@@ -8,9 +8,10 @@ about 80 %), and grows with the history although nothing in it needs transformin
 Responses input item type declares an alias or a format (``PropertyInfo(alias=…)`` or
 ``format=…``), and pydantic-ai builds the items as plain JSON-ready dicts.
 
-``PassthroughOpenAI.responses.create`` therefore hands ``input`` to the SDK as
+``PassthroughOpenAI.responses.create`` therefore hands ``input`` (and ``tools``, a union of
+tool types walked the same way, with no alias or format either) to the SDK as
 ``extra_body`` (public SDK API: merged into the JSON body as it is) and lets the transform
-walk only the other, small parameters. The bytes on the wire are the same, save the key
+walk only the other, scalar parameters. The bytes on the wire are the same, save the key
 order (tested). The upstream fix would be the same in the SDK: skip the walk for a type
 whose members declare no alias or format (decidable once per type and cached).
 """
@@ -24,18 +25,23 @@ from openai import AsyncOpenAI
 from openai.resources.responses import AsyncResponses
 
 
+_PASSED = ("input", "tools")
+"""Parameters handed over as they are: the history, and the tool schemas (a union of tool
+types walked member by member, the same for every request of a session)."""
+
+
 class _PassthroughResponses(AsyncResponses):
-    async def create(self, *, input: Any = None, extra_body: Any = None, **params: Any) -> Any:  # noqa: A002 - SDK name
-        if isinstance(input, list) and not (isinstance(extra_body, dict) and "input" in extra_body):
-            extra_body = {**(extra_body or {}), "input": input}
-            return await super().create(extra_body=extra_body, **params)
-        if input is not None:
-            params["input"] = input
-        return await super().create(extra_body=extra_body, **params)
+    async def create(self, *, extra_body: Any = None, **params: Any) -> Any:
+        extra = dict(extra_body) if isinstance(extra_body, dict) else {}
+        for name in _PASSED:
+            value = params.get(name)
+            if isinstance(value, list) and name not in extra:
+                extra[name] = params.pop(name)
+        return await super().create(extra_body=extra or extra_body, **params)
 
 
 class PassthroughOpenAI(AsyncOpenAI):
-    """``AsyncOpenAI`` whose Responses ``input`` skips the SDK's parameter transform."""
+    """``AsyncOpenAI`` whose Responses ``input`` and ``tools`` skip the SDK's parameter transform."""
 
     @cached_property
     def responses(self) -> AsyncResponses:  # type: ignore[override]
