@@ -3,8 +3,10 @@
 One `FakeProvider` speaks three wires the way the official APIs do, streaming (SSE) or not:
 OpenAI Chat Completions (`/v1/chat/completions`), OpenAI Responses (`/v1/responses`) and
 Anthropic Messages (`/v1/messages`), plus `GET /v1/models`. Each model request plays the next
-`Turn` of a script; every request is recorded. A missing or doubled `/v1` prefix is tolerated,
-so any base URL form a user may configure works; the path actually received is recorded.
+`Turn` of a script; every request is recorded. A missing or doubled `/v1` prefix is tolerated
+unless `exact_paths` asks for a real server's routing; the path actually received is recorded.
+Server behaviours of real local servers can be switched on: `refuse_stream_with_tools`,
+`strict_json`, `serve_json` (llama.cpp `/props`, Ollama `/api/show`, LM Studio `/api/v0/models`).
 
 The Responses endpoint enforces the provider's item rules by default (orphan tool outputs,
 unknown item ids, ids sent without their reasoning item); see `FakeProvider.rejections`.
@@ -54,6 +56,21 @@ class ToolCall:
     name: str
     args: dict[str, Any]
     id: str | None = None
+    raw_args: str | None = None
+    """The arguments exactly as the model streams them (e.g. `'{"n": 1e999}'`); `args` is ignored then."""
+
+    def text(self) -> str:
+        """The JSON text of the arguments as they go on the wire."""
+        return self.raw_args if self.raw_args is not None else json.dumps(self.args)
+
+    def value(self) -> Any:
+        """The arguments as an object (a lenient parse of `raw_args`), for wires that carry an object."""
+        if self.raw_args is None:
+            return self.args
+        try:
+            return json.loads(self.raw_args)
+        except ValueError:
+            return {}
 
 
 @dataclass
@@ -83,6 +100,10 @@ class Turn:
     text_pieces: list[str] | None = None
     """Stream the text in exactly these pieces (one SSE event each), e.g. one per token."""
     native_search: NativeSearch | None = None
+    finish: str = ''
+    """'length': the answer was cut by the output limit, each wire its own way (Chat `finish_reason:
+    "length"`, Responses `status: "incomplete"` with `max_output_tokens`, Anthropic `stop_reason:
+    "max_tokens"`)."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +192,7 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
     """Chunks of a Chat Completions stream and the equivalent non-streamed completion."""
     cid, model = new_id('chatcmpl'), body.get('model', 'fake-model')
     calls = [(tc.id or new_id('call'), tc) for tc in turn.tool_calls]
-    finish = 'tool_calls' if calls else 'stop'
+    finish = 'length' if turn.finish == 'length' else 'tool_calls' if calls else 'stop'
     usage = {'prompt_tokens': turn.usage[0], 'completion_tokens': turn.usage[1],
              'total_tokens': sum(turn.usage)}
 
@@ -186,7 +207,7 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
     for index, (call_id, tc) in enumerate(calls):
         head = {'index': index, 'id': call_id, 'type': 'function', 'function': {'name': tc.name, 'arguments': ''}}
         events.append(chunk({'tool_calls': [head]}))
-        for p in _pieces(json.dumps(tc.args), 2):
+        for p in _pieces(tc.text(), 2):
             events.append(chunk({'tool_calls': [{'index': index, 'function': {'arguments': p}}]}))
     events.append(chunk({}, finish))
     events.append((None, {'id': cid, 'object': 'chat.completion.chunk', 'created': 1700000000, 'model': model,
@@ -196,7 +217,7 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
         message['reasoning_content'] = turn.reasoning
     if calls:
         message['tool_calls'] = [{'id': i, 'type': 'function',
-                                  'function': {'name': tc.name, 'arguments': json.dumps(tc.args)}}
+                                  'function': {'name': tc.name, 'arguments': tc.text()}}
                                  for i, tc in calls]
     final = {'id': cid, 'object': 'chat.completion', 'created': 1700000000, 'model': model,
              'choices': [{'index': 0, 'message': message, 'logprobs': None, 'finish_reason': finish}],
@@ -276,7 +297,7 @@ def responses_render(
                  text_events)
 
     for tc in turn.tool_calls:
-        fc, arguments = new_id('fc'), json.dumps(tc.args)
+        fc, arguments = new_id('fc'), tc.text()
         call = {'type': 'function_call', 'id': fc, 'call_id': tc.id or new_id('call'), 'name': tc.name}
 
         def call_events(i: int, fc: str = fc, arguments: str = arguments) -> None:
@@ -295,10 +316,14 @@ def responses_render(
     usage = {'input_tokens': turn.usage[0], 'input_tokens_details': {'cached_tokens': 0},
              'output_tokens': turn.usage[1], 'output_tokens_details': {'reasoning_tokens': 0},
              'total_tokens': sum(turn.usage)}
-    final = {**shell, 'status': 'completed', 'output': output, 'usage': usage}
+    cut = turn.finish == 'length'
+    final = {**shell, 'status': 'incomplete' if cut else 'completed', 'output': output, 'usage': usage}
+    if cut:
+        final['incomplete_details'] = {'reason': 'max_output_tokens'}
     head: list[Event] = [('response.created', {'type': 'response.created', 'response': shell}),
                          ('response.in_progress', {'type': 'response.in_progress', 'response': shell})]
-    events = head + events + [('response.completed', {'type': 'response.completed', 'response': final})]
+    end = 'response.incomplete' if cut else 'response.completed'
+    events = head + events + [(end, {'type': end, 'response': final})]
     for n, (_, data) in enumerate(events):
         data['sequence_number'] = n
     return events, final
@@ -352,10 +377,10 @@ def anthropic_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[li
     for tc in turn.tool_calls:
         tool_id = tc.id or new_id('toolu')
         block({'type': 'tool_use', 'id': tool_id, 'name': tc.name, 'input': {}},
-              [{'type': 'input_json_delta', 'partial_json': p} for p in _pieces(json.dumps(tc.args), 2)],
-              {'type': 'tool_use', 'id': tool_id, 'name': tc.name, 'input': tc.args})
+              [{'type': 'input_json_delta', 'partial_json': p} for p in _pieces(tc.text(), 2)],
+              {'type': 'tool_use', 'id': tool_id, 'name': tc.name, 'input': tc.value()})
 
-    stop = 'tool_use' if turn.tool_calls else 'end_turn'
+    stop = 'max_tokens' if turn.finish == 'length' else 'tool_use' if turn.tool_calls else 'end_turn'
     start_usage = {'input_tokens': turn.usage[0], 'output_tokens': 1, 'cache_creation_input_tokens': 0,
                    'cache_read_input_tokens': 0}
     shell = {'id': msg_id, 'type': 'message', 'role': 'assistant', 'model': model, 'content': [],
@@ -450,11 +475,27 @@ class FakeProvider:
         models: ids listed by `GET /v1/models`.
         strict_responses: enforce the Responses item rules on `/v1/responses` inputs.
         window, input_limit, chars_per_token: enforce a context window (see the module doc).
+        exact_paths: route only `/v1/<endpoint>` as a real server does; any other path (a doubled
+            or missing `/v1`) gets llama.cpp's `404 File Not Found`. Off by default: a missing or
+            doubled `/v1` is tolerated.
+        refuse_stream_with_tools: a server that cannot stream tool calls: `'error'` answers a
+            streamed request that offers tools with llama.cpp's HTTP 500 "Cannot use tools with
+            stream"; `'broken'` starts the stream and drops the connection before any event
+            (llama-cpp-python). Non-streamed requests are answered normally.
+        strict_json: parse every request body as a strict server does (no NaN/Infinity, no number
+            that overflows a double, no integer beyond 64 bits, no lone surrogate) and answer 500
+            to one that is not; every problem found is kept in `json_problems` either way.
     """
 
     def __init__(self, script: Sequence[ScriptEntry] = (), models: Sequence[str] = ('fake-model',),
-                 *, strict_responses: bool = True, window: int | None = None, input_limit: int | None = None,
-                 chars_per_token: float = 3.5) -> None:
+                 *, strict_responses: bool = True, exact_paths: bool = False,
+                 refuse_stream_with_tools: str = '', strict_json: bool = False, window: int | None = None,
+                 input_limit: int | None = None, chars_per_token: float = 3.5) -> None:
+        self.exact_paths = exact_paths
+        self.refuse_stream_with_tools = refuse_stream_with_tools
+        self.strict_json = strict_json
+        self.json_problems: list[str] = []
+        self._routes: dict[str, tuple[int, Any]] = {}
         self.script: list[ScriptEntry] = list(script)
         self.models = list(models)
         self.strict_responses = strict_responses
@@ -528,6 +569,12 @@ class FakeProvider:
         Failures do not consume the script."""
         with self._lock:
             self._failures[_normalize(path)] = [status, body, times]
+
+    def serve_json(self, path: str, payload: Any, status: int = 200) -> None:
+        """Answer any method on exactly `path` (e.g. llama.cpp's `/props`, Ollama's `/api/show`,
+        LM Studio's `/api/v0/models`) with `payload` as JSON."""
+        with self._lock:
+            self._routes[path] = (status, payload)
 
     def forget_items(self) -> None:
         """Forget every Responses item emitted so far (later references to them get 404)."""
@@ -604,8 +651,20 @@ class _Handler(BaseHTTPRequestHandler):
         request = RecordedRequest(self.command, path, headers, body if isinstance(body, dict) else None, query)
         self.fake._record(request)
         wire = request.wire
+        if raw and (problem := strict_json_problem(raw)) is not None:
+            with self.fake._lock:
+                self.fake.json_problems.append(problem)
+            if self.fake.strict_json:
+                self._json(500, {'error': {'code': 500, 'message': f'[json.exception.parse_error] {problem}',
+                                           'type': 'server_error'}})
+                return
+        route = self.fake._routes.get(path)
         try:
-            if (failure := self.fake._take_failure(path)) is not None:
+            if route is not None:
+                self._json(route[0], route[1])
+            elif self.fake.exact_paths and path.rstrip('/') not in _EXACT:
+                self._json(404, {'error': {'code': 404, 'message': 'File Not Found', 'type': 'not_found_error'}})
+            elif (failure := self.fake._take_failure(path)) is not None:
                 status, error = failure
                 self._json(status, error or default_error_body(wire, status))
             elif wire == MODELS and self.command == 'GET':
@@ -658,6 +717,17 @@ class _Handler(BaseHTTPRequestHandler):
                          'code': None}
                 self._json(rejection.status, {'error': error})
                 return
+        if request.stream and body.get('tools') and fake.refuse_stream_with_tools:
+            if fake.refuse_stream_with_tools == 'broken':
+                self.send_response(200)
+                self.send_header('Content-Type', 'text/event-stream; charset=utf-8')
+                self.send_header('Transfer-Encoding', 'chunked')
+                self.end_headers()
+                self.wfile.flush()
+                self.close_connection = True  # the generator raised: no event, no final chunk
+                return
+            self._json(500, {'error': {'code': 500, 'message': 'Cannot use tools with stream', 'type': 'server_error'}})
+            return
         turn = fake._next_turn(request)
         fake._wait(turn.delay)
         if turn.status != 200:
@@ -718,6 +788,50 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b'%x\r\n%s\r\n' % (len(data), data))
             self.wfile.flush()
         self.wfile.write(b'0\r\n\r\n')
+
+
+_EXACT = {'/v1' + route for route in _ROUTES}
+
+
+def strict_json_problem(raw: bytes) -> str | None:
+    """Why a strict JSON parser (a C++ or Rust server's) refuses `raw`, or None when it accepts it."""
+    import math
+
+    try:
+        text = raw.decode('utf-8')
+    except UnicodeDecodeError as error:
+        return f'not UTF-8: {error}'
+
+    def constant(name: str) -> Any:
+        raise ValueError(f'{name} is not a JSON value')
+
+    def number(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError(f'number {text[:30]} overflows a double')
+        return value
+
+    def integer(text: str) -> int:
+        digits = text.lstrip('-')
+        if len(digits) > 20 or not -(2**63) <= int(text) < 2**64:
+            raise ValueError(f'integer {text[:30]} does not fit in 64 bits')
+        return int(text)
+
+    try:
+        value = json.loads(text, parse_constant=constant, parse_float=number, parse_int=integer)
+    except ValueError as error:
+        return str(error)
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and any('\ud800' <= c <= '\udfff' for c in item):
+            return f'lone surrogate in string {item[:30]!r}'
+    return None
 
 
 # ---------------------------------------------------------------- the window rule

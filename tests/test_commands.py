@@ -15,8 +15,8 @@ from ketch.extensions.commands import (
 )
 
 BUILTIN_NAMES = [
-    "help", "model", "think", "agent", "clear", "compact", "resume", "sessions", "fork", "tools",
-    "cost", "context", "todos", "memory", "skills", "mcp", "registry", "commit", "export", "quit",
+    "help", "model", "think", "agent", "clear", "compact", "resume", "sessions", "fork", "repair", "tools",
+    "cost", "context", "todos", "memory", "skills", "mcp", "sandbox", "registry", "commit", "export", "quit",
 ]  # fmt: skip
 
 
@@ -44,7 +44,7 @@ def test_parse_only_slash_input_and_resolves_aliases(registry):
 
 def test_menu_puts_prefix_matches_first_then_aliases_then_fuzzy(registry):
     assert [c.name for c in registry.match("/co")] == ["cost", "commit", "compact", "context"]
-    assert [c.name for c in registry.match("mo")] == ["model", "memory"]  # fuzzy after prefix
+    assert [c.name for c in registry.match("mo")] == ["model", "memory", "sandbox"]  # fuzzy after prefix (sandbox by its alias permissions)
     assert [c.name for c in registry.match("se")] == ["sessions", "cost", "resume"]
     assert registry.match("ex")[0].name == "export"
     assert [c.name for c in registry.match("ex")][:2] == ["export", "quit"]  # alias /exit

@@ -281,3 +281,32 @@ def test_a_file_the_turn_replaced_with_a_directory_comes_back(tmp_path: Path) ->
     undo = run_ketch(["rewind", sid, "--to", "1", "--code", "--yes", "--output-format", "json"], tmp_path)
     assert undo.code == 0, undo.stderr
     assert (tmp_path / "edited.py").read_text() == "value = 1\n"
+
+
+def test_two_processes_snapshotting_one_workspace_wait_for_each_other(tmp_path: Path, isolated_home: Path) -> None:
+    import threading
+
+    from ketch.checkpoints.rewind import Checkpointer
+
+    make_repo(tmp_path)
+    for i in range(300):
+        (tmp_path / f"f{i}.txt").write_text(f"{i}\n")
+    errors: list[BaseException] = []
+
+    def snap(name: str) -> None:
+        cp = Checkpointer(tmp_path, isolated_home / "data")
+        try:
+            for turn in range(1, 6):
+                (tmp_path / f"{name}.txt").write_text(f"{turn}\n")
+                cp.take(name, turn, "before", prompt="p")
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            cp.close()
+
+    threads = [threading.Thread(target=snap, args=(n,)) for n in ("one", "two")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

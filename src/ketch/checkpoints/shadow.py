@@ -17,10 +17,13 @@ and SHA-256 only, and excluded from the private index so that they are not hashe
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
 import subprocess
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,12 +112,16 @@ class ShadowRepo:
         env = self._env()
         if args[0] == "init":
             del env["GIT_WORK_TREE"], env["GIT_DIR"]
-        try:
-            done = subprocess.run(["git", *args], input=input, capture_output=True, env=env, cwd=self.root, timeout=300)
-        except FileNotFoundError:
-            raise ShadowError("git is not installed; checkpoints need it") from None
-        except subprocess.TimeoutExpired:
-            raise ShadowError(f"git {args[0]} took over 300 s in the checkpoint store") from None
+        for attempt in range(20):
+            try:
+                done = subprocess.run(["git", *args], input=input, capture_output=True, env=env, cwd=self.root, timeout=300)
+            except FileNotFoundError:
+                raise ShadowError("git is not installed; checkpoints need it") from None
+            except subprocess.TimeoutExpired:
+                raise ShadowError(f"git {args[0]} took over 300 s in the checkpoint store") from None
+            if done.returncode == 0 or b".lock" not in done.stderr:
+                break
+            time.sleep(0.1)  # another ketch in this workspace is snapshotting: wait for its lock
         if check and done.returncode != 0:
             message = done.stderr.decode("utf-8", "replace").strip().splitlines()
             raise ShadowError(f"git {args[0]} failed in the checkpoint store {self.git_dir}: {message[-1] if message else done.returncode}")
@@ -192,8 +199,28 @@ class ShadowRepo:
         present.extend(os.fsdecode(rel) for rel in untracked.split(b"\0") if rel)
         return present, gone
 
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """One snapshot at a time per store, across processes (two ketch in one workspace)."""
+        self.git_dir.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.git_dir.parent / "ketch.lock", "a+b") as handle:
+            try:
+                import fcntl
+            except ImportError:  # not POSIX: git's own index lock (waited for in ``git``) is all there is
+                yield
+                return
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
     def snapshot(self) -> Snapshot:
         """Record the workspace as it is now; only what changed since the last snapshot is hashed."""
+        with self._exclusive():
+            return self._snapshot()
+
+    def _snapshot(self) -> Snapshot:
         self.ensure()
         self._load_large()
         large_before = dict(self._large)

@@ -1,9 +1,13 @@
 """The approval gate: one function decides every tool call.
 
 Order: guard rules (plugins and config refusals; nothing bypasses them) → user hooks
-that refuse (exit 2) → ``--yolo`` → permission rules (deny and ask first, then the user's
-"allow for this session" answers, then allow) → defaults (reading tools allowed;
-writing, shell, network and MCP tools ask). The session turns a decision into the SDK's
+that refuse (exit 2) → the sandbox's write policy (read-only mode: file writes refused) →
+``--yolo`` → permission rules (deny first; then, with no sandbox mechanism, every shell
+command asks; then ask rules, writes to run-later paths, the user's "allow for this
+session" answers, allow rules) → the approval mode (``auto``/``never``: a shell command
+that runs sandboxed, and a file write the sandbox's policy allows, need no prompt) →
+defaults (reading tools allowed; writing, shell, network and MCP tools ask). Under
+``never`` whatever would still ask is denied. The session turns a decision into the SDK's
 deferred approval, so a denied call never reaches the tool's function.
 """
 
@@ -43,6 +47,25 @@ class HooksLike(Protocol):
     async def before_tool(self, name: str, args: dict[str, Any]) -> str | None: ...
 
 
+class SandboxLike(Protocol):
+    """What the gate needs of ``ketch.sandbox.runtime.Sandbox``."""
+
+    @property
+    def confines(self) -> bool: ...
+    @property
+    def fail_closed(self) -> bool: ...
+    def write_verdict(self, path: str) -> str: ...
+
+
+ApprovalMode = Literal["ask", "auto", "never"]
+FILE_WRITE_TOOLS = frozenset({"write_file", "edit_file"})
+NO_SANDBOX_HEADLESS = (
+    "No sandbox mechanism works here, so every shell command needs the user's approval, and headless "
+    "mode never asks. Re-run with --sandbox full-access (commands then run unconfined) or --yolo."
+)
+NEVER_DENIAL = "approval = never: this call would need the user's approval, so it is denied."
+
+
 _DEFAULT_ALLOWED_KINDS = frozenset({"read", "meta"})
 
 
@@ -58,6 +81,9 @@ class ApprovalGate:
         rules: RulesLike | None = None,
         hooks: HooksLike | None = None,
         yolo: bool = False,
+        approval: ApprovalMode = "ask",
+        sandbox: SandboxLike | None = None,
+        interactive: bool = True,
     ) -> None:
         self.kinds = kinds
         self.key_args = key_args
@@ -65,6 +91,9 @@ class ApprovalGate:
         self.rules = rules
         self.hooks = hooks
         self.yolo = yolo
+        self.approval = approval
+        self.sandbox = sandbox
+        self.interactive = interactive
         self.session_allowed: set[tuple[str, str | None]] = set()
         """"Allow for this session" answers: (tool, exact shell command or None for the whole tool)."""
 
@@ -79,6 +108,12 @@ class ApprovalGate:
         return f"allowed for this session: {tool_name}({key[1]})" if key[1] is not None else f"allowed for this session: {tool_name}"
 
     async def evaluate(self, tool_name: str, args: dict[str, Any]) -> GateDecision:
+        decision = await self._evaluate(tool_name, args)
+        if decision.action == "ask" and self.approval == "never" and not self.yolo:
+            return GateDecision("deny", decision.by, f"{NEVER_DENIAL} {decision.reason}".strip(), decision.rule)
+        return decision
+
+    async def _evaluate(self, tool_name: str, args: dict[str, Any]) -> GateDecision:
         if self.guard is not None:
             refusal = self.guard.check(tool_name, args)
             if refusal is not None:
@@ -89,22 +124,64 @@ class ApprovalGate:
             hook_reason = await self.hooks.before_tool(tool_name, args)
             if hook_reason is not None:
                 return GateDecision("deny", "hook", f"Refused by a before-tool hook: {hook_reason}", "hook")
+        write = self._file_write_verdict(tool_name, args)
+        if write == "read_only":
+            return GateDecision("deny", "sandbox", "The sandbox is read-only (--sandbox read-only): ketch changes no files.", "sandbox.mode = read-only")
         if self.yolo:
             return GateDecision("allow", "yolo", rule="--yolo")
         matched = self.rules.decide(tool_name, args, self.key_args.get(tool_name, "")) if self.rules is not None else None
-        if matched is not None and matched[0] != "allow":
+        if matched is not None and matched[0] == "deny":
             described = describe_rule(matched[1])
-            if matched[0] == "deny":
-                return GateDecision("deny", "rule", f"Denied by permission rule {described}", described)
-            return GateDecision("ask", "rule", rule=described)
+            return GateDecision("deny", "rule", f"Denied by permission rule {described}", described)
+        unconfined = self._unconfined_shell(tool_name, args)
+        if unconfined is not None:
+            return unconfined
+        if matched is not None and matched[0] != "allow":
+            return GateDecision("ask", "rule", rule=describe_rule(matched[1]))
+        if write == "run_later":
+            return GateDecision("ask", "sandbox", "The path makes the repository run code later (.git, .ketch, workflows, ...).", "run-later path")
         allowance = self._session_allowance(tool_name, args)
         if allowance:
             return GateDecision("allow", "rule", rule=allowance)
         if matched is not None:
             return GateDecision("allow", "rule", rule=describe_rule(matched[1]))
+        by_mode = self._approval_mode_step(tool_name, write)
+        if by_mode is not None:
+            return by_mode
         if self.kinds.get(tool_name, "mcp") in _DEFAULT_ALLOWED_KINDS:
             return GateDecision("allow", "default", rule="reading tools are allowed")
         return GateDecision("ask", "default")
+
+    # ------------------------------------------------------------ the sandbox's part
+    def _file_write_verdict(self, tool_name: str, args: dict[str, Any]) -> str:
+        """The sandbox's write policy for a file tool's target ('' for other tools)."""
+        if self.sandbox is None or tool_name not in FILE_WRITE_TOOLS:
+            return ""
+        try:
+            return self.sandbox.write_verdict(str(args.get("path", "")))
+        except (OSError, ValueError):
+            return ""
+
+    def _unconfined_shell(self, tool_name: str, args: dict[str, Any]) -> GateDecision | None:
+        """Fail closed: the policy wants a sandbox and none works, so every shell command asks,
+        allow rules or not (the user's own "allow for this session" answer still holds)."""
+        if tool_name != "shell" or self.sandbox is None or not self.sandbox.fail_closed:
+            return None
+        if self._session_allowance(tool_name, args):
+            return None
+        if not self.interactive:
+            return GateDecision("deny", "sandbox", NO_SANDBOX_HEADLESS, "no sandbox mechanism")
+        return GateDecision("ask", "sandbox", "No sandbox mechanism works here: this command would run unconfined.", "no sandbox mechanism")
+
+    def _approval_mode_step(self, tool_name: str, write: str) -> GateDecision | None:
+        """``auto`` and ``never``: what the sandbox confines needs no prompt."""
+        if self.approval == "ask" or self.sandbox is None:
+            return None
+        if tool_name == "shell" and self.sandbox.confines:
+            return GateDecision("allow", "sandbox", rule=f"approval = {self.approval}: runs in the sandbox")
+        if write == "writable" and self.sandbox.confines:
+            return GateDecision("allow", "sandbox", rule=f"approval = {self.approval}: a write the sandbox allows")
+        return None
 
 
 def describe_rule(rule: Any) -> str:

@@ -16,7 +16,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from ketch.core import strict_json
 from ketch.core.exceptions import ConfigError
+from ketch.sandbox.config import SandboxConfig, limit_project_layer
 from ketch.providers.presets import PRESETS, WIRES, Preset
 
 __all__ = ["ConfigError", "Config", "Connection", "load_config", "resolve_connection"]
@@ -55,6 +57,10 @@ class ConnectionConfig(_Strict):
     profile and ketch's table say (a repo's config may only lower it)."""
     max_output_tokens: int | None = Field(default=None, gt=0)
     """``max_tokens`` each request sends (the output reservation); a repo's config may only lower it."""
+    reasoning: bool | None = None
+    """The models behind it reason: send the wire's thinking field for ``--think`` even where
+    the SDK does not know the model to reason (``reasoning_effort``, ``reasoning.effort``,
+    Anthropic ``thinking``)."""
 
 
 class ModelMeta(_Strict):
@@ -66,6 +72,8 @@ class ModelMeta(_Strict):
     """``max_tokens`` each request to this model sends."""
     capabilities: dict[str, bool] = Field(default_factory=dict)
     """Explicit capability flags, e.g. ``web_search = true``."""
+    reasoning: bool | None = None
+    """This model reasons (as the connection's ``reasoning``, for one model; wins over it)."""
 
 
 class AgentConfig(_Strict):
@@ -131,6 +139,9 @@ class Config(_Strict):
     """Refusal rules in the plugin rule shape; nothing bypasses them."""
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    telemetry: dict[str, Any] = Field(default_factory=dict)
+    """``[telemetry]`` otlp_endpoint / capture_content: read from the user's own config only
+    (``core.telemetry``); a repository's is accepted and ignored."""
     mcp: dict[str, Any] = Field(default_factory=dict)
     """``[mcp.servers.NAME]`` with command/args/env or url/headers."""
     hooks: dict[str, Any] = Field(default_factory=dict)
@@ -140,6 +151,8 @@ class Config(_Strict):
     """Where ``/registry`` fetches its index."""
     added_dirs: list[str] = Field(default_factory=list)
     """Directories besides the workspace that file tools may touch."""
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig, validate_default=True)
+    approval: Literal["ask", "auto", "never"] = "ask"  # auto: sandboxed commands need no prompt; never: deny what would ask
     _limit_ceilings: dict[str, int] = PrivateAttr(default_factory=dict)
     """Window and output limits a repo's own config set, which may only lower the others."""
 
@@ -231,17 +244,17 @@ def load_config(cwd: Path, flags: dict[str, Any] | None = None, environ: dict[st
     user_file = user_config_dir() / "config.toml"
     if user_file.is_file():
         merged = _merge(merged, _read_toml(user_file))
-    project_file = find_project_root(cwd) / ".ketch" / "config.toml"
+    project_file, ignored = find_project_root(cwd) / ".ketch" / "config.toml", []
     ceilings: dict[str, int] = {}
-    if project_file.is_file():
+    if project_file.is_file():  # (sandbox and approval keys: only what narrows the user's file)
         project = _read_toml(project_file)
-        ceilings = _take_limits(project)
-        merged = _merge(merged, project)
+        ceilings = _take_limits(project)  # window and output limits: only ever lower (ketch.context.windows)
+        merged = _merge(merged, limit_project_layer(project, merged, str(project_file), ignored))
     merged = _merge(merged, _env_layer(environ))
     flag_layer = {k: v for k, v in (flags or {}).items() if v is not None}
     _validate(flag_layer, "command line")
     merged = _merge(merged, flag_layer)
-    config = Config.model_validate(merged)
+    config = Config.model_validate(merged, context={"ignored": ignored})
     config._limit_ceilings = ceilings
     return config
 
@@ -314,6 +327,8 @@ class Connection:
     """The most window a repo's config allows (it may only lower the window)."""
     output_ceiling: int | None = None
     """The most output a repo's config allows."""
+    reasoning: bool | None = None
+    """The connection's ``reasoning`` flag (the model's own, in ``meta``, wins)."""
 
     @property
     def ref(self) -> str:
@@ -347,7 +362,7 @@ def store_key(name: str, key: str) -> Path:
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(keys, fh)
+        fh.write(strict_json.dumps(keys))
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
     return path
@@ -433,7 +448,7 @@ def resolve_connection(
     retries = int(retries_override) if retries_override is not None else conn_cfg.max_retries
     return Connection(
         name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref),
-        timeout=timeout_override or conn_cfg.timeout,
+        timeout=timeout_override or conn_cfg.timeout, reasoning=conn_cfg.reasoning,
         **_limit_fields(config, name, model_ref),
     )
 

@@ -86,10 +86,14 @@ def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str,
             )
         elif status == 404 and "model" in detail.lower():
             msg = f"{name} does not know model '{exc.model_name}' (HTTP 404); list models with 'ketch models {name}'"
+        elif status in (404, 405) and (url := _request_url(exc)):
+            msg = f"{name} has no endpoint at {redact(url, secrets)} (HTTP {status}); {_path_advice(url, connection)}"
         else:
             msg = f"{name} rejected the request (HTTP {status})"
         if detail:
             msg += f": {detail}"
+        if (hint := getattr(exc, "ketch_history_hint", "")):
+            msg += f". {hint}"
         return "provider", msg, status == 429 or status >= 500
     if isinstance(exc, UnexpectedModelBehavior):
         if (tool := _TOOL_RETRIES.search(exc.message)) is not None:
@@ -129,6 +133,29 @@ def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str,
     if _looks_like_stream_error(exc):
         return "provider", f"malformed or truncated stream from {name}: {text}", True
     return "internal", text, False
+
+
+def _request_url(exc: BaseException) -> str:
+    """The URL the failed request went to (the SDKs keep the request on their status error)."""
+    for cause in _chain(exc):
+        request = getattr(cause, "request", None)
+        url = getattr(request, "url", None)
+        if url is not None:
+            return str(url).split("?", 1)[0]
+    return ""
+
+
+def _path_advice(url: str, connection: Any) -> str:
+    """What to change about the base URL, judged from the path that was tried."""
+    base = getattr(connection, "base_url", "") or "the base URL"
+    where = "--base-url" if getattr(connection, "name", "") == "adhoc" else f"base_url under [connections.{getattr(connection, 'name', 'NAME')}]"
+    if "/v1/v1/" in url:
+        return f"the base URL {base} already ends in /v1 and the SDK adds another: drop the /v1 from {where}"
+    if getattr(connection, "wire", "") == "anthropic-messages":
+        return f"the Anthropic wire posts to BASE/v1/messages; check {where} (the server's root, without /v1)"
+    if "/v1/" not in url:
+        return f"OpenAI-compatible servers usually serve under /v1: try {base.rstrip('/')}/v1 in {where}"
+    return f"check {where} ({base}) and --wire: the server may speak another protocol"
 
 
 _TOOL_RETRIES = re.compile(r"Tool '([^']+)' exceeded max retries count of (\d+)")

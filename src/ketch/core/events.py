@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 Decision = Literal["allow", "allow_session", "deny"]
-DecidedBy = Literal["user", "rule", "guard", "yolo", "default", "hook"]
+DecidedBy = Literal["user", "rule", "guard", "yolo", "default", "hook", "sandbox"]
 
 
 def _jsonable(value: Any) -> Any:
@@ -196,7 +196,7 @@ class Error(_Event):
 @dataclass(frozen=True, kw_only=True)
 class TurnFinished(_Event):
     type: Literal["turn_finished"] = "turn_finished"
-    reason: Literal["done", "step_limit", "error", "interrupted", "cancelled"]
+    reason: Literal["done", "step_limit", "max_tokens", "error", "interrupted", "cancelled"]
     text: str = ""
     """The final answer of the turn."""
 

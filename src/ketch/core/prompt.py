@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -113,27 +112,20 @@ def find_instruction_files(root: Path, cwd: Path) -> list[Path]:
 def git_summary(root: Path, *, timeout: float = 1.5) -> str:
     """One line on the repository at ``root``: branch, upstream drift and changed files.
 
-    Runs ``git status`` with a fixed argv, no shell, no optional locks and a short timeout.
-    Returns "" when git is missing, ``root`` is not a repository, or git is too slow.
+    Runs ``git status`` through the hardened git launcher (no program the repository's
+    config names can run), with a short timeout. Returns "" when git is missing, ``root``
+    is not a repository, or git is too slow.
     """
-    argv = [
-        "git", "--no-optional-locks", "-C", str(root),
-        "status", "--porcelain=v1", "--branch", "--untracked-files=normal",
-    ]  # fmt: skip
+    from ketch.tools.gitsafe import GitLaunchError, run_git
+
+    args = ["status", "--porcelain=v1", "--branch", "--untracked-files=normal", "--ignore-submodules=dirty"]
     try:
-        done = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        done = run_git(root, args, timeout_s=timeout, max_bytes=1024 * 1024)
+    except GitLaunchError:
         return ""
     if done.returncode != 0:
         return ""
-    return summarize_porcelain(done.stdout)
+    return summarize_porcelain(done.stdout.decode("utf-8", "replace"))
 
 
 def summarize_porcelain(output: str) -> str:

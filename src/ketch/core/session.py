@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic_ai import Agent, AgentRunResultEvent, RunContext
 from pydantic_ai.capabilities import HandleDeferredToolCalls, Hooks, PrepareTools
-from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.exceptions import OutputTokenLimitExceeded, UsageLimitExceeded
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -29,10 +29,13 @@ from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import UsageLimits
 
 from ketch.core import events as ev
+from ketch.core import telemetry
 from ketch.core.agents import AgentVariant, active_tool_names
 from ketch.core.approval import ApprovalGate
 from ketch.core.config import Config, Connection
+from ketch.core.endings import CUT_NOTICE, cut_by_output_limit
 from ketch.core.errors import describe_run_error
+from ketch.core.history_rejection import annotate as annotate_rejection
 from ketch.core.encodable import encodable, encodable_newest_request
 from ketch.core.session_approval import ApprovalBridge
 from ketch.core.session_checkpoints import CheckpointSteps
@@ -133,6 +136,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         """Length of the instructions last sent (the status must not rebuild them: that runs git)."""
         self.deps.emit = self._emit
         self.deps.extras.setdefault("ask", self._ask)
+        self.deps.extras.setdefault("escalate", self._ask_outside_sandbox)
         if compactor is not None:
             capabilities = [*capabilities, *compactor.capabilities(self)]
         self.agent = self._build_agent(extra_toolsets, capabilities, model_settings)
@@ -185,6 +189,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             return
         if not isinstance(event, _NOT_STORED):  # (streamed fragments are valid text, and many)
             event = encodable(event)  # a file name that is not UTF-8 in a tool summary, say
+            if isinstance(event, ev.Compacted):
+                telemetry.event("ketch.compaction", **{"ketch.stage": event.stage, "ketch.tokens_before": event.tokens_before,
+                                                       "ketch.tokens_after": event.tokens_after})
         if self._turn is not None and not event.turn_id:
             event = dataclasses.replace(event, session_id=self.session_id, turn_id=self._turn.turn_id, agent=event.agent or self.label)
         if isinstance(event, (ev.TextDelta, ev.ToolCallStarted, ev.ReasoningDelta)) and self._turn is not None:
@@ -271,19 +278,35 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         if prompt is not None:
             self._checkpoint_turn_start(prompt)
         reason = "done"
+        span = telemetry.span("ketch.subagent" if self.label else "ketch.turn", **{
+            "ketch.session_id": self.session_id, "ketch.turn_id": turn.turn_id, "ketch.agent": self.variant.name,
+            "ketch.model": self.model_ref, "ketch.subagent": self.label or None})
+        current = span.__enter__()
+        tokens_before = (self.input_tokens, self.output_tokens)
         try:
             await self._stream(prompt, turn)
+            if cut_by_output_limit(self.messages):
+                reason = "max_tokens"
+                self._emit(ev.Notice(level="warning", text=CUT_NOTICE))
         except asyncio.CancelledError:
             reason = "cancelled"
             self._cancel_pending()
+        except OutputTokenLimitExceeded:  # cut before any answer, or inside a tool call
+            reason = "max_tokens"
+            self._emit(ev.Notice(level="warning", text=CUT_NOTICE))
         except UsageLimitExceeded:
             reason = "step_limit"
             self._emit(ev.Notice(level="warning", text=f"Stopped after {self.config.max_steps} model requests (the step limit)."))
         except Exception as exc:  # noqa: BLE001 - every failure becomes one error event
             reason = "error"
+            annotate_rejection(exc, self.session_id, self.messages)
             kind, message, retryable = describe_run_error(exc, self.connection)
             self._emit(ev.Error(kind=kind, message=message, retryable=retryable))
         finally:
+            if current is not None:
+                current.set_attributes({"ketch.reason": reason, "ketch.input_tokens": self.input_tokens - tokens_before[0],
+                                        "ketch.output_tokens": self.output_tokens - tokens_before[1]})
+            span.__exit__(None, None, None)
             with contextlib.suppress(BaseException):
                 await asyncio.shield(self._checkpoint_turn_end())
             if self.hooks is not None:

@@ -15,6 +15,7 @@ from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
 from ketch.core import events as ev
+from ketch.core import telemetry
 from ketch.core.approval import HEADLESS_DENIAL, GateDecision
 from ketch.tools.base import ToolDeps
 
@@ -32,7 +33,7 @@ class ApprovalBridge:
             self._previews[call.tool_call_id] = preview
         decision = await self.gate.evaluate(call.tool_name, call_args)
         if decision.action == "allow":
-            if decision.by in ("rule", "yolo"):
+            if decision.by in ("rule", "yolo", "sandbox"):
                 self._resolved(call, "allow", decision)
             await self._checkpoint_before_tool(call.tool_name, ctx.run_step)
             return args
@@ -51,6 +52,8 @@ class ApprovalBridge:
         return ""
 
     def _resolved(self, call: Any, decision: str, gd: GateDecision | None, *, by: str | None = None, reason: str = "") -> None:
+        telemetry.event("ketch.gate", **{"ketch.tool": call.tool_name, "ketch.decision": decision,
+                                         "ketch.by": by or (gd.by if gd else "user"), "ketch.rule": (gd.rule if gd else "") or None})
         self._emit(
             ev.ApprovalResolved(
                 call_id=call.tool_call_id,
@@ -104,6 +107,20 @@ class ApprovalBridge:
         if decision == "allow_session":
             self.gate.allow_for_session(call.tool_name, args)
         return ToolApproved()
+
+    async def _ask_outside_sandbox(self, call_id: str, command: str, reason: str) -> str:
+        """Offer to run a command the sandbox refused once more outside it (the shell tool asks
+        through this): ``allow``, ``allow_session`` or ``deny``; headless never asks."""
+        if not self.interactive:
+            return "deny"
+        request_id = self._next_id("approval")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        preview = f"Run it again outside the sandbox? The sandbox refused {reason}.\n{command}"
+        self._emit(ev.ApprovalRequested(request_id=request_id, call_id=call_id, name="shell", args={"command": command, "outside_sandbox": True}, preview=preview))
+        decision, why = await future
+        self._emit(ev.ApprovalResolved(call_id=call_id, name="shell", decision=decision, by="user", reason=why, rule="outside the sandbox"))
+        return str(decision)
 
     def decide(self, request_id: str, decision: str, reason: str = "") -> None:
         future = self._pending.pop(request_id, None)

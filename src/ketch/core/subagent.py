@@ -191,7 +191,7 @@ class ChildWiring:
             instructions=self.make_instructions(variant.prompt, notes.render_for_prompt, hosted),
             session_id=f"{parent.session_id}.{label}",
             capabilities=[*(self.capabilities_for(conn, model) if self.own_model else []), *route.capabilities()],
-            model_settings=model_settings(variant.think or config.think),
+            model_settings=model_settings(variant.think or config.think, model=model if self.own_model else None, conn=conn),
             compactor=self.compactor_for(conn) if self.compactor_for is not None else None,
             label=label,
             pending=parent._pending,  # the parent's decide() answers the child's requests
@@ -326,6 +326,8 @@ class SubagentRunner:
         text = text.strip() or "(the subagent finished without a message)"
         if reason == "step_limit":
             text += "\n\n[the subagent hit the step limit before finishing]"
+        elif reason == "max_tokens":
+            text += "\n\n[the subagent's answer was cut at the model's output limit; it is incomplete]"
         return text
 
     def _roll_up(self, usage: ev.Usage) -> ev.Usage:

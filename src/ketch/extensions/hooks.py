@@ -19,7 +19,6 @@ Hooks come only from the user's own configuration; the registry never installs t
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import signal
@@ -30,6 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from ketch.core import strict_json
+from ketch.sandbox.runtime import launch_argv
 
 HOOK_EVENTS = ("before_tool", "after_tool", "prompt_submitted", "turn_stopped")
 REFUSE_EXIT_CODE = 2
@@ -122,12 +124,14 @@ def _kill_tree(pid: int) -> None:
 class HookRunner:
     """Runs the configured hooks for each event and keeps the warnings they raise."""
 
-    def __init__(self, hooks_config: Mapping[str, Any] | Sequence[HookSpec] | None, cwd: Path | str) -> None:
+    def __init__(self, hooks_config: Mapping[str, Any] | Sequence[HookSpec] | None, cwd: Path | str, sandbox: Any = None) -> None:
         if isinstance(hooks_config, Sequence) and not isinstance(hooks_config, str):
             self.hooks = list(hooks_config)
         else:
             self.hooks = parse_hooks(hooks_config)
         self.cwd = Path(cwd)
+        self.sandbox = sandbox
+        """A ``ketch.sandbox.runtime.Sandbox``: hooks run under the session's sandbox policy."""
         self.warnings: list[str] = []
 
     def _for(self, event: str, tool_name: str | None = None) -> list[HookSpec]:
@@ -168,7 +172,7 @@ class HookRunner:
             self.warnings.append(f"hook {hook.event} `{hook.command}` exited {outcome.exit_code}: {detail}")
 
     async def _run(self, hook: HookSpec, payload: dict[str, Any]) -> HookOutcome:
-        data = json.dumps({**payload, "cwd": str(self.cwd)}, default=str).encode()
+        data = strict_json.dumps({**payload, "cwd": str(self.cwd)}, default=str).encode()
         env = {**os.environ, "KETCH_HOOK_EVENT": hook.event}
         if "tool" in payload:
             env["KETCH_TOOL_NAME"] = payload["tool"]
@@ -176,7 +180,7 @@ class HookRunner:
         with tempfile.TemporaryFile() as stderr_file:
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    "bash", "-c", hook.command,
+                    *launch_argv(self.sandbox, ["bash", "-c", hook.command], self.cwd),
                     stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=stderr_file,
                     cwd=self.cwd, env=env, start_new_session=True,
                 )  # fmt: skip

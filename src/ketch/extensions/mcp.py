@@ -15,13 +15,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from ketch.sandbox.runtime import launch_argv
 
 if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
@@ -210,11 +214,12 @@ async def _stop(running: _Running) -> None:
         _close_file(running.stderr)
 
 
-async def start_mcp_servers(config: dict[str, Any] | None, *, timeout: float = DEFAULT_START_TIMEOUT_S) -> McpHub:
+async def start_mcp_servers(config: dict[str, Any] | None, *, timeout: float = DEFAULT_START_TIMEOUT_S, sandbox: Any = None) -> McpHub:
     """Start every server in ``config`` concurrently and return the hub.
 
     ``config`` is ``{"servers": {NAME: {"command", "args", "env"} | {"url", "headers"}}, "timeout": s}``;
-    a server entry may carry its own ``timeout``. Failures never raise: they become failed statuses.
+    a server entry may carry its own ``timeout``, and ``network = false`` to run a stdio
+    server without the network (it runs under ``sandbox``'s policy, network on by default). Failures never raise: they become failed statuses.
     Call it on the event loop that will run the agent (stdio sessions belong to that loop), and
     ``aclose()`` the hub on the same loop.
     """
@@ -225,7 +230,7 @@ async def start_mcp_servers(config: dict[str, Any] | None, *, timeout: float = D
     default_timeout = float((config or {}).get("timeout") or timeout)
     namespaces = _unique_namespaces(list(servers))
     attempts = [
-        _start_one(name, namespaces[name], spec, _server_timeout(spec, default_timeout))
+        _start_one(name, namespaces[name], spec, _server_timeout(spec, default_timeout), sandbox)
         for name, spec in servers.items()
     ]
     for status, running in await asyncio.gather(*attempts):
@@ -253,7 +258,7 @@ def _unique_namespaces(names: list[str]) -> dict[str, str]:
 
 
 async def _start_one(
-    name: str, namespace: str, spec: Any, timeout: float
+    name: str, namespace: str, spec: Any, timeout: float, sandbox: Any = None
 ) -> tuple[ServerStatus, _Running | None]:
     if not isinstance(spec, dict) or not (spec.get("command") or spec.get("url")):
         return ServerStatus(name, "failed", error="needs either 'command' or 'url' in its configuration"), None
@@ -262,7 +267,7 @@ async def _start_one(
     stack = AsyncExitStack()
     stderr = None
     try:
-        toolset, stderr = _build_toolset(namespace, spec, timeout, secrets.scrub)
+        toolset, stderr = _build_toolset(namespace, spec, timeout, secrets.scrub, sandbox)
         async with asyncio.timeout(timeout):
             await stack.enter_async_context(toolset)
             tools = await toolset.wrapped.list_tools()
@@ -284,7 +289,7 @@ async def _start_one(
 
 
 def _build_toolset(
-    namespace: str, spec: dict[str, Any], timeout: float, scrub: Callable[[str], str]
+    namespace: str, spec: dict[str, Any], timeout: float, scrub: Callable[[str], str], sandbox: Any = None
 ) -> tuple[Any, Any]:
     """The namespaced toolset for one server entry, plus the file collecting a stdio server's stderr."""
     from pydantic_ai.mcp import MCPToolset
@@ -300,9 +305,12 @@ def _build_toolset(
     from fastmcp.client.transports import StdioTransport
 
     stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+    command = [str(spec["command"]), *(str(a) for a in spec.get("args") or [])]
+    if shutil.which(command[0]):  # a missing command stays unwrapped, so it fails as "command not found"
+        command = launch_argv(sandbox, command, spec.get("cwd") or os.getcwd(), network=bool(spec.get("network", True)))
     stdio = StdioTransport(
-        command=str(spec["command"]),
-        args=[str(a) for a in spec.get("args") or []],
+        command=command[0],
+        args=command[1:],
         env={str(k): str(v) for k, v in (spec.get("env") or {}).items()} or None,
         cwd=spec.get("cwd"),
         keep_alive=False,

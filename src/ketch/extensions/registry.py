@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from ketch.core import strict_json
 from ketch.extensions.plugins import Manifest, ManifestError, check_name, check_text, validate_manifest
 
 MAX_INDEX_BYTES = 1024 * 1024
@@ -252,10 +253,10 @@ class Registry:
             _write_atomic(target, entry.body)
         else:
             assert entry.manifest is not None
-            _write_atomic(target, json.dumps(entry.manifest.to_dict(), indent=2) + "\n")
+            _write_atomic(target, strict_json.dumps(entry.manifest.to_dict(), indent=2) + "\n")
         ledger = self._read_ledger(base)
         ledger[f"{entry.kind}:{entry.name}"] = {"kind": entry.kind, "name": entry.name, "version": entry.version, "source": self.index_url}
-        _write_atomic(base / LEDGER, json.dumps(ledger, indent=2, sort_keys=True) + "\n")
+        _write_atomic(base / LEDGER, strict_json.dumps(ledger, indent=2, sort_keys=True) + "\n")
         del self._staged[id(staged)]
         return target
 
@@ -287,7 +288,7 @@ class Registry:
             base = self._base(item.scope)
             ledger = self._read_ledger(base)
             ledger.pop(f"{item.kind}:{item.name}", None)
-            _write_atomic(base / LEDGER, json.dumps(ledger, indent=2, sort_keys=True) + "\n")
+            _write_atomic(base / LEDGER, strict_json.dumps(ledger, indent=2, sort_keys=True) + "\n")
         return matches
 
     @staticmethod

@@ -11,7 +11,7 @@ from ketch.core.config import Config, user_config_dir
 from ketch.core.exceptions import ConfigError
 
 
-def gate_parts(config: Config, root: Path, cwd: Path, warnings: list[str]) -> tuple[Any, Any, Any]:
+def gate_parts(config: Config, root: Path, cwd: Path, warnings: list[str], sandbox: Any = None) -> tuple[Any, Any, Any]:
     """The guard, the rule set and the hook runner the configuration describes."""
     from ketch.extensions.hooks import HookRunner
     from ketch.extensions.plugins import ManifestError, compile_guard, config_rules, load_installed
@@ -21,20 +21,20 @@ def gate_parts(config: Config, root: Path, cwd: Path, warnings: list[str]) -> tu
     try:
         guard = compile_guard(manifests, config_rules(config.guards), root=root)
         rules = RuleSet(rules_from_config(config.permissions), root=root)
-        hooks = HookRunner(config.hooks, cwd) if config.hooks else None
+        hooks = HookRunner(config.hooks, cwd, sandbox=sandbox) if config.hooks else None
     except (ManifestError, RuleError, ValueError) as exc:
         raise ConfigError(f"configuration: {exc}") from None
     return guard, rules, hooks
 
 
-async def start_mcp(config: Config, descriptions: dict[str, str], warnings: list[str]) -> tuple[Any, dict[str, str]]:
+async def start_mcp(config: Config, descriptions: dict[str, str], warnings: list[str], sandbox: Any = None) -> tuple[Any, dict[str, str]]:
     """Start the configured MCP servers: the hub (or None) and the kind of each tool they offer.
     A server that fails to start is a warning; its tools' descriptions go into ``descriptions``."""
     if not config.mcp.get("servers"):
         return None, {}
     from ketch.extensions.mcp import start_mcp_servers
 
-    hub = await start_mcp_servers(config.mcp)
+    hub = await start_mcp_servers(config.mcp, sandbox=sandbox)
     kinds: dict[str, str] = {}
     for status in hub.status():
         if status.state == "failed":

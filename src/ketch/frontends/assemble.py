@@ -27,6 +27,8 @@ def config_from_args(args: Any, cwd: Path) -> Config:
         "agent": getattr(args, "agent", None),
         "max_steps": getattr(args, "max_steps", None),
         "privacy": True if getattr(args, "privacy", False) else None,
+        "sandbox": {"mode": args.sandbox} if getattr(args, "sandbox", None) else None,
+        "approval": getattr(args, "approval", None),
     }
     return load_config(cwd, flags)
 
@@ -148,6 +150,7 @@ def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: 
                      sources: Any, own_model: bool) -> None:
     """Step 8: the ``task`` tool's runner, sharing the parent's gate, processes and skills."""
     from ketch.core.subagent import ChildWiring, SubagentRunner
+    from ketch.providers.wiring import child_capabilities
 
     deps, conn = session.deps, s.conn
     subagents = SubagentRunner(
@@ -160,7 +163,8 @@ def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: 
             settings=deps.settings,
             shared_extras={k: v for k, v in deps.extras.items() if k in ("skills", "tavily")},
             make_instructions=sources.for_child,
-            capabilities_for=lambda c, m: _fallback_capability(c, m) if (c is not conn or search.wire == conn.wire) else [],
+            capabilities_for=lambda c, m: [
+                *(_fallback_capability(c, m) if (c is not conn or search.wire == conn.wire) else []), *child_capabilities(c)],
             search=search,
             compactor_for=lambda c: _compactor(s.config, c),
             own_model=own_model,
@@ -169,6 +173,20 @@ def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: 
     )
     deps.extras["subagents"] = subagents
     subagents.attach(session)
+
+
+def start_telemetry(s: Settled, warnings: list[str]) -> bool:
+    """Step 0: tracing, when the standard variable or the user's own config asks for it."""
+    from ketch.core import telemetry
+
+    settings = telemetry.settings_from(telemetry.user_telemetry())
+    if settings is None:
+        return False
+    notice = telemetry.start(settings, secrets=[k for k in (s.conn.api_key,) if k])
+    if notice:
+        warnings.append(notice)
+        return False
+    return True
 
 
 def attach_checkpoints(session: Any, s: Settled, warnings: list[str]) -> None:
@@ -191,20 +209,42 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from ketch.core.session import Session
     from ketch.extensions.wiring import gate_parts, start_mcp
     from ketch.providers.models import model_settings
+    from ketch.core.endings import RESUME_HINT, cut_by_output_limit
+    from ketch.providers.base_url import forgiving_connection
+    from ketch.providers.strict_args import sanitize_history
+    from ketch.providers.thinking import thinking_notice
+    from ketch.providers.wiring import ServerBehaviour
+    from ketch.sandbox.runtime import cleanup_tmp
+    from ketch.sandbox.wiring import session_sandbox
     from ketch.state.resume import open_history, open_store
     from ketch.websearch.wiring import session_search
 
     s = settle(args)
-    store = open_store()
+    if getattr(args, "acp_mcp_servers", None):  # servers the editor passed with session/new
+        mcp = dict(s.config.mcp)
+        mcp["servers"] = {**mcp.get("servers", {}), **args.acp_mcp_servers}
+        s.config = s.config.model_copy(update={"mcp": mcp})
     warnings: list[str] = []
+    s.conn, url_notice = forgiving_connection(s.conn)
+    warnings.extend([url_notice] if url_notice else [])
+    server_behaviour = ServerBehaviour(s.conn, s.config)
+    store = open_store()
+    traced = start_telemetry(s, warnings)
     session_id, history = open_history(
         args, store, s.cwd, model_ref=s.conn.ref, agent=s.variant.name, interactive=interactive, warnings=warnings
     )
+    if history and cut_by_output_limit(history):
+        warnings.append(RESUME_HINT)
+    rewritten = sanitize_history(history)  # calls stored before they were checked
     search = session_search(
         s.config, s.conn, interactive=interactive, flag=bool(getattr(args, "web_search", False)), tool_ceiling=s.variant.tools
     )
     specs, task_kinds = tool_specs(s, search)
-    guard, rules, hooks = gate_parts(s.config, s.root, s.cwd, warnings)
+    sandbox, sandbox_notices = session_sandbox(
+        s.config, s.root, s.workspace.extra_dirs, yolo=bool(getattr(args, "yolo", False)), flag_mode=getattr(args, "sandbox", None)
+    )
+    warnings.extend(sandbox_notices)
+    guard, rules, hooks = gate_parts(s.config, s.root, s.cwd, warnings, sandbox)
     gate = ApprovalGate(
         kinds={spec.name: spec.kind for spec in specs},
         key_args={spec.name: spec.key_arg for spec in specs},
@@ -212,16 +252,25 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         rules=rules,
         hooks=hooks,
         yolo=bool(getattr(args, "yolo", False)),
+        approval=s.config.approval,
+        sandbox=sandbox,
+        interactive=interactive,
     )
     deps = tool_deps(s, store)
+    deps.settings.sandbox = sandbox
+    sandbox.workspace = s.workspace  # directories added later (/add-dir) become writable too
     descriptions = {spec.name: (spec.function.__doc__ or "").strip().splitlines()[0] if spec.function.__doc__ else "" for spec in specs}
     sources = InstructionSources(
         cwd=s.cwd, root=s.root, agent_prompt=lambda: session.variant.prompt, descriptions=descriptions,
         notebook=deps.extras["notebook"], memory=deps.extras["memory"], skills=deps.extras["skills"], search=search,
     )
-    hub, extra_kinds = await start_mcp(s.config, descriptions, warnings)
+    hub, extra_kinds = await start_mcp(s.config, descriptions, warnings, sandbox)
     gate.kinds = {**gate.kinds, **extra_kinds}
     model = session_model(s, search, model_override, interactive)
+    think = s.variant.think or s.config.think
+    thinking_model = model if model_override is None else None  # a caller's model gets the level as it is
+    if (think_notice := thinking_notice(think, thinking_model, s.conn, search.wire)) is not None:
+        warnings.append(think_notice)
     session = Session(
         config=s.config,
         connection=s.conn,
@@ -241,8 +290,9 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         capabilities=[
             *(_fallback_capability(s.conn, model) if model_override is None and search.wire == s.conn.wire else []),
             *search.route.capabilities(),
+            *server_behaviour.capabilities(),
         ],
-        model_settings=model_settings(s.variant.think or s.config.think),
+        model_settings=model_settings(think, wire=search.wire, model=thinking_model, conn=s.conn),
         compactor=_compactor(s.config, s.conn),
     )
     session.hooks = hooks
@@ -252,7 +302,15 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     if hub is not None:
         session.closers.append(hub.aclose)
     session.closers.append(store.close)
+    session.closers.append(lambda: cleanup_tmp(sandbox))
+    session.sandbox = sandbox
+    if traced:
+        from ketch.core.telemetry import shutdown
+
+        session.closers.append(shutdown)
     attach_checkpoints(session, s, warnings)
     session.auto_title = titles and s.config.titles and not history
     session.startup_notices.extend([*warnings, *deps.extras["skills"].warnings])
+    server_behaviour.attach(session)
+    session.history_rewritten = session.history_rewritten or bool(rewritten)
     return session

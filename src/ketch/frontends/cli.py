@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("models", "auth", "sessions", "export", "mcp", "registry", "rewind", "checkpoints")
+SUBCOMMANDS = ("models", "auth", "sessions", "export", "repair", "mcp", "registry", "rewind", "checkpoints", "sandbox")
 
 
 def _parser_class() -> type[argparse.ArgumentParser]:
@@ -40,8 +40,9 @@ def _main_parser() -> argparse.ArgumentParser:
         prog="ketch",
         description="ketch: a terminal AI coding agent. Without -p it opens the interactive UI in this repository.",
         epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | "
-        "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch mcp list | "
-        "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune",
+        "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch repair ID | ketch mcp list | "
+        "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune | "
+        "ketch acp [model flags] | ketch sandbox check",
     )
     p.add_argument("--version", action="version", version=f"ketch {__version__}")
     p.add_argument(
@@ -52,7 +53,15 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("-m", "--model", help="model as CONNECTION:MODEL, e.g. openai:gpt-5, anthropic:claude-sonnet-5-5, ollama:qwen3")
     p.add_argument("--think", choices=("off", "low", "medium", "high", "max"), help="thinking level")
     p.add_argument("--agent", help="agent variant: build (default), plan, or one from config")
-    p.add_argument("--yolo", action="store_true", help="approve every call that no guard refuses")
+    p.add_argument("--yolo", action="store_true", help="approve every call that no guard refuses (and full access, unless --sandbox says otherwise)")
+    p.add_argument(
+        "--sandbox", choices=("read-only", "workspace-write", "full-access", "off"),
+        help="where commands may write: read-only, workspace-write (default), full-access (off is the same)",
+    )
+    p.add_argument(
+        "--approval", choices=("ask", "auto", "never"),
+        help="ask (default); auto: sandboxed commands run without asking; never: deny whatever would ask",
+    )
     p.add_argument("--max-steps", type=int, help="model requests per turn before it stops (default 100)")
     p.add_argument("--base-url", help="ad-hoc endpoint, with --wire and --model NAME (no config needed)")
     p.add_argument("--wire", choices=("openai-chat", "openai-responses", "anthropic-messages"), help="wire protocol of --base-url or an override")
@@ -64,6 +73,14 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--privacy", action="store_true", help="privacy mode: no web search of any kind")
     p.add_argument("--add-dir", action="append", default=[], metavar="DIR", help="another directory file tools may touch")
     p.add_argument("--cwd", help=argparse.SUPPRESS)
+    return p
+
+
+def _acp_parser() -> argparse.ArgumentParser:
+    """``ketch acp``: the model and safety flags of the main command; the editor sends the rest."""
+    p = _main_parser()
+    p.prog = "ketch acp"
+    p.description = "Run ketch as an Agent Client Protocol agent on stdin/stdout, for editors (Zed, Neovim, JetBrains, Emacs)."
     return p
 
 
@@ -91,6 +108,8 @@ def _sub_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="export a session")
     e.add_argument("id")
     e.add_argument("--format", choices=("md", "json"), default="md")
+    rp = sub.add_parser("repair", help="drop the last exchange of a session a provider keeps rejecting")
+    rp.add_argument("id")
     mc = sub.add_parser("mcp", help="MCP servers")
     mc.add_argument("action", choices=("list",))
     r = sub.add_parser("registry", help="skills and plugins from the registry")
@@ -101,6 +120,9 @@ def _sub_parser() -> argparse.ArgumentParser:
 
     add_rewind(sub)
     add_checkpoints_parser(sub)
+    sb = sub.add_parser("sandbox", help="the OS sandbox: which mechanism confines commands here, and the policy")
+    sb.add_argument("action", choices=("check",))
+    sb.add_argument("--sandbox", choices=("read-only", "workspace-write", "full-access", "off"))
     return p
 
 
@@ -128,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     from ketch.core.exceptions import ConfigError
 
     try:
+        if argv and argv[0] == "acp":
+            from ketch.frontends.acp_server import run_acp
+
+            return run_acp(_acp_parser().parse_args(argv[1:]))
         if argv and argv[0] in SUBCOMMANDS:
             from ketch.frontends.subcommands import run_subcommand
 

@@ -9,12 +9,12 @@ running it ends the turn with exit code 130.
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO, assert_never
 
+from ketch.core import strict_json
 from ketch.core import events as ev
 from ketch.core.exceptions import ConfigError
 
@@ -35,12 +35,13 @@ class HeadlessPrinter:
     error_message: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float | None = 0.0
+    cost_usd: float | None = None
+    """The session cost the last usage event reported; null until one says (unknown, also after an error)."""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
     def handle(self, event: ev.AgentEvent) -> None:
         if self.fmt == "stream-json":
-            self.out.write(json.dumps(event.to_dict(), ensure_ascii=False) + "\n")
+            self.out.write(strict_json.dumps(event.to_dict(), ensure_ascii=False) + "\n")
             self.out.flush()
         self._fold(event)
 
@@ -109,7 +110,7 @@ class HeadlessPrinter:
                 "tool_calls": self.tool_calls,
                 "error": {"kind": self.error_kind, "message": self.error_message} if self.error_kind else None,
             }
-            self.out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+            self.out.write(strict_json.dumps(payload, ensure_ascii=False) + "\n")
         if code == EXIT_INTERRUPTED and self.fmt != "stream-json":
             self.err.write("ketch: interrupted\n")
         self.out.flush()

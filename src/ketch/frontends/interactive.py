@@ -188,8 +188,21 @@ def resume_program(args: Any) -> str:
         parts += ["--base-url", args.base_url, "--wire", str(args.wire), "--model", str(args.model)]
         if getattr(args, "api_key_env", None):
             parts += ["--api-key-env", args.api_key_env]
-    elif getattr(args, "model", None):
-        parts += ["-m", args.model]
+    else:
+        if getattr(args, "model", None):
+            parts += ["-m", args.model]
+        if getattr(args, "wire", None):
+            parts += ["--wire", args.wire]
+    for flag in ("agent", "think"):  # every other flag that shaped the session
+        if getattr(args, flag, None):
+            parts += [f"--{flag}", str(getattr(args, flag))]
+    for directory in getattr(args, "add_dir", None) or []:
+        parts += ["--add-dir", directory]
+    for flag, name in (("web_search", "--web-search"), ("privacy", "--privacy"), ("yolo", "--yolo")):
+        if getattr(args, flag, False) is True:
+            parts.append(name)
+    if getattr(args, "max_steps", None):
+        parts += ["--max-steps", str(args.max_steps)]
     return shlex.join(parts)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ketch.core.exceptions import ConfigError
+from ketch.sandbox.panel import session_panel_text
 
 BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
 REPLAY_TEXT_LINES = 12
@@ -37,7 +38,8 @@ class SlashActions:
             "model": self.model, "think": self.think, "agent": self.agent, "clear": self.clear,
             "compact": self.compact, "resume": self.resume, "sessions": self.sessions, "fork": self.fork,
             "export": self.export, "memory": self.memory, "skills": self.skills, "mcp": self.mcp,
-            "commit": self.commit, "registry": self.registry,
+            "commit": self.commit, "registry": self.registry, "repair": self.repair,
+            "sandbox": lambda _arg: session_panel_text(self.session),
         }
 
     @property
@@ -80,18 +82,27 @@ class SlashActions:
         conn = await asyncio.to_thread(self._resolve_model, session, arg)
         from ketch.providers.models import build_model
 
+        from ketch.providers.base_url import forgiving_connection
+        from ketch.providers.models import model_settings
+        from ketch.providers.thinking import thinking_notice
+
+        conn, url_notice = forgiving_connection(conn)
         model = await asyncio.to_thread(build_model, conn)  # may import another SDK module
         old = session.model
         session.set_model(model, conn)
+        level = session.config.think
+        session.set_thinking(level, model_settings(level, model=model, conn=conn))  # the level, honestly, for this model
         await close_model(old)
-        return f"Model: {conn.ref} (the conversation so far is kept)"
+        notes = [n for n in (url_notice, thinking_notice(level, model, conn)) if n]
+        return "\n".join([f"Model: {conn.ref} (the conversation so far is kept)", *notes])
 
     def _resolve_model(self, session: Any, ref: str) -> Any:
         conn = session.connection
         name, sep, model_name = ref.partition(":")
         if conn is not None and conn.name == "adhoc" and (not sep or name == "adhoc"):
             # an ad-hoc --base-url endpoint: another model on the same endpoint
-            return dataclasses.replace(conn, model_name=model_name if sep else ref)
+            new_name = model_name if sep else ref
+            return dataclasses.replace(conn, model_name=new_name, meta=session.config.models.get(new_name))
         from ketch.core.config import resolve_connection
 
         return resolve_connection(session.config, ref)
@@ -121,8 +132,11 @@ class SlashActions:
         level = arg.lower()
         if level not in THINK_LEVELS:
             raise ConfigError(f"unknown thinking level '{arg}'; use one of: {', '.join(THINK_LEVELS)}")
-        session.set_thinking(level, model_settings(level))
-        return f"Thinking: {level}"
+        from ketch.providers.thinking import thinking_notice
+
+        session.set_thinking(level, model_settings(level, model=session.model, conn=session.connection))
+        notice = thinking_notice(level, session.model, session.connection)
+        return f"Thinking: {level}" + (f"\n{notice}" if notice else "")
 
     async def agent(self, arg: str) -> str:
         from ketch.core.agents import resolve_agent
@@ -181,6 +195,21 @@ class SlashActions:
             raise ConfigError(str(exc)) from None
         session.switch_to(row.id, messages)
         return replay(row.id, messages)
+
+    async def repair(self, arg: str) -> str:
+        """Rewrite the last exchange (the provider keeps rejecting the history with it)."""
+        from ketch.state.repair import describe, repair_last_exchange
+
+        session = self.session
+        repair = repair_last_exchange(session.messages)
+        if repair is None:
+            return describe(session.session_id, None)
+        session.switch_to(session.session_id, repair.messages)
+        if session.store is not None:
+            session.store.set_pending(session.session_id, None)
+        session.history_rewritten = True
+        session._persist(list(repair.messages))
+        return describe(session.session_id, repair)
 
     async def sessions(self, arg: str) -> str:
         session = self.session

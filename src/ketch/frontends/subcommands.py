@@ -1,15 +1,15 @@
-"""``ketch models | auth | sessions | export | mcp | registry``."""
+"""``ketch models | auth | sessions | export | repair | mcp | registry | sandbox``."""
 
 from __future__ import annotations
 
 import asyncio
 import getpass
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from ketch.core import strict_json
 from ketch.core.exceptions import ConfigError
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE = 0, 1, 2
@@ -22,8 +22,10 @@ def run_subcommand(args: Any) -> int:
         "auth": _auth,
         "sessions": _sessions,
         "export": _export,
+        "repair": _repair,
         "mcp": _mcp,
         "registry": _registry,
+        "sandbox": _sandbox,
         "rewind": _rewind,
         "checkpoints": _checkpoints,
     }[args.command]
@@ -102,7 +104,7 @@ def _auth(args: Any) -> int:
             print(f"ketch: no stored key for '{args.name}'", file=sys.stderr)
             return EXIT_USAGE
         path = keys_file()
-        path.write_text(json.dumps(keys), encoding="utf-8")
+        path.write_text(strict_json.dumps(keys), encoding="utf-8")
         print(f"Removed the key for {args.name}.")
         return EXIT_OK
     if sys.stdin.isatty():
@@ -198,6 +200,31 @@ def _export(args: Any) -> int:
     return _write_out(text, "export")
 
 
+def _repair(args: Any) -> int:
+    """``ketch repair ID``: rewrite the last exchange of a session a provider keeps rejecting."""
+    from ketch.state.repair import describe, repair_session
+    from ketch.state.store import StoreError
+
+    missing = ConfigError(f"no session '{args.id}'; list them with 'ketch sessions'")
+    store = _open_store()
+    if store is None:
+        raise missing
+    try:
+        row = store.get_session(args.id)
+        if row is None:
+            raise missing
+        try:
+            repair = repair_session(store, row.id)
+        except StoreError as exc:
+            raise ConfigError(str(exc)) from None
+    finally:
+        store.close()
+    print(describe(row.id, repair))
+    if repair is not None:
+        print(f"Continue it with: ketch --resume {row.id}")
+    return EXIT_OK
+
+
 def _mcp(args: Any) -> int:
     from ketch.extensions.mcp import start_mcp_servers
 
@@ -265,3 +292,19 @@ def _need_name(args: Any) -> str:
     if not args.name:
         raise ConfigError(f"'ketch registry {args.action}' needs a NAME")
     return str(args.name)
+
+
+def _sandbox(args: Any) -> int:
+    """``ketch sandbox check``: the mechanism that confines commands here, why, and the policy."""
+    from ketch.core.config import find_project_root
+    from ketch.sandbox.wiring import session_sandbox
+
+    config = _config()
+    root = find_project_root(_cwd())
+    added = [Path(d).expanduser() for d in config.added_dirs]
+    sandbox, notices = session_sandbox(config, root, added, flag_mode=getattr(args, "sandbox", None))
+    for line in sandbox.describe():
+        print(line)
+    for notice in notices:
+        print(f"note: {notice}")
+    return EXIT_OK if sandbox.confines or not sandbox.policy.confined else EXIT_PROVIDER

@@ -115,9 +115,9 @@ def build_model(
     return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
 
 
-def model_settings(think: str, *, wire: str | None = None) -> ModelSettings:
-    """Thinking level → the SDK's own unified ``thinking`` setting; ``off`` sends none."""
-    settings: dict[str, Any] = {}
-    if think and think != "off":
-        settings["thinking"] = think
-    return settings  # type: ignore[return-value]
+def model_settings(think: str, *, wire: str | None = None, model: Any = None, conn: Connection | None = None) -> ModelSettings:
+    """Thinking level → the SDK's unified ``thinking`` setting, or the wire's own field for a model
+    the SDK does not know to reason on a connection that declares ``reasoning`` (``thinking``)."""
+    from ketch.providers.thinking import thinking_settings
+
+    return thinking_settings(think, model, conn, wire)  # type: ignore[return-value]

@@ -38,6 +38,8 @@ _OVERLAP = 64
 """Bytes kept from the previous chunk, so a marker split across two reads is still seen."""
 
 ENDED_EARLY = "the stream ended without its end-of-answer event"
+EMPTY_STREAM = "the server started a stream and closed it before its first event"
+"""A stream that broke, or ended, before a single byte of it arrived (``stream_refusal`` reads it)."""
 
 
 class TerminatedStream(httpx2.AsyncByteStream):
@@ -50,13 +52,22 @@ class TerminatedStream(httpx2.AsyncByteStream):
         self._tail = b"\n"
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._inner:
-            if not self._seen and chunk:
-                window = self._tail + chunk
-                if self._marker.search(window):
-                    self._seen = True
-                self._tail = window[-_OVERLAP:]
-            yield chunk
+        started = False
+        try:
+            async for chunk in self._inner:
+                started = started or bool(chunk)
+                if not self._seen and chunk:
+                    window = self._tail + chunk
+                    if self._marker.search(window):
+                        self._seen = True
+                    self._tail = window[-_OVERLAP:]
+                yield chunk
+        except httpx2.TransportError as exc:
+            if not started and not isinstance(exc, httpx2.TimeoutException):  # closed, not silent
+                raise httpx2.RemoteProtocolError(f"{EMPTY_STREAM} ({exc})") from exc
+            raise
+        if not started:
+            raise httpx2.RemoteProtocolError(EMPTY_STREAM)
         if not self._seen:
             raise httpx2.RemoteProtocolError(ENDED_EARLY)
 

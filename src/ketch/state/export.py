@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Literal
 
+from ketch.core import strict_json
+
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
@@ -38,7 +40,7 @@ def export_session(store: Store, session_id: str, fmt: Literal["md", "json"] = "
             "messages": json.loads(ModelMessagesTypeAdapter.dump_json(messages)),
             "events": events,
         }
-        return json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+        return strict_json.dumps(record, indent=2, ensure_ascii=False) + "\n"
     return render_markdown(session, messages, events)
 
 
@@ -57,7 +59,7 @@ def _as_text(content: Any) -> str:
     if isinstance(content, (list, tuple)):
         return "\n".join(_as_text(c) for c in content if isinstance(c, str) or not hasattr(c, "url"))
     try:
-        return json.dumps(content, ensure_ascii=False, default=str)
+        return strict_json.dumps(content, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return str(content)
 
@@ -67,7 +69,7 @@ def _args_text(args: Any) -> str:
         return "{}"
     if isinstance(args, str):
         return args
-    return json.dumps(args, ensure_ascii=False, default=str)
+    return strict_json.dumps(args, ensure_ascii=False, default=str)
 
 
 def _quote(text: str) -> str:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ketch.core import strict_json
 from ketch.core.exceptions import ConfigError
 from ketch.state.sql import run_script  # noqa: F401 - migrations here and in memory_schema
 
@@ -519,7 +520,7 @@ class Store:
             else:
                 conn.execute(
                     "INSERT OR REPLACE INTO pending (session_id, data) VALUES (?, ?)",
-                    (session_id, json.dumps(data, ensure_ascii=False)),
+                    (session_id, strict_json.dumps(data, ensure_ascii=False)),
                 )
 
     def get_pending(self, session_id: str) -> Any | None:
@@ -579,11 +580,11 @@ def _event_json(event: Any) -> str:
     """The event as JSON text SQLite can store: a lone surrogate (a file name or output that was
     not UTF-8) is written as its ``\\udcXX`` escape, which reads back as the same string."""
     data = _event_dict(event)
-    text = json.dumps(data, ensure_ascii=False)
+    text = strict_json.dumps(data, ensure_ascii=False)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(data)
+        return strict_json.dumps(data)
     return text
 
 

@@ -44,6 +44,8 @@ class ToolSettings:
     web_timeout_s: float = 20.0
     web_allow_loopback: bool = False
     """Tests only: lets web_fetch reach 127.0.0.1. Users never need this."""
+    sandbox: Any = None
+    """The session's ``ketch.sandbox.runtime.Sandbox`` (None: commands run unconfined)."""
 
 
 def _drop_event(event: AgentEvent) -> None:

@@ -11,7 +11,6 @@ call would make, without writing, for approval prompts.
 from __future__ import annotations
 
 import difflib
-import io
 import os
 import stat
 import tempfile
@@ -22,6 +21,8 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 from typing_extensions import NotRequired, TypedDict
 
+from ketch.sandbox.runtime import check_file_write
+from ketch.tools.bounded import bounded_lines, cut_note
 from ketch.tools.workspace import Workspace, compile_glob, glob_matches
 from ketch.tools.base import ToolDeps, ToolSpec
 
@@ -29,6 +30,8 @@ BINARY_SNIFF_BYTES = 8192
 MAX_LINE_CHARS = 2000
 LIST_LIMIT = 1000
 GLOB_LIMIT = 1000
+GLOB_COUNT_LIMIT = 100_000
+"""glob stops walking (and counting) once this many files match."""
 
 
 class Edit(TypedDict):
@@ -236,6 +239,31 @@ def _change_summary(verb: str, shown: str, old: str, new: str, existed: bool) ->
 # ------------------------------------------------------------------------ tools
 
 
+def _editor(ctx: RunContext[ToolDeps]) -> Any:
+    """The editor's files (``ketch acp`` with a client that offers fs): reads see its unsaved
+    buffers and writes land in its undo history. None in the terminal."""
+    return ctx.deps.extras.get("editor_fs")
+
+
+async def _read_current(ctx: RunContext[ToolDeps], resolved: Path, shown: str) -> str:
+    editor = _editor(ctx)
+    if editor is not None and editor.can_read:
+        text = await editor.read(resolved)
+        if text is not None:
+            return text
+    return _read_text(resolved, shown)
+
+
+async def _write_text(ctx: RunContext[ToolDeps], resolved: Path, shown: str, text: str) -> None:
+    editor = _editor(ctx)
+    try:
+        if editor is not None and editor.can_write and await editor.write(resolved, text):
+            return
+        _write_atomic(resolved, text)
+    except OSError as exc:
+        raise ToolFailed(f"Cannot write {shown}: {exc.strerror or exc}.") from exc
+
+
 async def read_file(ctx: RunContext[ToolDeps], path: str, offset: int = 1, limit: int | None = None) -> str:
     """Read a text file, returning numbered lines (number, tab, text).
 
@@ -254,52 +282,87 @@ async def read_file(ctx: RunContext[ToolDeps], path: str, offset: int = 1, limit
     if limit is not None and limit < 1:
         raise ToolFailed("limit must be at least 1.")
     cap = ctx.deps.settings.read_max_bytes
+    editor = _editor(ctx)
+    if editor is not None and editor.can_read:
+        return _numbered_editor_text(await editor.read(resolved) or "", shown, offset, limit, cap)
     try:
-        size = resolved.stat().st_size
+        with open_regular(resolved, shown) as binary:
+            return _numbered_lines(binary, shown, offset, limit, cap)
     except OSError as exc:
         raise ToolFailed(f"Cannot read {shown}: {exc.strerror or exc}.") from exc
+
+
+def _numbered_lines(binary: BinaryIO, shown: str, offset: int, limit: int | None, cap: int) -> str:
+    """Lines ``offset``.. of the open file, numbered; at most ``cap`` characters of output.
+
+    The read stops at the size the file had when it was opened and never holds more than
+    one cut line (``MAX_LINE_CHARS``) at a time, whatever the file holds.
+    """
+    size = os.fstat(binary.fileno()).st_size
     ranged = offset > 1 or limit is not None
     if size > cap and not ranged:
         raise ToolFailed(
             f"{shown} is {size:,} bytes, over the {cap:,}-byte read limit; read part of it with offset and limit."
         )
-    try:
-        return _numbered_lines(resolved, shown, size, offset, limit, cap)
-    except OSError as exc:
-        raise ToolFailed(f"Cannot read {shown}: {exc.strerror or exc}.") from exc
-
-
-def _numbered_lines(resolved: Path, shown: str, size: int, offset: int, limit: int | None, cap: int) -> str:
+    if _is_binary(binary.read(BINARY_SNIFF_BYTES)):
+        raise ToolFailed(f"{shown} is a binary file ({size:,} bytes); read_file only shows text.")
+    binary.seek(0)
     out: list[str] = []
     used = 0
     number = 0
     stopped_at: int | None = None
-    with open_regular(resolved, shown) as binary:
-        if _is_binary(binary.read(BINARY_SNIFF_BYTES)):
-            raise ToolFailed(f"{shown} is a binary file ({size:,} bytes); read_file only shows text.")
-        binary.seek(0)
-        for number, raw in enumerate(io.TextIOWrapper(binary, "utf-8", "replace", newline=""), start=1):
-            if number < offset:
-                continue
-            if limit is not None and number >= offset + limit:
-                number -= 1
+    more_note = "(more lines follow; continue with offset={})"
+    end = size or cap  # a file that says it is empty (procfs, some FUSE) is read up to the cap
+    for number, line in enumerate(bounded_lines(binary, end, MAX_LINE_CHARS * 4), start=1):
+        if number < offset:
+            continue
+        text = line.data.decode("utf-8", "replace")
+        if len(text) > MAX_LINE_CHARS or line.rest or not line.rest_known:
+            text = text[:MAX_LINE_CHARS] + cut_note(max(0, len(text) - MAX_LINE_CHARS), line)
+        entry = f"{number:>6}\t{text}"
+        used += len(entry) + 1
+        if used > cap and out:
+            stopped_at = number
+            break
+        out.append(entry)
+        if limit is not None and number == offset + limit - 1:
+            if not line.rest_known:  # do not scan the rest of a huge line only to find the next one
+                more_note = "(line {} was cut; any further lines start after it)"
                 stopped_at = number + 1
-                break
-            line = raw.rstrip("\r\n")
-            if len(line) > MAX_LINE_CHARS:
-                line = line[:MAX_LINE_CHARS] + f" … [{len(line) - MAX_LINE_CHARS} more characters]"
-            entry = f"{number:>6}\t{line}"
-            used += len(entry) + 1
-            if used > cap and out:
-                stopped_at = number
-                break
-            out.append(entry)
+            elif binary.tell() < end:
+                stopped_at = number + 1
+            break
     if number == 0:
         return f"({shown} is empty)"
     if offset > number:
         raise ToolFailed(f"offset {offset} is past the end of {shown}, which has {number} lines.")
     if stopped_at is not None:
-        out.append(f"(more lines follow; continue with offset={stopped_at})")
+        out.append(more_note.format(stopped_at if "offset" in more_note else number))
+    return "\n".join(out)
+
+
+def _numbered_editor_text(text: str, shown: str, offset: int, limit: int | None, cap: int) -> str:
+    """``read_file`` over the editor's copy of a file (bounded like a read from disk)."""
+    lines = text.splitlines()
+    if not lines:
+        return f"({shown} is empty)"
+    if offset > len(lines):
+        raise ToolFailed(f"offset {offset} is past the end of {shown}, which has {len(lines)} lines.")
+    end = len(lines) if limit is None else min(len(lines), offset - 1 + limit)
+    out: list[str] = []
+    used = 0
+    for number in range(offset, end + 1):
+        line = lines[number - 1]
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS] + f" … [{len(line) - MAX_LINE_CHARS} more characters]"
+        entry = f"{number:>6}\t{line}"
+        used += len(entry) + 1
+        if used > cap and out:
+            out.append(f"(more lines follow; continue with offset={number})")
+            return "\n".join(out)
+        out.append(entry)
+    if end < len(lines):
+        out.append(f"(more lines follow; continue with offset={end + 1})")
     return "\n".join(out)
 
 
@@ -313,13 +376,11 @@ async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> str:
     workspace: Workspace = ctx.deps.workspace
     resolved = workspace.resolve(path)
     shown = workspace.relative(resolved)
+    check_file_write(ctx.deps.settings, resolved, shown)
     existed = resolved.exists()
-    old = _read_text(resolved, shown) if existed else ""
+    old = await _read_current(ctx, resolved, shown) if existed else ""
     if old != content or not existed:
-        try:
-            _write_atomic(resolved, content)
-        except OSError as exc:
-            raise ToolFailed(f"Cannot write {shown}: {exc.strerror or exc}.") from exc
+        await _write_text(ctx, resolved, shown, content)
     return _change_summary("Wrote", shown, old, content, existed)
 
 
@@ -348,10 +409,13 @@ async def edit_file(
         args.update(old_string=old_string, new_string=new_string, replace_all=replace_all)
     resolved, old, new, existed = _planned_edit(ctx.deps.workspace, args)
     shown = ctx.deps.workspace.relative(resolved)
-    try:
-        _write_atomic(resolved, new)
-    except OSError as exc:
-        raise ToolFailed(f"Cannot write {shown}: {exc.strerror or exc}.") from exc
+    check_file_write(ctx.deps.settings, resolved, shown)
+    editor = _editor(ctx)
+    if editor is not None and editor.can_read and existed:  # the edit applies to the editor's buffer
+        buffer = await _read_current(ctx, resolved, shown)
+        if buffer != old:
+            old, new = buffer, apply_edits(buffer, _edits_from_args(args), shown)
+    await _write_text(ctx, resolved, shown, new)
     return _change_summary("Edited", shown, old, new, existed)
 
 
@@ -398,16 +462,21 @@ async def glob(ctx: RunContext[ToolDeps], pattern: str, path: str = ".") -> str:
     prefix = len(str(base).rstrip(os.sep)) + 1
     found: list[str] = []
     total = 0
+    stopped = False
     for file_path in workspace.iter_paths(base, include_hidden=hidden):
         if glob_matches(compiled, pattern, file_path[prefix:]):
             total += 1
             if len(found) < GLOB_LIMIT:
                 found.append(workspace.relative(file_path))
+            elif total >= GLOB_COUNT_LIMIT:
+                stopped = True
+                break
     if not found:
         return f"No files match {pattern!r} under {workspace.relative(base)}."
     found.sort()
     if total > len(found):
-        found.append(f"({total - len(found)} more files not shown; narrow the pattern)")
+        more = f"{total - len(found)}" + ("+" if stopped else "")
+        found.append(f"({more} more files not shown; narrow the pattern)")
     return "\n".join(found)
 
 

@@ -1,42 +1,35 @@
 """Read-only git tools: git_status, git_diff, git_log, git_show, git_blame.
 
-Each runs ``git -C <root> --no-pager`` with a fixed argv and no shell. Refs and paths that
-start with ``-`` are refused (they would be read as options), paths go through the
-workspace jail and come after ``--``, and output is capped. Repository configuration that
-could run programs on a read (fsmonitor, external diff drivers, textconv filters) is
-switched off. ``staged_diff`` is the synchronous helper the commit-message feature uses.
+Each runs ``git -C <root> --no-pager`` with a fixed argv and no shell, through the hardened
+launcher in ``gitsafe`` (no program the repository's config names can run: filters,
+fsmonitor, external diff, textconv, pager, hooks, transports and their helpers). Refs and
+paths that start with ``-`` are refused (they would be read as options), paths go through
+the workspace jail and come after ``--``, and output is capped while it is read (git is
+stopped at the cap). ``staged_diff`` is the synchronous helper the commit-message feature uses.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
+from ketch.sandbox.runtime import launch_argv
 from ketch.tools.workspace import Workspace
 from ketch.tools.base import ToolDeps, ToolSpec
+from ketch.tools.gitsafe import DIFF_FLAGS, SUBMODULE_FLAGS, GitLaunchError, GitResult, run_git, stop
 
-SAFE_CONFIG = ("-c", "core.fsmonitor=false", "-c", "core.quotePath=false", "-c", "color.ui=never")
-NO_PROGRAMS = ("--no-ext-diff", "--no-textconv")
 LOG_MAX = 200
+STAGED_DIFF_TIMEOUT_S = 60.0
 
 
 class GitError(ToolFailed):
     """git refused an argument or exited with an error."""
-
-
-def _git_argv(root: Path | str, *args: str) -> list[str]:
-    return ["git", "-C", str(root), "--no-pager", *SAFE_CONFIG, *args]
-
-
-def _git_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(GIT_PAGER="cat", PAGER="cat", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0")
-    return env
 
 
 def _failure(command: str, stderr: str) -> GitError:
@@ -46,19 +39,25 @@ def _failure(command: str, stderr: str) -> GitError:
     return GitError(f"git {command} failed: {detail}")
 
 
-def staged_diff(root: Path | str) -> str:
-    """The staged changes of the repository at ``root`` as a unified diff ('' when none)."""
+def _checked(command: str, run: Callable[[], GitResult]) -> GitResult:
     try:
-        result = subprocess.run(
-            _git_argv(root, "diff", "--cached", *NO_PROGRAMS),
-            capture_output=True, env=_git_env(), stdin=subprocess.DEVNULL, timeout=60,
-        )
-    except FileNotFoundError as exc:
-        raise GitError("git is not installed or not on PATH.") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise GitError("git diff --cached did not finish in 60 s.") from exc
-    if result.returncode != 0:
-        raise _failure("diff --cached", result.stderr.decode("utf-8", "replace"))
+        result = run()
+    except GitLaunchError as exc:
+        message = str(exc)
+        raise GitError(message if message.startswith("git ") else f"git {command} failed: {message}.") from exc
+    if result.returncode != 0 and not result.truncated:
+        raise _failure(command, result.stderr.decode("utf-8", "replace"))
+    return result
+
+
+def staged_diff(root: Path | str, max_bytes: int = 4 * 1024 * 1024) -> str:
+    """The staged changes of the repository at ``root`` as a unified diff ('' when none).
+
+    Runs through the hardened launcher (no repository program runs); at most ``max_bytes``.
+    """
+    result = _checked("diff --cached", lambda: run_git(
+        root, ["diff", "--cached", *DIFF_FLAGS, *SUBMODULE_FLAGS], timeout_s=STAGED_DIFF_TIMEOUT_S,
+        max_bytes=max_bytes))
     return result.stdout.decode("utf-8", "replace")
 
 
@@ -84,30 +83,36 @@ def jailed_pathspec(workspace: Workspace, path: str) -> str:
 
 async def _run_git(ctx: RunContext[ToolDeps], command: str, *args: str) -> str:
     """Run one read-only git command at the workspace root; capped output or GitError."""
-    argv = _git_argv(ctx.deps.workspace.root, *args)
-    try:
-        process = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=_git_env(),
-        )
-    except FileNotFoundError as exc:
-        raise GitError("git is not installed or not on PATH.") from exc
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), ctx.deps.settings.shell_timeout_s)
-    except asyncio.TimeoutError as exc:
-        process.kill()
-        await process.wait()
-        raise GitError(f"git {command} did not finish in {ctx.deps.settings.shell_timeout_s:.0f} s.") from exc
-    except asyncio.CancelledError:
-        process.kill()
-        await process.wait()
-        raise
-    if process.returncode != 0:
-        raise _failure(command, stderr.decode("utf-8", "replace"))
-    text = stdout.decode("utf-8", "replace")
+    root = ctx.deps.workspace.root
+    sandbox = getattr(ctx.deps.settings, "sandbox", None)
+
+    def wrap(argv: list[str]) -> list[str]:
+        return launch_argv(sandbox, argv, root, read_only=True)
+
     cap = ctx.deps.settings.shell_output_cap
-    if len(text) > cap:
-        text = text[:cap] + f"\n(output truncated: {len(text) - cap:,} more characters; narrow it with a path or ref)"
+    started: list[subprocess.Popen[bytes]] = []
+    cancelled = threading.Event()
+
+    def on_start(process: subprocess.Popen[bytes]) -> None:
+        started.append(process)
+        if cancelled.is_set():  # the call was cancelled while this thread was between launches
+            stop(process)
+
+    job = asyncio.ensure_future(asyncio.to_thread(
+        _checked, command, lambda: run_git(
+            root, args, timeout_s=ctx.deps.settings.shell_timeout_s,
+            max_bytes=cap * 4 + 4096, on_start=on_start, wrap=wrap if sandbox is not None else None)))
+    try:
+        result = await asyncio.shield(job)
+    except asyncio.CancelledError:
+        cancelled.set()
+        for process in list(started):
+            stop(process)
+        raise
+    text = result.stdout.decode("utf-8", "replace")
+    if len(text) > cap or result.truncated:
+        more = f"{len(text) - cap:,}" + ("+" if result.truncated else "")
+        text = text[:cap] + f"\n(output truncated: {more} more characters; narrow it with a path or ref)"
     return text
 
 
@@ -117,7 +122,7 @@ def _paths(ctx: RunContext[ToolDeps], path: str | None) -> list[str]:
 
 async def git_status(ctx: RunContext[ToolDeps]) -> str:
     """Show the current branch and which files are modified, staged or untracked."""
-    text = await _run_git(ctx, "status", "status", "--short", "--branch")
+    text = await _run_git(ctx, "status", "status", "--short", "--branch", *SUBMODULE_FLAGS)
     lines = text.rstrip("\n").splitlines()
     if len(lines) <= 1:
         lines.append("(working tree clean)")
@@ -136,7 +141,7 @@ async def git_diff(
         path: Limit the diff to this file or directory.
         stat: Show only a summary of changed files.
     """
-    args = ["diff", *NO_PROGRAMS]
+    args = ["diff", *DIFF_FLAGS, *SUBMODULE_FLAGS]
     if staged:
         args.append("--cached")
     if stat:
@@ -158,7 +163,7 @@ async def git_log(
         max_count: Most commits to list (up to 200).
     """
     count = max(1, min(int(max_count), LOG_MAX))
-    args = ["log", *NO_PROGRAMS, f"--max-count={count}", "--date=short", "--format=%h %ad %an%d %s"]
+    args = ["log", *DIFF_FLAGS, f"--max-count={count}", "--date=short", "--format=%h %ad %an%d %s"]
     if ref:
         args.append(check_ref(ref))
     text = await _run_git(ctx, "log", *args, *_paths(ctx, path))
@@ -173,7 +178,7 @@ async def git_show(ctx: RunContext[ToolDeps], ref: str = "HEAD", path: str | Non
         path: Limit the patch to this file or directory.
         stat: Show only the changed-files summary instead of the patch.
     """
-    args = ["show", *NO_PROGRAMS]
+    args = ["show", *DIFF_FLAGS]
     if stat:
         args.append("--stat")
     args.append(check_ref(ref))

@@ -29,6 +29,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
 from ketch.core.events import ToolOutputChunk
+from ketch.sandbox.escalation import after_shell, shell_launch
 from ketch.tools.base import ToolDeps, ToolSpec
 
 INTERRUPTED_MESSAGE = "The user interrupted this command. It did not finish, so its effects are unknown."
@@ -317,12 +318,11 @@ async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None =
 
     loop = asyncio.get_running_loop()
     env = {**os.environ, "PAGER": "cat", "GIT_PAGER": "cat"}
+    launch = shell_launch(deps, call_id, command, ["bash", "-c", command], deps.workspace.root)
     try:
         transport, protocol = await loop.subprocess_exec(
             lambda: _CommandProtocol(sink),
-            "bash",
-            "-c",
-            command,
+            *launch.argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -368,9 +368,8 @@ async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None =
             f"{output}".rstrip()
         )
     code = transport.get_returncode()
-    if code == 0:
-        return output or "(no output)"
-    return f"{_describe_exit(code)}\n{output}".rstrip()
+    result = (output or "(no output)") if code == 0 else f"{_describe_exit(code)}\n{output}".rstrip()
+    return await after_shell(deps, call_id, command, launch, output, result, lambda: shell(ctx, command, timeout))
 
 
 TOOLS: list[ToolSpec] = [ToolSpec(name="shell", function=shell, kind="shell", key_arg="command")]

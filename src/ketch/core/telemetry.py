@@ -1,0 +1,136 @@
+"""Traces of what ketch did, over OTLP, for teams that run agents at scale.
+
+Off unless ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set or the user's own config has
+``[telemetry] otlp_endpoint``; a repository's config can neither turn it on nor point it
+elsewhere (it would carry the session's activity to a place the repository chose). When on:
+pydantic-ai's own instrumentation traces each agent run, model request (model, tokens) and
+tool call, and ketch adds spans for turns, gate decisions, compaction and subagents.
+Prompts, tool arguments and outputs are left out unless ``capture_content = true`` (user
+config only). Nothing OpenTelemetry is imported while it is off; the exporter is the
+optional extra ``ketch[otel]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+_tracer: Any = None
+_provider: Any = None
+
+
+@dataclass(frozen=True)
+class TelemetrySettings:
+    endpoint: str
+    capture_content: bool = False
+
+
+def user_telemetry() -> dict[str, Any]:
+    """``[telemetry]`` of the user's own config file (never the repository's)."""
+    import tomllib
+
+    from ketch.core.config import user_config_dir
+
+    try:
+        with open(user_config_dir() / "config.toml", "rb") as handle:
+            table = tomllib.load(handle).get("telemetry", {})
+    except (OSError, ValueError):
+        return {}
+    return table if isinstance(table, dict) else {}
+
+
+def settings_from(user: dict[str, Any]) -> TelemetrySettings | None:
+    """The standard variable first, then the user's config; None when tracing is off."""
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") \
+        or user.get("otlp_endpoint")
+    if not endpoint:
+        return None
+    return TelemetrySettings(str(endpoint), bool(user.get("capture_content", False)))
+
+
+def start(settings: TelemetrySettings, *, secrets: list[str]) -> str | None:
+    """Turn tracing on for this process; returns a notice when it cannot (the extra missing)."""
+    global _tracer, _provider
+    if _tracer is not None:
+        return None
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        return "tracing is configured but the OpenTelemetry exporter is not installed: pip install 'ketch[otel]'"
+    from pydantic_ai import Agent
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    from ketch import __version__
+
+    endpoint = settings.endpoint.rstrip("/")
+    if not endpoint.endswith("/v1/traces") and not os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        endpoint += "/v1/traces"
+    provider = TracerProvider(resource=Resource.create({"service.name": "ketch", "service.version": __version__}))
+    provider.add_span_processor(BatchSpanProcessor(_Redacting(OTLPSpanExporter(endpoint=endpoint), secrets)))
+    Agent.instrument_all(InstrumentationSettings(tracer_provider=provider, include_content=settings.capture_content))
+    _provider = provider
+    _tracer = provider.get_tracer("ketch", __version__)
+    return None
+
+
+def shutdown() -> None:
+    """Send what is buffered (at exit)."""
+    if _provider is not None:
+        with contextlib.suppress(Exception):
+            _provider.force_flush(5000)
+            _provider.shutdown()
+
+
+@contextlib.contextmanager
+def span(name: str, **attributes: Any) -> Iterator[Any]:
+    """A ketch span (a no-op while tracing is off); attributes with None values are left out."""
+    if _tracer is None:
+        yield None
+        return
+    with _tracer.start_as_current_span(name, attributes={k: v for k, v in attributes.items() if v is not None}) as current:
+        yield current
+
+
+def event(name: str, **attributes: Any) -> None:
+    """An event on the current span (a gate decision, say)."""
+    if _tracer is None:
+        return
+    from opentelemetry import trace
+
+    trace.get_current_span().add_event(name, {k: v for k, v in attributes.items() if v is not None})
+
+
+class _Redacting:
+    """An exporter wrapper: any string attribute holding a key ketch holds is masked first."""
+
+    def __init__(self, inner: Any, secrets: list[str]) -> None:
+        self._inner = inner
+        self._secrets = [s for s in secrets if s and len(s) >= 8]
+
+    def _clean(self, value: Any) -> Any:
+        if isinstance(value, str):
+            for secret in self._secrets:
+                value = value.replace(secret, "[redacted]")
+        return value
+
+    def export(self, spans: Any) -> Any:
+        if self._secrets:
+            for s in spans:
+                attributes = getattr(s, "_attributes", None)
+                store = getattr(attributes, "_dict", None)  # the SDK's BoundedAttributes, frozen once ended
+                if store:
+                    for key, value in list(store.items()):
+                        store[key] = self._clean(value)
+        return self._inner.export(spans)
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._inner.force_flush(timeout_millis)

@@ -1,0 +1,82 @@
+"""One ketch event as the ACP updates an editor shows (``ketch acp``): message and thought
+chunks, tool calls with kind, title, locations and diffs, the plan, context use; approval and
+``ask`` requests are handed to the caller, which asks the client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ketch.core import events as ev
+
+KINDS = {"read": "read", "write": "edit", "shell": "execute", "network": "fetch", "meta": "think", "mcp": "other"}
+
+
+def tool_title(name: str, args: dict[str, Any]) -> str:
+    key = {"shell": "command", "read_file": "path", "write_file": "path", "edit_file": "path", "grep": "pattern",
+           "glob": "pattern", "list_dir": "path", "web_fetch": "url"}.get(name)
+    value = args.get(key) if key else None
+    return f"{name} {value}" if isinstance(value, str) and value else name
+
+
+async def forward(conn: Any, session: Any, event: Any, ask: Callable[[Any, Any], None]) -> None:
+    """One ketch event as ACP updates (or a permission request)."""
+    import acp
+    from acp.schema import ToolCallLocation, UsageUpdate
+
+    sid = session.session_id
+    send = conn.session_update
+    if isinstance(event, ev.TextDelta):
+        await send(session_id=sid, update=acp.update_agent_message_text(event.text))
+    elif isinstance(event, ev.ReasoningDelta):
+        await send(session_id=sid, update=acp.update_agent_thought_text(event.text))
+    elif isinstance(event, ev.ToolCallStarted):
+        path = event.args.get("path")
+        locations = [ToolCallLocation(path=str(session.workspace.root / path))] if isinstance(path, str) else None
+        await send(session_id=sid, update=acp.start_tool_call(
+            event.call_id, tool_title(event.name, event.args), kind=KINDS.get(session.kinds.get(event.name, ""), "other"),
+            status="pending", locations=locations, raw_input=event.args))
+    elif isinstance(event, ev.ToolOutputChunk):
+        await send(session_id=sid, update=acp.update_tool_call(event.call_id, status="in_progress"))
+    elif isinstance(event, ev.ToolCallFinished):
+        content = [acp.tool_content(acp.text_block(event.summary))]
+        if event.diff:
+            content.insert(0, acp.tool_content(acp.text_block(event.diff)))
+            diff = _diff_content(session, event)
+            if diff is not None:
+                content.insert(0, diff)
+        await send(session_id=sid, update=acp.update_tool_call(
+            event.call_id, status="failed" if event.is_error else "completed", content=content, raw_output=event.summary))
+    elif isinstance(event, ev.ApprovalRequested):
+        ask(session, event)
+    elif isinstance(event, ev.AskRequested):
+        ask(session, event)
+    elif isinstance(event, ev.TodoUpdated):
+        entries = [acp.plan_entry(i.get("content", ""), status=_plan_status(i.get("status", ""))) for i in event.items]
+        await send(session_id=sid, update=acp.update_plan(entries))
+    elif isinstance(event, ev.Usage):
+        status = session.status()
+        if status.context_window:
+            await send(session_id=sid, update=UsageUpdate(session_update="usage_update", used=status.context_tokens,
+                                                            size=status.context_window))
+    elif isinstance(event, (ev.Notice, ev.Error)):
+        prefix = "ketch: " if isinstance(event, ev.Notice) else "ketch error: "
+        text = event.text if isinstance(event, ev.Notice) else event.message
+        await send(session_id=sid, update=acp.update_agent_thought_text(prefix + text + "\n"))
+
+
+def _diff_content(session: Any, event: Any) -> Any:
+    """An edit's result as ACP's diff content: the file's old and new text."""
+    import acp
+
+    lines = event.diff.splitlines()
+    path = next((line[6:] for line in lines if line.startswith("+++ b/")), None)
+    if path is None:
+        return None
+    old = [line[1:] for line in lines if line.startswith("-") and not line.startswith("---")]
+    new = [line[1:] for line in lines if line.startswith("+") and not line.startswith("+++")]
+    return acp.tool_diff_content(str(session.workspace.root / path), "\n".join(new), "\n".join(old) if old else None)
+
+
+def _plan_status(status: str) -> str:
+    return {"in_progress": "in_progress", "completed": "completed", "done": "completed"}.get(status, "pending")

@@ -1,0 +1,114 @@
+"""What a session needs to survive real model servers, wired in one place.
+
+:class:`ServerBehaviour` gives the session's agent its capabilities for servers nobody here
+wrote: unreadable tool arguments never enter the history (``strict_args``), a server that
+cannot stream tool calls is asked for whole answers (``stream_refusal``), a local server's
+context window is read at the first request and given to the budget (``server_window``).
+``attach`` connects their notices to the session once it exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai.capabilities import AbstractCapability
+
+from ketch.core.config import Config, Connection
+from ketch.providers.server_window import WINDOW_PRESETS, read_window
+from ketch.providers.stream_refusal import StreamRefusalFallback, switch_for
+from ketch.providers.strict_args import StrictToolArguments
+
+Notify = Callable[[str, str], None]
+"""``notify(level, text)``: a notice to the session's front end."""
+
+
+@dataclass
+class ServerWindowReader(AbstractCapability[Any]):
+    """Before the first request, asks a local server for its window and sets the budget's.
+
+    The window lands in ``compactor.window`` (``context.compaction.Compactor``), which the
+    pruning threshold and the status line read. An explicit ``context_window`` in config
+    wins and nothing is asked; a failed read keeps the assumed window, with one notice."""
+
+    conn: Connection | None = None
+    compactor: Any = None
+    notify: Notify | None = None
+    done: bool = False
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None
+
+    async def before_run(self, ctx: Any) -> None:
+        if self.done or self.conn is None or self.compactor is None:
+            return
+        self.done = True
+        conn = self.conn
+        reading = await read_window(conn.preset.name, conn.base_url, conn.model_name, api_key=conn.api_key,
+                                    timeout=min(conn.timeout, 5.0))
+        if reading.window is not None:
+            self.compactor.use_server_window(reading.window)
+            self._say("info", f"{conn.name} runs {conn.model_name} with a context window of {reading.window:,} tokens ({reading.url})")
+        else:
+            self._say("warning", (
+                f"could not read the context window from {reading.url or conn.base_url} ({reading.error}); assuming "
+                f"{self.compactor.window:,} tokens. Set it with context_window under [models.\"{conn.ref}\"]"
+            ))
+
+    def _say(self, level: str, text: str) -> None:
+        if self.notify is not None:
+            self.notify(level, text)
+
+
+@dataclass
+class ServerBehaviour:
+    """The server-facing capabilities of one session's connection."""
+
+    conn: Connection
+    config: Config
+    _strict: StrictToolArguments = field(default_factory=StrictToolArguments)
+    _streams: StreamRefusalFallback | None = None
+    _window: ServerWindowReader | None = None
+
+    def __post_init__(self) -> None:
+        self._streams = StreamRefusalFallback(switch=switch_for(connection_key(self.conn)), name=self.conn.name)
+        explicit = self.conn.context_window or self.config.compaction.context_window or (
+            self.conn.meta.context_window if self.conn.meta else None
+        )
+        if self.conn.preset.name in WINDOW_PRESETS and not explicit:
+            self._window = ServerWindowReader(conn=self.conn)
+
+    def capabilities(self) -> list[AbstractCapability[Any]]:
+        caps: list[AbstractCapability[Any]] = [self._strict]
+        if self._streams is not None:
+            caps.append(self._streams)
+        if self._window is not None:
+            caps.append(self._window)
+        return caps
+
+    def attach(self, session: Any) -> None:
+        """Route the capabilities' notices to ``session`` and give the window to its budget."""
+        from ketch.core import events as ev
+
+        def notify(level: str, text: str) -> None:
+            session._emit(ev.Notice(level=level, text=text))  # type: ignore[arg-type]
+
+        if self._streams is not None:
+            self._streams.notify = lambda text: notify("warning", text)
+        if self._window is not None:
+            self._window.compactor = session.compactor
+            self._window.notify = notify
+
+
+def connection_key(conn: Connection) -> str:
+    return f"{conn.name}|{conn.base_url}"
+
+
+def child_capabilities(conn: Connection) -> list[AbstractCapability[Any]]:
+    """What a subagent on ``conn`` needs of the above (its notices go nowhere: the parent saw them)."""
+    return [StrictToolArguments(), StreamRefusalFallback(switch=switch_for(connection_key(conn)), name=conn.name)]
+
+
+__all__ = ["ServerBehaviour", "ServerWindowReader", "child_capabilities", "connection_key"]

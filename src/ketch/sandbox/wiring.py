@@ -1,0 +1,60 @@
+"""From configuration and flags to a session's ``Sandbox``, and the notices it starts with.
+
+``--yolo`` means full access unless ``--sandbox`` is given too (then the explicit mode holds).
+``off`` is read as ``full-access``. The mechanism is detected once per process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ketch.sandbox.detect import Mechanism, detect
+from ketch.sandbox.policy import build_policy
+from ketch.sandbox.runtime import Sandbox
+
+
+def effective_mode(config_mode: str, *, yolo: bool, flag_mode: str | None) -> str:
+    mode = flag_mode or ("full-access" if yolo else config_mode)
+    return "full-access" if mode == "off" else mode
+
+
+def session_sandbox(
+    config: Any,
+    workspace_root: Path,
+    added_dirs: Sequence[Path],
+    *,
+    yolo: bool = False,
+    flag_mode: str | None = None,
+    detector: Callable[[str], Mechanism] = detect,
+) -> tuple[Sandbox, list[str]]:
+    """The session's sandbox and the start-up notices (the fail-closed one among them)."""
+    cfg = config.sandbox
+    mode = effective_mode(cfg.mode, yolo=yolo, flag_mode=flag_mode)
+    try:
+        policy = build_policy(
+            mode,  # type: ignore[arg-type]
+            workspace_root,
+            added_dirs=added_dirs,
+            writable=cfg.writable,
+            caches=cfg.caches,
+            network=cfg.network,
+            scan_nested=False,  # the sandbox scans on first use
+        )
+    except ValueError as exc:
+        from ketch.core.exceptions import ConfigError
+
+        raise ConfigError(f"sandbox: {exc}") from None
+    mechanism = detector(cfg.mechanism) if policy.confined else Mechanism("none", "full access: nothing confines commands")
+    sandbox = Sandbox(policy, mechanism, approval=config.approval)
+    notices = list(getattr(cfg, "_ignored", []) or [])
+    notices.extend(policy.notes)
+    if config.approval != "ask" and not policy.confined:
+        notices.append(f"approval = {config.approval} with full access: nothing runs sandboxed, so commands still ask")
+    if sandbox.fail_closed:
+        notices.append(
+            f"no sandbox works here ({mechanism.reason}): every shell command asks first "
+            "(headless: denied unless --sandbox full-access or --yolo); hooks and MCP servers run unconfined"
+        )
+    return sandbox, notices
