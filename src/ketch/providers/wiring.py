@@ -74,7 +74,7 @@ class ServerBehaviour:
 
     def __post_init__(self) -> None:
         self._streams = StreamRefusalFallback(switch=switch_for(connection_key(self.conn)), name=self.conn.name)
-        explicit = self.conn.context_window or self.config.compaction.context_window or (
+        explicit = self.conn.context_window or self.conn.window_ceiling or self.config.compaction.context_window or (
             self.conn.meta.context_window if self.conn.meta else None
         )
         if self.conn.preset.name in WINDOW_PRESETS and not explicit:
