@@ -114,3 +114,26 @@ def test_request_estimate_adds_instructions_and_tool_schemas():
     assert total == estimate_text(instructions) + estimate_messages(msgs) + estimate_tools([tool])
     assert estimate_tools([tool]) >= 150
     assert estimate_tools([{"name": "x", "parameters": {"type": "object"}}]) > 0
+
+
+def test_running_estimate_follows_a_pruning_that_shares_unchanged_messages():
+    """A pruned history keeps the messages it did not change: the running estimate must see
+    the one placeholdered in between, not only the ends (it once re-pruned every step)."""
+    from pydantic_ai.messages import ToolReturnPart
+
+    from ketch.context.budget import RunningEstimate, estimate_messages
+
+    grown = [
+        ModelRequest(parts=[UserPromptPart("x" * 100)]),
+        ModelResponse(parts=[TextPart("y")]),
+        ModelRequest(parts=[ToolReturnPart("t", "z" * 4000, tool_call_id="c")]),
+        ModelResponse(parts=[TextPart("w")]),
+        ModelRequest(parts=[UserPromptPart("q")]),
+    ]
+    running = RunningEstimate()
+    assert running.tokens(grown) == estimate_messages(grown)
+    pruned = list(grown)
+    pruned[2] = ModelRequest(parts=[ToolReturnPart("t", "[pruned: t → 4,000 chars]", tool_call_id="c")])
+    assert running.tokens(pruned) == estimate_messages(pruned) < estimate_messages(grown)
+    longer = [*pruned, ModelResponse(parts=[TextPart("more")])]
+    assert running.tokens(longer) == estimate_messages(longer)
