@@ -129,6 +129,8 @@ def test_running_estimate_follows_a_pruning_that_shares_unchanged_messages():
         ModelRequest(parts=[ToolReturnPart("t", "z" * 4000, tool_call_id="c")]),
         ModelResponse(parts=[TextPart("w")]),
         ModelRequest(parts=[UserPromptPart("q")]),
+        ModelResponse(parts=[TextPart("v")]),
+        ModelRequest(parts=[UserPromptPart("r")]),
     ]
     running = RunningEstimate()
     assert running.tokens(grown) == estimate_messages(grown)
