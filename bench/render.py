@@ -6,7 +6,9 @@ Chat Completions chunk per token; ``--demo`` runs ``python -m ketch.ui.demo`` in
 fake session, no SDK). The parent submits a prompt through the pty, reads the master side,
 samples the child's CPU time, and at the end replays every byte into a pyte screen to
 check the transcript. Prints: CPU share of one core, bytes per token, and (at 2,000 tok/s)
-that the whole answer is in the scrollback and how fast a key is echoed.
+that the whole answer is in the scrollback and how fast a key is echoed. With the provider,
+a shell call comes first (``--yolo``), so its result lines and the working line (elapsed
+time, tokens, current tool) are drawn too.
 Usage: .venv/bin/python bench/render.py [--rate 200] [--fast-rate 2000] [--demo]
 """
 
@@ -31,6 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 from ketch.ui.demo import END_OF_ANSWER, sample_answer, split_tokens  # noqa: E402
 
 COLUMNS, ROWS = 120, 40
+TOOL_COMMAND = "seq 1 40; echo 'a warning' >&2; exit 1"
 
 
 def expected_words(answer: str) -> list[str]:
@@ -57,8 +60,12 @@ def stream_once(rate: float, size: int, flush: float, probe_keys: bool, provider
     if provider:
         from fakeprovider import FakeProvider, Turn
 
-        fake = FakeProvider([Turn(text=answer, text_pieces=split_tokens(answer), chunk_delay=1 / rate)]).start()
-        child = PtyChild(real_command(fake.base_url), COLUMNS, ROWS)
+        from fakeprovider import ToolCall
+
+        # a command's result lines (exit code, tail, stderr marked) precede the answer
+        call = Turn(tool_calls=[ToolCall("shell", {"command": TOOL_COMMAND})])
+        fake = FakeProvider([call, Turn(text=answer, text_pieces=split_tokens(answer), chunk_delay=1 / rate)]).start()
+        child = PtyChild(real_command(fake.base_url) + ["--yolo"], COLUMNS, ROWS)
         ready = b"adhoc:fake-model"
     else:
         child = PtyChild(demo_command("--rate", str(rate), "--tokens", str(size), "--flush", str(flush)),
@@ -105,7 +112,11 @@ def stream_once(rate: float, size: int, flush: float, probe_keys: bool, provider
         result["echo_max_ms"] = max(latencies) * 1000
     words = expected_words(answer)
     seen = screen_words(data)
-    result["transcript_complete"] = float(seen[: len(words)] == words)
+    begin = next((i for i in range(len(seen)) if seen[i:i + 8] == words[:8]), 0)
+    result["transcript_complete"] = float(seen[begin:begin + len(words)] == words)
+    if provider:  # the tool's result lines are there too, once
+        text = " ".join(seen[:begin])
+        result["transcript_complete"] *= float(text.count("exit code 1") == 1 and "stderr a warning" in text)
     return result
 
 

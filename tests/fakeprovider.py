@@ -2,7 +2,8 @@
 
 One `FakeProvider` speaks three wires the way the official APIs do, streaming (SSE) or not:
 OpenAI Chat Completions (`/v1/chat/completions`), OpenAI Responses (`/v1/responses`) and
-Anthropic Messages (`/v1/messages`), plus `GET /v1/models`. Each model request plays the next
+Anthropic Messages (`/v1/messages`), Gemini (`/v1beta/models/{model}:streamGenerateContent`
+and `:generateContent`, see `fake_gemini`), plus `GET /v1/models`. Each model request plays the next
 `Turn` of a script; every request is recorded. A missing or doubled `/v1` prefix is tolerated
 unless `exact_paths` asks for a real server's routing; the path actually received is recorded.
 Server behaviours of real local servers can be switched on: `refuse_stream_with_tools`,
@@ -29,7 +30,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import fake_gemini
 import pytest
+from fake_gemini import GEMINI
 
 __all__ = [
     'FakeProvider',
@@ -46,7 +49,8 @@ __all__ = [
 ]
 
 CHAT, RESPONSES, ANTHROPIC, MODELS = 'chat', 'responses', 'anthropic', 'models'
-_ROUTES = {'/chat/completions': CHAT, '/responses': RESPONSES, '/messages': ANTHROPIC, '/models': MODELS}
+_ROUTES = {'/chat/completions': CHAT, '/responses': RESPONSES, '/messages': ANTHROPIC, '/models': MODELS,
+           '/v1beta/models': MODELS}
 
 
 @dataclass
@@ -118,12 +122,16 @@ class RecordedRequest:
 
     @property
     def wire(self) -> str | None:
-        """`'chat'`, `'responses'`, `'anthropic'`, `'models'`, or None for an unknown path."""
+        """`'chat'`, `'responses'`, `'anthropic'`, `'gemini'`, `'models'`, or None for an unknown path."""
+        if fake_gemini.route(self.path) is not None:
+            return GEMINI
         return _ROUTES.get(_normalize(self.path))
 
     @property
     def stream(self) -> bool:
         """Whether the client asked for an SSE stream."""
+        if (gemini := fake_gemini.route(self.path)) is not None:
+            return gemini[1]
         return bool(self.body and self.body.get('stream'))
 
 
@@ -164,6 +172,8 @@ _ANTHROPIC_ERRORS = {
 def default_error_body(wire: str | None, status: int, message: str | None = None) -> dict[str, Any]:
     """The provider's own error JSON for `status` on `wire`."""
     message = message or f'fake provider error {status}'
+    if wire == GEMINI:
+        return fake_gemini.error_body(status, message)
     if wire == ANTHROPIC:
         kind = _ANTHROPIC_ERRORS.get(status, 'api_error')
         return {'type': 'error', 'error': {'type': kind, 'message': message}, 'request_id': 'req_fake'}
@@ -396,10 +406,17 @@ def anthropic_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[li
     return head + events + tail, final
 
 
-_RENDERERS = {CHAT: chat_render, RESPONSES: responses_render, ANTHROPIC: anthropic_render}
+def gemini_render(turn: Turn, body: dict[str, Any], new_id: _Ids, path: str = '') -> tuple[list[Event], dict[str, Any]]:
+    """Chunks of a Gemini `streamGenerateContent` stream and the equivalent `generateContent` answer."""
+    model = (fake_gemini.route(path) or ('gemini-fake', True))[0]
+    return fake_gemini.render(turn, body, new_id, model=model, pieces=_pieces)
+
+
+_RENDERERS = {CHAT: chat_render, RESPONSES: responses_render, ANTHROPIC: anthropic_render, GEMINI: gemini_render}
 _GARBAGE = {CHAT: 'data: {"choices": [oops\n\n',
             RESPONSES: 'event: response.output_text.delta\ndata: {oops not json\n\n',
-            ANTHROPIC: 'event: content_block_delta\ndata: {oops not json\n\n'}
+            ANTHROPIC: 'event: content_block_delta\ndata: {oops not json\n\n',
+            GEMINI: 'data: {"candidates": [oops\n\n'}
 
 
 # ---------------------------------------------------------------- Responses item rules
@@ -516,9 +533,9 @@ class FakeProvider:
         self._server: ThreadingHTTPServer | None = None
 
     # lifecycle -------------------------------------------------------------
-    def start(self) -> FakeProvider:
-        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
-        server = ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
+    def start(self, port: int = 0) -> FakeProvider:
+        """Bind ``port`` (a free one when 0) on 127.0.0.1 and serve in a daemon thread."""
+        server = ThreadingHTTPServer(('127.0.0.1', port), _Handler)
         server.daemon_threads = True
         server.fake = self  # type: ignore[attr-defined]
         self._server = server
@@ -690,6 +707,10 @@ class _Handler(BaseHTTPRequestHandler):
         super().send_response(code, message)
 
     def _model_list(self, headers: dict[str, str]) -> dict[str, Any]:
+        if 'x-goog-api-key' in headers:  # Gemini's models.list
+            return {'models': [{'name': f'models/{m}', 'displayName': m,
+                                'supportedGenerationMethods': ['generateContent', 'countTokens']}
+                               for m in self.fake.models]}
         if 'anthropic-version' in headers:
             data = [{'type': 'model', 'id': m, 'display_name': m, 'created_at': '2026-01-01T00:00:00Z'}
                     for m in self.fake.models]
@@ -733,7 +754,10 @@ class _Handler(BaseHTTPRequestHandler):
         if turn.status != 200:
             self._json(turn.status, turn.error_body or default_error_body(wire, turn.status))
             return
-        events, final = _RENDERERS[wire](turn, body, fake._ids)
+        if wire == GEMINI:
+            events, final = gemini_render(turn, body, fake._ids, request.path)
+        else:
+            events, final = _RENDERERS[wire](turn, body, fake._ids)
         if wire == RESPONSES and not (turn.truncate or turn.malformed or turn.end_early):
             with fake._lock:
                 fake.ledger.record(final, context)
@@ -913,6 +937,8 @@ def _messages(req: RecordedRequest) -> Iterator[dict[str, Any]]:
 def tool_results(req: RecordedRequest) -> list[tuple[str, str]]:
     """`(call_id, content)` of every tool result the request sends back to the model."""
     wire = wire_of(req)
+    if wire == GEMINI:
+        return fake_gemini.tool_results(req.body or {})
     out: list[tuple[str, str]] = []
     for msg in _messages(req):
         if wire == CHAT and msg.get('role') == 'tool':
@@ -928,6 +954,8 @@ def tool_results(req: RecordedRequest) -> list[tuple[str, str]]:
 def tool_names(req: RecordedRequest) -> list[str]:
     """Names of the tools offered; provider-native tools appear by their `name` or else their `type`."""
     wire = wire_of(req)
+    if wire == GEMINI:
+        return fake_gemini.tool_names(req.body or {})
     names: list[str] = []
     for tool in (req.body or {}).get('tools') or []:
         if wire == CHAT and 'function' in tool:
@@ -940,6 +968,8 @@ def tool_names(req: RecordedRequest) -> list[str]:
 def instructions(req: RecordedRequest) -> str:
     """The system/developer text of the request (all sources joined with blank lines)."""
     wire, body = wire_of(req), req.body or {}
+    if wire == GEMINI:
+        return fake_gemini.instructions(body)
     parts: list[str] = []
     if wire == RESPONSES and body.get('instructions'):
         parts.append(body['instructions'])
@@ -953,6 +983,8 @@ def instructions(req: RecordedRequest) -> str:
 
 def user_texts(req: RecordedRequest) -> list[str]:
     """The text of each user message, in order (tool results excluded)."""
+    if wire_of(req) == GEMINI:
+        return fake_gemini.user_texts(req.body or {})
     texts: list[str] = []
     for msg in _messages(req):
         if msg.get('role') != 'user':

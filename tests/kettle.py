@@ -53,14 +53,33 @@ def run_ketch(
 
 def adhoc(fake: Any, wire: str, model: str = "fake-model") -> list[str]:
     """Arguments pointing ketch at the fake provider without a config file."""
-    return ["--base-url", fake.base_url if wire != "anthropic-messages" else fake.base_url.removesuffix("/v1"), "--wire", wire, "--model", model]
+    return ["--base-url", fake.base_url if wire not in ("anthropic-messages", "gemini") else fake.base_url.removesuffix("/v1"), "--wire", wire, "--model", model]
 
 
-def write_project_config(root: Path, text: str) -> Path:
+def write_project_config(root: Path, text: str, *, trust: bool = True) -> Path:
+    """Write ``root/.ketch/config.toml``; with ``trust`` (the default) the folder is also trusted
+    with exactly this config, as ``ketch trust add`` would record it, so what it widens applies."""
     path = root / ".ketch" / "config.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+    if trust:
+        trust_folder(root)
     return path
+
+
+def trust_folder(root: Path) -> None:
+    """Record ``root``'s project folder as trusted with its current config (``ketch trust add``)."""
+    from ketch.core import trust
+    from ketch.core.config import find_project_root, project_split
+
+    from ketch.core.exceptions import ConfigError
+
+    try:
+        split = project_split(root)
+    except ConfigError:  # a test of a broken file: there is nothing to trust
+        return
+    digest = split.digest if split is not None else trust.widening_digest_of_nothing()
+    trust.remember(find_project_root(root.resolve()), True, digest)
 
 
 def _run_in_process(args: list[str], cwd: Path, *, env: dict[str, str] | None, input: str | None) -> Run:

@@ -54,10 +54,10 @@ class EditorClient:
         return WriteTextFileResponse()
 
     async def read_text_file(self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **_: Any) -> Any:
-        self.reads.append(path)
-        if path in self.buffers:
-            return ReadTextFileResponse(content=self.buffers[path])
-        return ReadTextFileResponse(content=Path(path).read_text())
+        self.reads.append((path, line, limit))
+        text = self.buffers[path] if path in self.buffers else Path(path).read_text()
+        lines = text.splitlines(keepends=True)[(line or 1) - 1:]
+        return ReadTextFileResponse(content="".join(lines[:limit] if limit else lines))
 
     def on_connect(self, conn: Any) -> None:
         pass
@@ -269,3 +269,24 @@ async def test_the_model_and_thinking_level_are_session_config_options(tmp_path:
                 await conn.set_config_option(config_id="model", session_id=new.session_id, value="nosuchconnection:x")
             await conn.prompt(session_id=new.session_id, prompt=[text_block("hi")])
     assert fake.model_requests  # the session still answers after a refused switch
+
+
+async def test_reads_see_the_editors_unsaved_buffer_and_ask_only_for_the_lines_wanted(tmp_path: Path) -> None:
+    from fakeprovider import tool_results
+
+    (tmp_path / "big.py").write_text("".join(f"disk {i}\n" for i in range(1, 5001)))
+    client = EditorClient([])
+    client.buffers[str(tmp_path / "big.py")] = "".join(f"buffer {i}\n" for i in range(1, 5001))
+    script = [Turn(tool_calls=[ToolCall("read_file", {"path": "big.py", "offset": 4000, "limit": 3}, id="r1"),
+                               ToolCall("read_file", {"path": "big.py", "offset": 999999999, "limit": 1}, id="r2")]),
+              Turn(text="ok")]
+    with FakeProvider(script) as fake:
+        async with await _start(client, fake, tmp_path) as (conn, _process):
+            await _initialize(conn)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("read")])
+    results = dict(tool_results(fake.model_requests[1]))
+    assert "buffer 4000" in results["r1"] and "buffer 4002" in results["r1"] and "buffer 4003" not in results["r1"]
+    assert "disk" not in results["r1"] and "offset=4003" in results["r1"]
+    assert "past the end" in results["r2"]
+    assert (str(tmp_path / "big.py"), 4000, 4) in client.reads  # only the range, never the whole file

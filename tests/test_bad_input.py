@@ -80,7 +80,7 @@ def test_provider_http_errors_end_with_one_line_and_exit_1(status: int, needle: 
     assert secret not in run.stderr and secret not in run.stdout
 
 
-@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses", "anthropic-messages"])
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses", "anthropic-messages", "gemini"])
 @pytest.mark.parametrize("kind", ["truncate", "malformed"])
 def test_broken_stream_is_a_provider_error(wire: str, kind: str, tmp_path: Path) -> None:
     turn = Turn(text="partial answer that never ends", **{kind: True})

@@ -251,7 +251,7 @@ def test_closing_mid_stream_stops_the_reader() -> None:
         assert asyncio.run(read_some(fake.base_url)) == set()
 
 
-@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses", "anthropic-messages"])
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses", "anthropic-messages", "gemini"])
 def test_ketch_streams_every_wire_whole_through_the_merge(wire: str, tmp_path: Any) -> None:
     pieces = [f"tok{i} " for i in range(120)]
     text = "".join(pieces)

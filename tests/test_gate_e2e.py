@@ -200,7 +200,6 @@ async def test_deny_with_reason_leaves_no_file_and_the_model_reads_the_reason(tm
 # ---------------------------------------------------------------- refusals inside the tools, through the loop
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
 def test_web_fetch_refuses_loopback_and_the_model_sees_it(host: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KETCH_TEST_ALLOW_LOOPBACK", raising=False)
     with FakeProvider([Turn(text="unused")]) as target, FakeProvider() as fake:
         url = f"http://{host}:{target.port}/v1/models"
         fake.add(Turn(tool_calls=[ToolCall("web_fetch", {"url": url})]), Turn(text="blocked"))

@@ -11,7 +11,7 @@ from kettle import adhoc, run_ketch
 
 from ketch.core import events
 
-WIRES = ["openai-chat", "openai-responses", "anthropic-messages"]
+WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
 
 
 def _write_then_answer() -> list[Turn]:

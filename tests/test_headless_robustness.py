@@ -15,7 +15,7 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn
 from kettle import adhoc, one_line_error, run_ketch, write_project_config
 
-WIRES = ["openai-chat", "openai-responses", "anthropic-messages"]
+WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
 NO_RETRIES = {"KETCH_MAX_RETRIES": "0"}
 
 

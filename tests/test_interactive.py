@@ -34,7 +34,8 @@ async def running(tmp_path: Path, *argv: str) -> AsyncIterator[tuple[Harness, In
     config = runtime.app_config()
     fields = {name: getattr(config, name) for name in (
         "session_factory", "load_history", "save_history", "candidates", "commands",
-        "on_command", "command_choices", "rewind", "on_ready", "startup_error", "first_input")}
+        "on_command", "command_choices", "rewind", "on_ready", "startup_error", "first_input",
+        "tool_output", "display_prompt")}
     try:
         async with Harness(None, columns=100, rows=30, **fields) as h:
             yield h, runtime
@@ -166,11 +167,23 @@ async def test_clear_starts_a_new_session_with_empty_history(tmp_path: Path, fak
         assert len(store.load_messages(before)) == 2 and len(store.load_messages(after)) == 2
 
 
-async def test_a_config_error_ends_the_app_with_exit_code_2(tmp_path: Path) -> None:
-    runtime = Interactive(parse(tmp_path), tmp_path)  # no model anywhere
+async def test_a_config_error_ends_the_app_with_exit_code_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No model anywhere: the first-run setup is offered (tests/test_first_run.py); leaving
+    it with esc ends the app with the configuration error."""
+    import asyncio
+
+    monkeypatch.setenv("KETCH_SETUP_PORTS", "ollama=1,lmstudio=1,llamacpp=1")
+    runtime = Interactive(parse(tmp_path), tmp_path)
     sink = ScreenSink(100, 30)
     with create_pipe_input() as pipe:
-        code = await run_with(runtime, runtime.app_config(), input=pipe, output=make_output(sink))
+        task = asyncio.ensure_future(run_with(runtime, runtime.app_config(), input=pipe, output=make_output(sink)))
+        for _ in range(300):
+            if "set up ketch" in sink.text():
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.4)  # past the overlay's key grace period
+        pipe.send_text("\x1b")
+        code = await asyncio.wait_for(task, 10)
     assert code == 2
     assert "no model chosen" in str(runtime.error)
     assert "Traceback" not in sink.transcript

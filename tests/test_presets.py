@@ -18,7 +18,7 @@ def test_each_preset_runs_a_tool_turn(preset: str, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     script = [Turn(tool_calls=[ToolCall("read_file", {"path": "notes.txt"})]), Turn(text=f"{preset} ok")]
     with FakeProvider(script) as fake:
-        base = fake.base_url.removesuffix("/v1") if PRESETS[preset].wire == "anthropic-messages" else fake.base_url
+        base = fake.base_url.removesuffix("/v1") if PRESETS[preset].wire in ("anthropic-messages", "gemini") else fake.base_url
         write_project_config(tmp_path, f'[connections.{preset}]\npreset = "{preset}"\nbase_url = "{base}"\nmax_retries = 0\n')
         model = {"anthropic": "claude-haiku-4-5", "openrouter": "openai/some-model"}.get(preset, "some-model")
         run = run_ketch(["-p", "read it", "-m", f"{preset}:{model}"], tmp_path, env=KEYS)
@@ -26,7 +26,8 @@ def test_each_preset_runs_a_tool_turn(preset: str, tmp_path: Path) -> None:
     assert run.stdout.strip() == f"{preset} ok"
     assert "hello" in tool_results(fake.model_requests[1])[0][1]
     if PRESETS[preset].key_env:
-        auth = fake.model_requests[0].headers.get("authorization") or fake.model_requests[0].headers.get("x-api-key", "")
+        headers = fake.model_requests[0].headers
+        auth = headers.get("authorization") or headers.get("x-api-key") or headers.get("x-goog-api-key", "")
         assert "sk-preset-test-0123456789" in auth
 
 

@@ -16,7 +16,7 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, user_texts
 from kettle import adhoc, run_ketch
 
-WIRES = ["openai-chat", "openai-responses", "anthropic-messages"]
+WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
 
 
 @pytest.fixture(autouse=True)

@@ -6,17 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ketch.extensions.rules import (
-    Rule,
-    RuleError,
-    RuleSet,
-    command_words,
-    expanded_commands,
-    path_glob_matches,
-    rules_from_config,
-    split_shell_command,
-    writes_by_redirect,
-)
+from ketch.extensions.invocations import invocations_of
+from ketch.extensions.rules import Rule, RuleError, RuleSet, path_glob_matches, rules_from_config
+from ketch.extensions.shell_parse import parse_command
+from ketch.extensions.shell_rules import written_text
 
 ROOT = Path("/work/proj")
 
@@ -93,13 +86,17 @@ def test_deny_beats_ask_beats_allow():
     assert decide("docs/a.md") is None
 
 
-def test_path_patterns_use_the_workspace_relative_path():
-    rs = ruleset({"write_file": {"src/**": "allow", "/etc/**": "deny"}})
-    assert rs.decide("write_file", {"path": "/work/proj/src/a.py"}, "path")[0] == "allow"
+def test_path_patterns_use_the_workspace_relative_path(tmp_path: Path):
+    (tmp_path / "src").mkdir()
+    rs = RuleSet(rules_from_config({"write_file": {"src/**": "allow", "/etc/**": "deny"}}), root=tmp_path)
+    assert rs.decide("write_file", {"path": f"{tmp_path}/src/a.py"}, "path")[0] == "allow"
     assert rs.decide("write_file", {"path": "./src/../src/b.py"}, "path")[0] == "allow"
-    assert rs.decide("write_file", {"path": "/work/proj/lib/src/b.py"}, "path") is None
+    assert rs.decide("write_file", {"path": f"{tmp_path}/lib/src/b.py"}, "path") is None
+    # '..' after a directory that does not exist: the kernel fails it, so no rule allows it
+    assert rs.decide("write_file", {"path": "gone/../src/b.py"}, "path") is None
     # a relative path that climbs out is matched by where it lands
-    assert rs.decide("write_file", {"path": "src/../../../etc/passwd"}, "path")[0] == "deny"
+    climb = "src/" + "../" * (len(tmp_path.parts) + 1) + "etc/passwd"
+    assert rs.decide("write_file", {"path": climb}, "path")[0] == "deny"
 
 
 def test_allow_everything_pattern_does_not_reach_outside_the_workspace():
@@ -132,25 +129,34 @@ def test_session_rule_added_later_takes_effect_and_describe_reads_well():
     assert RuleSet.describe(Rule("web_fetch", None, "ask")) == "ask web_fetch"
 
 
-def test_split_keeps_quoted_operators_and_cuts_out_substitutions():
-    assert split_shell_command("echo 'a; b' && ls") == ["echo 'a; b'", "ls"]
-    assert split_shell_command('echo "x $(id) y"') == ["id", 'echo "x  y"']
-    assert split_shell_command("ls 2>&1 | grep x &>/dev/null") == ["ls 2>&1", "grep x &>/dev/null"]
-    assert split_shell_command("(cd a && make) & wait") == ["cd a", "make", "wait"]
-    assert split_shell_command("a $( (b) ; c ) d") == ["b", "c", "a  d"]
+def _simple(command: str) -> list[str]:
+    return [written_text(c) for c in parse_command(command).commands]
 
 
-def test_command_words_strip_assignments_wrappers_and_paths():
-    assert command_words("  A=1 B='x y' sudo -E nohup /usr/bin/rm -rf /") == ["rm", "-rf", "/"]
-    assert command_words("env -i timeout 5 \\rm x") == ["rm", "x"]
-    assert expanded_commands("sh -c 'echo hi; eval \"rm -rf /\"'")[-1] == "rm -rf /"
+def test_parse_keeps_quoted_operators_and_finds_commands_in_substitutions():
+    assert _simple("echo 'a; b' && ls") == ["echo 'a; b'", "ls"]
+    assert sorted(_simple('echo "x $(id) y"')) == sorted(["id", 'echo "x $(id) y"'])
+    assert _simple("ls 2>&1 | grep x &>/dev/null") == ["ls", "grep x"]
+    assert _simple("(cd a && make) & wait") == ["cd a", "make", "wait"]
+    assert sorted(_simple("a $( (b) ; c ) d")) == sorted(["b", "c", "a $( (b) ; c ) d"])
+
+
+def test_invocations_strip_assignments_wrappers_and_paths():
+    def runs(command: str) -> list[str]:
+        found, error = invocations_of(command)
+        assert not error
+        return [i.text() for i in found]
+
+    assert runs("  A=1 B='x y' sudo -E nohup /usr/bin/rm -rf /") == ["rm -rf /"]
+    assert runs("env -i timeout 5 \\rm x") == ["rm x"]
+    assert runs("sh -c 'echo hi; eval \"rm -rf /\"'")[-1] == "rm -rf /"
 
 
 def test_redirect_detection():
-    assert writes_by_redirect("git log > out.txt")
-    assert writes_by_redirect("git log >>out.txt")
-    assert not writes_by_redirect("git log 2>&1 >/dev/null")
-    assert not writes_by_redirect("echo '>' x")
+    assert parse_command("git log > out.txt").writes == ("out.txt",)
+    assert parse_command("git log >>out.txt").writes == ("out.txt",)
+    assert parse_command("git log 2>&1 >/dev/null").plain
+    assert parse_command("echo '>' x").plain
 
 
 def test_glob_semantics():
@@ -165,19 +171,25 @@ _pieces = st.sampled_from(["git status", "ls -la", "rm -rf /", "echo ok", "curl 
 _ops = st.sampled_from([";", " && ", " || ", " | ", " & ", "\n"])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(_pieces, _ops), min_size=1, max_size=5), _pieces)
 def test_every_joined_piece_is_seen_and_allow_needs_all_of_them(parts, last):
     command = "".join(p + op for p, op in parts) + last
     pieces = [p for p, _ in parts] + [last]
-    segments = split_shell_command(command)
-    for piece in pieces:
-        assert any(piece.split("|")[0].strip() == s for s in segments)
     rs = ruleset({"shell": {"git status*": "allow", "ls*": "allow", "rm -rf*": "deny"}})
     action = shell(rs, command)
-    if "rm -rf /" in pieces:
+    if parse_command(command).error:
+        # tree-sitter-bash joins "a | b | c<newline>d" into one command; ketch refuses to
+        # judge such a parse, so nothing is allowed
+        assert action != "allow"
+        return
+    simple = _simple(command)
+    for piece in pieces:
+        assert any(piece.split("|")[0].strip() == s for s in simple)
+    if "rm -rf /" in pieces or "curl x | sh" in pieces:
+        # a shell reading its input could run rm -rf as well: a deny counts it as a hit
         assert action == "deny"
-    elif all(p in ("git status", "ls -la") for p in pieces):
+    elif all(p in ("git status", "ls -la") for p in pieces) and all(op != " & " for _, op in parts):
         assert action == "allow"
     else:
         assert action is None

@@ -12,7 +12,7 @@ from servertools import strict_lines
 
 from ketch.core.endings import CUT_NOTICE, RESUME_HINT
 
-WIRES = ["openai-chat", "openai-responses", "anthropic-messages"]
+WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
 
 
 @pytest.mark.parametrize("wire", WIRES)
@@ -40,7 +40,9 @@ def test_text_output_warns_and_exits_zero(tmp_path: Path) -> None:
     assert f"ketch: {CUT_NOTICE}" in run.stderr
 
 
-@pytest.mark.parametrize("wire", WIRES)
+# Gemini sends a function call's arguments as one object, never as streamed JSON text, so no
+# call can arrive cut in the middle of its arguments on that wire.
+@pytest.mark.parametrize("wire", [w for w in WIRES if w != "gemini"])
 def test_a_tool_call_cut_by_the_output_limit_is_not_made_and_not_replayed(wire: str, tmp_path: Path) -> None:
     cut_call = ToolCall("write_file", {}, raw_args='{"path": "x.txt", "content": "unfini')
     with FakeProvider([Turn(text="Writing it.", tool_calls=[cut_call], finish="length"), Turn(text="ok")], strict_json=True) as fake:

@@ -114,3 +114,124 @@ def test_ask_approve_quit_scroll_back_and_resume(tmp_path: Path, tmux: Tmux) -> 
         tmux.keys("C-c")
         tmux.wait(r"Resume with: .+\n(.|\n)*Resume with: ", whole=True)
     assert user_texts(fake.model_requests[-1]) == ["create hello.py", "does it still exist?"]
+
+
+def test_narrowing_the_window_mid_stream_leaves_each_word_once(tmp_path: Path, tmux: Tmux) -> None:
+    """The live region is re-wrapped by tmux when the pane narrows; the erase that
+    follows must start at its real top, or its first rows end up in the scrollback
+    twice. (The stream pauses between words so no frame is in flight at the resize.)"""
+    (tmp_path / ".git").mkdir()
+    words = [f"w{i:03d}x" for i in range(180)]
+    pieces = [" ".join(words[:150]) + " "] + [w + " " for w in words[150:]] + ["\n\nThe end.\n"]
+    script = [Turn(text="".join(pieces), text_pieces=pieces, chunk_delay=0.3)]
+    with FakeProvider(script) as fake:
+        tmux.keys("seq 50", "Enter")  # a full screen, as after some work
+        tmux.keys(f"ketch --base-url {fake.base_url} --wire openai-chat --model fake-model", "Enter")
+        tmux.wait("adhoc:fake-model · think off")
+        tmux.keys("go", "Enter")
+        tmux.wait("w151x")
+        tmux.run("resize-window", "-t", "k", "-x", "70")
+        tmux.wait("The end.", timeout=30)
+        time.sleep(0.3)
+        text = tmux.run("capture-pane", "-p", "-J", "-t", "k", "-S", "-")
+    found = re.findall(r"w\d{3}x", text)
+    doubled = sorted({w for w in found if found.count(w) > 1})
+    assert doubled == [], f"{len(doubled)} words twice in the scrollback:\n{text}"
+    assert set(found) == set(words)
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+README_PORT, README_SESSION, README_DIR = "8765", "19a6c0ffee01234", "/tmp/kdemo/myproject"
+CAPTURE_INTRO = "The whole scrollback afterwards"
+
+
+def readme_block(after: str) -> tuple[int, int, str]:
+    """(start, end, text) of the first fenced block after the line containing ``after``."""
+    text = README.read_text(encoding="utf-8")
+    at = text.index(after)
+    start = text.index("```\n", at) + 4
+    end = text.index("\n```\n", start) + 1
+    return start, end, text[start:end]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _region(screen: str, first: str) -> str:
+    """The live region of a screen capture: from the last line starting with ``first``."""
+    lines = [line.rstrip() for line in screen.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    start = max(i for i, line in enumerate(lines) if line.startswith(first))
+    return "\n".join(lines[start:]) + "\n"
+
+
+def test_the_readme_walkthrough_reproduces_its_capture(tmp_path: Path, tmux: Tmux) -> None:
+    """Every step of README's "What it looks like", typed into tmux against
+    ``tests/fakeprovider_server.py demo --port N``; the scrollback must equal the capture
+    in README (port, session id and directory normalised). ``KETCH_RECAPTURE=1`` rewrites it."""
+    project = tmp_path / "myproject"
+    (project / ".git").mkdir(parents=True)
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, str(Path(__file__).parent / "fakeprovider_server.py"), "demo",
+                               "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        url = server.stdout.readline().strip()  # type: ignore[union-attr]
+        assert url == f"http://127.0.0.1:{port}/v1"
+        tmux.keys(f"cd {shlex.quote(str(project))} && clear", "Enter")
+        time.sleep(0.3)
+        tmux.run("clear-history", "-t", "k")
+        tmux.keys(f"ketch --base-url {url} --wire openai-chat --model fake-model", "Enter")
+        tmux.wait("adhoc:fake-model · think off")
+        tmux.keys("create hello.py that prints a greeting", "Enter")
+        snapshots = {"An edit asks first": _region(tmux.wait("Allow write_file"), "● write_file")}
+        time.sleep(0.5)  # the approval grace period
+        tmux.keys("y")
+        tmux.wait("working")
+        tmux.keys("now run the long check", "Enter")
+        snapshots["shows the queue"] = _region(tmux.wait("⧗ queued: now run the long check"), "● write_file")
+        tmux.wait("Allow shell", timeout=30)
+        time.sleep(0.5)
+        tmux.keys("y")
+        tmux.wait("│|● shell  sleep 30")
+        time.sleep(0.5)
+        tmux.keys("C-c")
+        tmux.wait("Nothing else ran")
+        tmux.keys("/quit", "Enter")
+        text = tmux.wait(r"Resume with: (.+ --resume \w+)\n\$", whole=True)  # the shell is back
+        resume = re.search(r"Resume with: (.+ --resume (\w+))\n", text)
+        assert resume is not None
+        session_id = resume.group(2)
+        tmux.keys(resume.group(1), "Enter")
+        tmux.wait("Resumed session")
+        tmux.wait("adhoc:fake-model · think off")
+        tmux.keys("what did we do so far?", "Enter")
+        tmux.wait("You said: what did we do so far?")
+        tmux.keys("/quit", "Enter")
+        everything = tmux.wait(r"Resume with: .+\n(.|\n)*Resume with: .+\n\$", whole=True)
+    finally:
+        server.terminate()
+        server.wait(5)
+    lines = [line.rstrip() for line in everything.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    first = next(i for i, line in enumerate(lines) if line.startswith("$ ketch"))
+    capture = "\n".join(lines[first:]) + "\n"
+    capture = capture.replace(f"127.0.0.1:{port}", f"127.0.0.1:{README_PORT}").replace(session_id, README_SESSION)
+    capture = capture.replace(str(project), README_DIR)
+    start, end, documented = readme_block(CAPTURE_INTRO)
+    if os.environ.get("KETCH_RECAPTURE"):
+        text = README.read_text(encoding="utf-8")
+        README.write_text(text[:start] + capture + text[end:], encoding="utf-8")
+        documented = capture
+        for intro, screen in snapshots.items():  # live-region moments: re-captured, not compared
+            at, to, _ = readme_block(intro)
+            text = README.read_text(encoding="utf-8")
+            README.write_text(text[:at] + screen.replace(str(project), README_DIR) + text[to:], encoding="utf-8")
+    assert capture == documented
+    assert (project / "hello.py").read_text() == 'print("hello from ketch")\n'

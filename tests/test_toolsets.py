@@ -13,7 +13,7 @@ from kettle import adhoc, run_ketch, write_project_config
 
 from ketch.frontends.assemble import build_session
 
-WIRES = ["openai-chat", "openai-responses", "anthropic-messages"]
+WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
 TOOLS_HEADING = "# Tools available on this step"
 
 

@@ -69,7 +69,7 @@ async def test_ctrl_c_clears_input_then_twice_on_empty_input_exits() -> None:
         await h.type("\x03")
         await h.wait_gone("some text")
         await h.type("\x03")
-        await h.wait_text("press ctrl-c again to exit")
+        await h.wait_text("press ctrl-c again to quit")
         await h.type("\x03")
         await asyncio.wait_for(h.task, 2)
         assert h.task.result() == 0

@@ -136,3 +136,29 @@ async def test_every_event_type_renders_without_breaking_the_turn() -> None:
                          "● web_search  pyte docs", "falling back to Chat Completions", "Finished."):
             assert expected in text, expected
         assert "↳" not in text
+
+
+async def test_ctrl_r_shows_the_whole_reasoning_wrapped_in_a_bounded_region_that_follows_it() -> None:
+    words = " ".join(f"w{i:03d}" for i in range(60))  # one long paragraph, 299 characters
+    turn = [ReasoningDelta(text=words), Gate("more"), ReasoningDelta(text=" " + " ".join(f"z{i:03d}" for i in range(400))),
+            Gate("end"), TextDelta(text="Done.\n")]
+    session = FakeSession([turn])
+    async with Harness(session, columns=60, rows=24) as h:
+        await h.type("think\r")
+        await h.wait_text("thinking… ~75 tokens (ctrl-r to expand)")
+        await h.type("\x12")
+        await h.wait_text("w059")
+        rows = h.sink.display()
+        body = [r for r in rows if r.startswith("  w")]
+        assert len(body) >= 5 and all(len(r) <= 59 for r in body)
+        assert " ".join(" ".join(r.split()) for r in body) == words  # every word, wrapped, in order
+        session.gate("more").set()
+        await h.wait_text("z399")
+        shown = [r for r in h.sink.display() if r.startswith("  ") and ("z" in r or "w" in r)]
+        assert 3 <= len(shown) <= 12  # bounded: half of 24 rows
+        assert "w000" not in h.sink.text()  # scrolled to follow the newest reasoning
+        await h.type("\x12")
+        await h.wait_gone("z399")
+        assert "ctrl-r to expand" in h.sink.text()
+        session.gate("end").set()
+        await h.idle()

@@ -447,3 +447,41 @@ def test_headless_opt_in(environ, flag, expected):
     from ketch.websearch.capability import headless_opt_in
 
     assert headless_opt_in(environ, flag=flag) is expected
+
+
+# ----------------------------------------------------------------------------- dynamic filtering opt-in
+
+
+@pytest.mark.parametrize(
+    ("preset", "base_url", "model", "metadata", "dynamic"),
+    [
+        # The official API, a model the table marks: the config opt-in grants web_search_20260209.
+        ("anthropic", ANTHROPIC, "claude-sonnet-4-6", None, True),
+        ("anthropic", ANTHROPIC, "claude-opus-4-7-20260101", None, True),
+        # The official API, an older model the table does not mark: the baseline stays.
+        ("anthropic", ANTHROPIC, "claude-sonnet-4-5", None, False),
+        ("anthropic", ANTHROPIC, "claude-3-7-sonnet", None, False),
+        # Anthropic-compatible services keep 20250305 whatever the config says.
+        ("minimax", "https://api.minimax.io/anthropic", "MiniMax-M2.7", None, False),
+        ("deepseek", DEEPSEEK_CC, "deepseek-v4-flash", None, False),
+        ("custom", "https://relay.example.com", "claude-sonnet-4-6", {"capabilities": {"web_search": True}}, False),
+        # A declared gateway that keeps the anthropic preset counts as the official API.
+        ("anthropic", "https://gw.example.com", "claude-sonnet-4-6", {"capabilities": {"web_search": True}}, True),
+    ],
+)
+def test_config_opt_in_grants_dynamic_filtering_only_where_the_table_marks_it(preset, base_url, model, metadata, dynamic):
+    cap = resolve_capability("conn", preset, "anthropic", base_url, model, metadata, dynamic_filtering=True)
+    assert (cap.supported, cap.protocol, cap.dynamic_filtering) == (True, "anthropic-messages", dynamic)
+    # Without the opt-in nothing gets the newer tool.
+    off = resolve_capability("conn", preset, "anthropic", base_url, model, metadata)
+    assert off.dynamic_filtering is False
+
+
+def test_capability_table_marks_the_dynamic_filtering_row():
+    rows = {row["provider"]: row for row in capability_table()}
+    assert rows["Anthropic"]["state"] == "hosted search (+ dynamic filtering opt-in)"
+    assert rows["MiniMax"]["state"] == "hosted search"
+    assert rows["Google Gemini"]["state"] == "hosted search"
+    # The OpenRouter route exists in the table but no session can take it yet.
+    assert rows["OpenRouter"]["state"] == "pending (ketch has no openrouter wire)"
+    assert not resolve_capability("o", "openrouter", "openai-chat", None, "openai/gpt-5").supported

@@ -326,3 +326,79 @@ def test_a_child_gets_search_on_the_wire_only_when_its_tool_list_has_it(tmp_path
     child = next(r.body for r in fake.model_requests if any("CHILD-TASK" in t for t in user_texts(r)))
     assert len(_native(parent_first)) == 1  # the root session searches
     assert bool(_native(child)) is searches
+
+
+# ----------------------------------------------------------------------------- dynamic filtering opt-in
+
+
+def _anthropic_tool_type(tmp_path: Path, fake: Any, model: str, preset: str, dynamic: bool, *flags: str) -> list[str]:
+    """The hosted search tool types the fake received for one run of ``model`` on ``preset``."""
+    write_project_config(tmp_path, f"""
+[connections.c]
+preset = "{preset}"
+wire = "anthropic-messages"
+base_url = "{fake.base_url.removesuffix('/v1')}"
+
+[models."c:{model}"]
+capabilities = {{ web_search = true }}
+
+[web_search]
+enabled = true
+anthropic_dynamic_filtering = {str(dynamic).lower()}
+""")
+    before = len(fake.model_requests)
+    run = run_ketch(["-p", "hi", "-m", f"c:{model}", "--output-format", "stream-json", "--web-search", *flags],
+                    tmp_path, env=KEYS)
+    assert run.code == 0, run.stderr + run.stdout
+    return [t["type"] for t in _native(fake.model_requests[before].body)]
+
+
+@pytest.mark.parametrize(
+    ("model", "preset", "dynamic"),
+    [
+        ("claude-sonnet-4-6", "anthropic", True),
+        ("claude-sonnet-4-6", "anthropic", False),
+        ("claude-sonnet-4-5", "anthropic", True),  # not marked in the table
+        ("claude-sonnet-4-6", "openai-compatible", True),  # an Anthropic-compatible service
+    ],
+)
+def test_dynamic_filtering_config_opt_in_is_on_the_wire_exactly_when_the_capability_says_so(
+    tmp_path, fake_provider, model, preset, dynamic
+):
+    from ketch.core.config import Config, resolve_connection
+    from ketch.websearch.wiring import connection_capability
+
+    fake = fake_provider([Turn(text="ok")])
+    sent = _anthropic_tool_type(tmp_path, fake, model, preset, dynamic)
+    config = Config.model_validate({
+        "connections": {"c": {"preset": preset, "wire": "anthropic-messages", "base_url": fake.base_url}},
+        "models": {f"c:{model}": {"capabilities": {"web_search": True}}},
+    })
+    conn = resolve_connection(config, f"c:{model}", environ={"ANTHROPIC_API_KEY": "k"})
+    cap = connection_capability(conn, dynamic_filtering=dynamic)
+    assert sent == ["web_search_20260209" if cap.dynamic_filtering else "web_search_20250305"]
+    assert cap.dynamic_filtering is (dynamic and model == "claude-sonnet-4-6" and preset == "anthropic")
+
+
+def test_dynamic_filtering_opt_in_obeys_privacy(tmp_path, fake_provider):
+    fake = fake_provider([Turn(text="ok")])
+    assert _anthropic_tool_type(tmp_path, fake, "claude-sonnet-4-6", "anthropic", True, "--privacy") == []
+    assert _search_tools(fake.model_requests[0].body) == []
+
+
+@pytest.mark.parametrize(("kind", "expected"), [("explore", []), ("web_research", ["web_search_20260209"])])
+def test_dynamic_filtering_reaches_a_child_only_when_its_tool_list_has_search(tmp_path, fake_provider, kind, expected):
+    from fakeprovider import RecordedRequest, user_texts
+
+    def script(request: RecordedRequest) -> Turn:
+        if any("CHILD-TASK" in text for text in user_texts(request)):
+            return Turn(text="child finding")
+        if tool_results(request):
+            return Turn(text="parent done")
+        return Turn(tool_calls=[ToolCall("task", {"description": "look", "prompt": "CHILD-TASK find x", "kind": kind})])
+
+    fake = fake_provider([script] * 3)
+    parent = _anthropic_tool_type(tmp_path, fake, "claude-sonnet-4-6", "anthropic", True, "--yolo")
+    assert parent == ["web_search_20260209"]
+    child = next(r.body for r in fake.model_requests if any("CHILD-TASK" in t for t in user_texts(r)))
+    assert [t["type"] for t in _native(child)] == expected

@@ -303,6 +303,7 @@ class Compactor:
             )]
         session.history_rewritten = True
         session._persist(list(result.messages))
+        session.last_request_tokens = 0  # the status estimates the new history until the next request
         after = estimate_messages(result.messages)
         return [ev.Compacted(session_id=session.session_id, tokens_before=before, tokens_after=after, stage=result.stage)]
 

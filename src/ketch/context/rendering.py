@@ -117,6 +117,14 @@ def render_native_part(part: NativeToolCallPart | NativeToolReturnPart) -> str:
     return f"[{part.tool_name} result: {_clip(detail, 600)}]"
 
 
+def _attachment_placeholder(item: Any) -> str:
+    """What stands for an attachment in a summary: the whole image goes, its name stays."""
+    media = str(getattr(item, "media_type", "") or "")
+    if media.startswith("image/"):
+        return f"[image: {getattr(item, 'identifier', None) or 'attached'}, not kept]"
+    return f"[{type(item).__name__}]"
+
+
 def _render_part(part: Any) -> str | None:
     cls = part.__class__
     # Exact classes first: they are nearly every part of a long history.
@@ -133,7 +141,7 @@ def _render_part(part: Any) -> str | None:
         return f"Tool result ({part.tool_name}): {_clip(part.content, 600)}"
     if isinstance(part, UserPromptPart):
         content = part.content if isinstance(part.content, str) else " ".join(
-            c if isinstance(c, str) else f"[{type(c).__name__}]" for c in part.content
+            c if isinstance(c, str) else _attachment_placeholder(c) for c in part.content
         )
         return "User: " + _clip(content, _SUMMARY_PART_CHARS)
     if isinstance(part, TextPart):

@@ -8,13 +8,17 @@ session" answers, allow rules) → the approval mode (``auto``/``never``: a shel
 that runs sandboxed, and a file write the sandbox's policy allows, need no prompt) →
 defaults (reading tools allowed; writing, shell, network and MCP tools ask). Under
 ``never`` whatever would still ask is denied. The session turns a decision into the SDK's
-deferred approval, so a denied call never reaches the tool's function.
+deferred approval, so a denied call never reaches the tool's function. Writes to run-later
+paths ask whether or not a sandbox runs (judged on the written and the resolved path), and
+when an allow rule for the shell could not vouch for a command (it writes on the side, or
+cannot be parsed), the ask carries why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ketch.core.events import DecidedBy
@@ -66,7 +70,9 @@ NO_SANDBOX_HEADLESS = (
 NEVER_DENIAL = "approval = never: this call would need the user's approval, so it is denied."
 
 
-_DEFAULT_ALLOWED_KINDS = frozenset({"read", "meta"})
+_DEFAULT_ALLOWED_KINDS = frozenset({"read", "meta", "interactive"})
+"""Kinds that run without asking: reading, bookkeeping, and ``ask`` (which is itself a
+question to the user)."""
 
 
 class ApprovalGate:
@@ -84,6 +90,7 @@ class ApprovalGate:
         approval: ApprovalMode = "ask",
         sandbox: SandboxLike | None = None,
         interactive: bool = True,
+        root: Path | None = None,
     ) -> None:
         self.kinds = kinds
         self.key_args = key_args
@@ -94,6 +101,8 @@ class ApprovalGate:
         self.approval = approval
         self.sandbox = sandbox
         self.interactive = interactive
+        self.root = root if root is not None else getattr(rules, "root", None)
+        """The workspace root, against which run-later paths are judged."""
         self.session_allowed: set[tuple[str, str | None]] = set()
         """"Allow for this session" answers: (tool, exact shell command or None for the whole tool)."""
 
@@ -138,6 +147,9 @@ class ApprovalGate:
             return unconfined
         if matched is not None and matched[0] != "allow":
             return GateDecision("ask", "rule", rule=describe_rule(matched[1]))
+        run_later = self._run_later(tool_name, args)
+        if run_later:
+            return GateDecision("ask", "rule", run_later, "run-later path")
         if write == "run_later":
             return GateDecision("ask", "sandbox", "The path makes the repository run code later (.git, .ketch, workflows, ...).", "run-later path")
         allowance = self._session_allowance(tool_name, args)
@@ -150,7 +162,29 @@ class ApprovalGate:
             return by_mode
         if self.kinds.get(tool_name, "mcp") in _DEFAULT_ALLOWED_KINDS:
             return GateDecision("allow", "default", rule="reading tools are allowed")
-        return GateDecision("ask", "default")
+        note = self._shell_note(tool_name, args)
+        return GateDecision("ask", "default", note)
+
+    def _run_later(self, tool_name: str, args: dict[str, Any]) -> str:
+        if self.kinds.get(tool_name) != "write":
+            return ""
+        from ketch.extensions.rules import run_later_path
+
+        values = args.get(self.key_args.get(tool_name, "") or "path")
+        for value in values if isinstance(values, (list, tuple)) else [values]:
+            if isinstance(value, str) and (hit := run_later_path(value, self.root)):
+                return (
+                    f"{hit} is a place that makes the repository run code later (git hooks and config, "
+                    "ketch's config, CI, editor tasks ...); writes there always ask, whatever rule allows them"
+                )
+        return ""
+
+    def _shell_note(self, tool_name: str, args: dict[str, Any]) -> str:
+        note = getattr(self.rules, "shell_note", None)
+        key = self.key_args.get(tool_name, "")
+        if note is None or key != "command" or not isinstance(args.get(key), str):
+            return ""
+        return str(note(args[key]))
 
     # ------------------------------------------------------------ the sandbox's part
     def _file_write_verdict(self, tool_name: str, args: dict[str, Any]) -> str:

@@ -17,11 +17,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from ketch.core import strict_json
+from ketch.core.dirs import user_config_dir, user_data_dir
 from ketch.core.exceptions import ConfigError
 from ketch.sandbox.config import SandboxConfig, limit_project_layer
 from ketch.providers.presets import PRESETS, WIRES, Preset
 
-__all__ = ["ConfigError", "Config", "Connection", "load_config", "resolve_connection"]
+__all__ = ["ConfigError", "Config", "Connection", "load_config", "resolve_connection", "user_config_dir", "user_data_dir"]
 
 ThinkLevel = Literal["off", "low", "medium", "high", "max"]
 THINK_LEVELS: tuple[str, ...] = ("off", "low", "medium", "high", "max")
@@ -43,7 +44,7 @@ class ConnectionConfig(_Strict):
     ollama, lmstudio, llamacpp, openai-compatible)."""
     base_url: str | None = None
     """Overrides the preset's base URL."""
-    wire: Literal["openai-chat", "openai-responses", "anthropic-messages"] | None = None
+    wire: Literal["openai-chat", "openai-responses", "anthropic-messages", "gemini"] | None = None
     """Overrides the preset's wire protocol."""
     api_key_env: str | None = None
     """Environment variable that holds the key."""
@@ -93,6 +94,9 @@ class ToolsConfig(_Strict):
     """When set, only these tools are offered."""
     disabled: list[str] = Field(default_factory=list)
     """Tools never offered."""
+    keep_env: list[str] = Field(default_factory=list)
+    """Variables that shell commands, hooks and MCP servers keep although their names look
+    like secrets (``*KEY*``, ``*TOKEN*``, ...). Only the user's own config may set it."""
 
 
 class WebSearchConfig(_Strict):
@@ -102,6 +106,9 @@ class WebSearchConfig(_Strict):
     """``model``: hosted by the session's own provider; ``tavily``: a client tool with its own key."""
     protocol: Literal["auto", "responses", "anthropic"] = "auto"
     """Force the hosted-search protocol; ``auto`` follows the connection's wire."""
+    anthropic_dynamic_filtering: bool = False
+    """Send Anthropic's ``web_search_20260209`` (dynamic filtering) instead of ``20250305`` for
+    the models ``ketch models --capabilities`` marks, on the official Anthropic API only."""
     tavily_base_url: str = "https://api.tavily.com"
 
 
@@ -155,24 +162,12 @@ class Config(_Strict):
     approval: Literal["ask", "auto", "never"] = "ask"  # auto: sandboxed commands need no prompt; never: deny what would ask
     _limit_ceilings: dict[str, int] = PrivateAttr(default_factory=dict)
     """Window and output limits a repo's own config set, which may only lower the others."""
+    _project_trust: Any = PrivateAttr(default=None)
 
-
-def user_config_dir() -> Path:
-    override = os.environ.get("KETCH_CONFIG_DIR")
-    if override:
-        return Path(override).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("ketch"))
-
-
-def user_data_dir() -> Path:
-    override = os.environ.get("KETCH_DATA_DIR")
-    if override:
-        return Path(override).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("ketch"))
+    @property
+    def project_trust(self) -> Any:
+        """How the project's config was treated (``trust.ProjectTrust``), None if not loaded from files."""
+        return self._project_trust
 
 
 def find_project_root(cwd: Path) -> Path:
@@ -237,26 +232,67 @@ def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
     return layer
 
 
-def load_config(cwd: Path, flags: dict[str, Any] | None = None, environ: dict[str, str] | None = None) -> Config:
-    """Merge every layer into one validated Config."""
+def load_config(
+    cwd: Path, flags: dict[str, Any] | None = None, environ: dict[str, str] | None = None, *, trust_flag: bool = False
+) -> Config:
+    """Merge every layer into one validated Config.
+
+    The project's file is split (``project_config.split_project``): its narrowing part always
+    applies, its widening part only where the folder is trusted (``trust.standing_of``) or
+    ``trust_flag`` (``--trust``) says so. ``config.project_trust`` tells what happened."""
+    from ketch.core import trust
+    from ketch.core.project_config import merge_layer
+
     environ = dict(os.environ if environ is None else environ)
     merged: dict[str, Any] = {}
     user_file = user_config_dir() / "config.toml"
     if user_file.is_file():
         merged = _merge(merged, _read_toml(user_file))
-    project_file, ignored = find_project_root(cwd) / ".ketch" / "config.toml", []
-    ceilings: dict[str, int] = {}
-    if project_file.is_file():  # (sandbox and approval keys: only what narrows the user's file)
-        project = _read_toml(project_file)
-        ceilings = _take_limits(project)  # window and output limits: only ever lower (ketch.context.windows)
-        merged = _merge(merged, limit_project_layer(project, merged, str(project_file), ignored))
+    root = find_project_root(cwd)
+    ignored: list[str] = []  # (sandbox and approval keys: only what narrows the user's file, trusted or not)
+    ceilings: dict[str, int] = {}  # window and output limits: only ever lower (ketch.context.windows)
+    split = _split_project_file(root, merged, ignored, ceilings)
+    if split is not None:
+        merged = merge_layer(merged, split.narrowing)
+    standing = trust.standing_of(root, split, flag=trust_flag)
+    if split is not None and standing.applied:
+        merged = merge_layer(merged, split.widening)
     merged = _merge(merged, _env_layer(environ))
     flag_layer = {k: v for k, v in (flags or {}).items() if v is not None}
     _validate(flag_layer, "command line")
     merged = _merge(merged, flag_layer)
     config = Config.model_validate(merged, context={"ignored": ignored})
+    config._project_trust = standing
     config._limit_ceilings = ceilings
     return config
+
+
+def project_split(cwd: Path) -> Any:
+    """The project's config split against the user's (None when the project has no file)."""
+    user_file = user_config_dir() / "config.toml"
+    user = _read_toml(user_file) if user_file.is_file() else {}
+    return _split_project_file(find_project_root(cwd), user)
+
+
+def _split_project_file(
+    root: Path, user: dict[str, Any], ignored: list[str] | None = None, ceilings: dict[str, int] | None = None
+) -> Any:
+    from ketch.core.project_config import ProjectConfigError, split_project
+
+    project_file = root / ".ketch" / "config.toml"
+    if not project_file.is_file():
+        return None
+    keys = stored_keys()
+    try:
+        # a connection with a key variable (set now or later) or a stored key uses the user's key
+        layer = _read_toml(project_file)
+        taken = _take_limits(layer)
+        if ceilings is not None:
+            ceilings.update(taken)
+        project = limit_project_layer(layer, user, str(project_file), ignored)
+        return split_project(project, user, project_file, has_user_key=lambda name, env: bool(env or keys.get(name)))
+    except ProjectConfigError as exc:
+        raise ConfigError(f"{project_file}: {exc}") from None
 
 
 _LIMIT_KEYS = ("context_window", "max_output_tokens")
@@ -402,7 +438,11 @@ def resolve_connection(
         raise ConfigError(f"KETCH_MAX_RETRIES must be a whole number, not {retries_override!r}")
     timeout_override = _timeout_override(environ.get("KETCH_TIMEOUT"))
     if not model_ref:
-        raise ConfigError("no model chosen: pass --model CONNECTION:MODEL (list them with 'ketch models') or set model in config")
+        raise ConfigError(
+            "no model chosen: pass --model CONNECTION:MODEL (list them with 'ketch models'), or put "
+            f"model = \"openai:gpt-5\" (say) in {user_config_dir() / 'config.toml'}; "
+            "store a key with 'ketch auth login openai'"
+        )
     if base_url:  # ad-hoc endpoint: no config file needed
         if wire not in WIRES:
             raise ConfigError(f"--base-url needs --wire, one of: {', '.join(WIRES)}")
@@ -442,9 +482,11 @@ def resolve_connection(
     check_base_url(url, f"connection '{name}' base_url")
     key_env = api_key_env or conn_cfg.api_key_env or preset.key_env
     key = environ.get(key_env) if key_env else None
-    key = key or stored_keys().get(name)
+    alt_env = preset.alt_key_env if key_env == preset.key_env else ""
+    key = key or (environ.get(alt_env) if alt_env else None) or stored_keys().get(name)
     if not key and key_env:
-        raise ConfigError(f"missing API key for connection '{name}': set {key_env} or run 'ketch auth login {name}'")
+        either = f"{key_env} (or {alt_env})" if alt_env else key_env
+        raise ConfigError(f"missing API key for connection '{name}': set {either} or run 'ketch auth login {name}'")
     retries = int(retries_override) if retries_override is not None else conn_cfg.max_retries
     return Connection(
         name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref),

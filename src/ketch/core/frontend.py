@@ -58,7 +58,10 @@ class SessionLike(Protocol):
         ...
 
     def cancel_turn(self) -> None:
-        """Abort the running turn (Esc)."""
+        """Abort the running turn (Esc, SIGINT headless). What it did is kept: the prompt, every
+        finished step, and the partial answer ending in ``turn_record.CANCELLED_MARKER``
+        (``turn_record.is_cancelled_answer`` finds it in a replayed history); the turn ends with
+        ``TurnFinished(reason="cancelled")``."""
         ...
 
     def status(self) -> SessionStatus: ...

@@ -15,6 +15,7 @@ import dataclasses
 import itertools
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent, AgentRunResultEvent, RunContext
@@ -41,7 +42,10 @@ from ketch.core.session_approval import ApprovalBridge
 from ketch.core.session_checkpoints import CheckpointSteps
 from ketch.core.session_controls import SessionControls
 from ketch.core.session_persist import Persistence
+from ketch.state.history_writer import HistoryWriter
 from ketch.core.stream_translate import StreamTranslator, TurnState
+from ketch.core.tool_brief import OutputTails
+from ketch.providers.pricing import price_known
 from ketch.providers.pricing import response_cost
 from ketch.websearch.wiring import NativeSearchTracker
 from ketch.tools.base import ToolDeps, ToolSpec
@@ -96,9 +100,12 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self.messages: list[ModelMessage] = list(history or [])
         self.label = label
         self.compactor = compactor
-        self._persisted = len(self.messages)
+        self._writer = HistoryWriter(store, self.session_id, self.messages)
+        """Keeps the stored history equal to ``messages``, writing only what changed."""
+        self.claim: Callable[[str], None] | None = None
+        """Takes the write lock of a session before ``switch_to`` moves to it (set by the wiring)."""
         self.history_rewritten = False
-        """Set when the history was rewritten in place (compaction, id repair): store it whole."""
+        """Set by compaction when it rewrote the history in place (the writer finds the changed rows)."""
         self._step_events: list[Any] = []
         """Events of the step in progress, stored with its messages (for export)."""
         self.auto_title = False
@@ -118,6 +125,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         """Open requests by id; a subagent shares its parent's, so ``decide`` answers both."""
         self._previews: dict[str, str] = {}
         self._call_args: dict[str, dict[str, Any]] = {}
+        self._output_tails = OutputTails()
+        """The last lines of each running command's live output, for its brief result."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._background_to = background
         """Where fire-and-forget work goes instead of ``self._tasks``: a subagent hands its
@@ -127,7 +136,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self._queue: asyncio.Queue[Any] | None = None
         self._task: asyncio.Task[None] | None = None
         self._turn: TurnState | None = None
-        self.cost_usd: float | None = 0.0
+        self.cost_usd: float | None = 0.0 if price_known(model) else None
+        """This process's spend on the session; None when a price is unknown (from the
+        start for a model genai-prices does not know)."""
         self.input_tokens = 0
         self.output_tokens = 0
         self.last_request_tokens = 0
@@ -184,9 +195,13 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         return [d for d in tool_defs if d.name in allowed]
 
     # ------------------------------------------------------------------ events
-    def _emit(self, event: Any) -> None:
+    def _emit(self, event: Any, *, deliver: bool = True) -> Any:
+        """Stamp ``event`` with the turn, note it for the store, and (unless not ``deliver``)
+        hand it to the front end; returns the stamped event."""
         if self._queue is None:
-            return
+            return event
+        if isinstance(event, ev.ToolOutputChunk):
+            self._output_tails.add(event.call_id, event.text, event.stream)
         if not isinstance(event, _NOT_STORED):  # (streamed fragments are valid text, and many)
             event = encodable(event)  # a file name that is not UTF-8 in a tool summary, say
             if isinstance(event, ev.Compacted):
@@ -198,7 +213,20 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             self._turn.delivered = True
         if self.store is not None and not isinstance(event, _NOT_STORED):
             self._step_events.append(event)
-        self._queue.put_nowait(event)
+        if deliver:
+            self._queue.put_nowait(event)
+        return event
+
+    def _with_images(self, prompt: str) -> Any:
+        """The prompt with the images it names attached (``core/attachments.py``)."""
+        from ketch.core.attachments import user_prompt
+
+        meta = self.config.models.get(self.model_ref)
+        accepts = meta.capabilities.get("image_input") if meta is not None else None
+        if accepts is None:
+            profile = getattr(self.model, "profile", None) or {}
+            accepts = bool(profile.get("supports_image_input", True)) if isinstance(profile, dict) else True
+        return user_prompt(prompt, Path(self.workspace.root), accepts_images=accepts, model=self.model_ref)
 
     def _next_id(self, prefix: str) -> str:
         return f"{prefix}-{self.session_id}-{next(self._ids)}"
@@ -209,6 +237,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         if self.compactor is not None:
             request_context = await self.compactor.before_request(self, ctx, request_context)
         encodable_newest_request(ctx.messages, request_context.messages)
+        if self._turn is not None:
+            self._turn.record.live, self._turn.record.prompt_sent = ctx.messages, True
         self._persist(list(ctx.messages))
         return request_context
 
@@ -291,6 +321,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         except asyncio.CancelledError:
             reason = "cancelled"
             self._cancel_pending()
+            self._keep_cancelled(prompt, turn)
         except OutputTokenLimitExceeded:  # cut before any answer, or inside a tool call
             reason = "max_tokens"
             self._emit(ev.Notice(level="warning", text=CUT_NOTICE))
@@ -312,9 +343,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             if self.hooks is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.hooks.turn_stopped(reason))
-            self._emit(ev.TurnFinished(reason=reason, text="".join(turn.text)))  # type: ignore[arg-type]
-            with contextlib.suppress(Exception):
-                self._persist(self.messages)  # the events after the last step
+            finished = ev.TurnFinished(reason=reason, text="".join(turn.text))  # type: ignore[arg-type]
+            self._queue.put_nowait(self._store_turn_end(finished))
             if self.auto_title and reason == "done" and prompt:
                 self.auto_title = False
                 self.title_task = asyncio.get_running_loop().create_task(self._make_title(prompt, self.session_id))
@@ -326,7 +356,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         limits = UsageLimits(request_limit=self.config.max_steps)
         if prompt is not None:
             self._close_open_calls()
-        async with self.agent.run_stream_events(prompt, message_history=self.messages, deps=self.deps, usage_limits=limits) as stream:
+        user_prompt = self._with_images(prompt) if prompt is not None else None
+        async with self.agent.run_stream_events(user_prompt, message_history=self.messages, deps=self.deps, usage_limits=limits) as stream:
             async for item in stream:
                 if isinstance(item, AgentRunResultEvent):
                     self._persist(item.result.all_messages())
@@ -373,6 +404,10 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
 
 
     async def aclose(self) -> None:
+        if self._task is not None and not self._task.done():  # a front end closing mid-turn:
+            self._task.cancel()  # the cancel is stored (prompt, partial answer) before the store closes
+            with contextlib.suppress(BaseException):
+                await self._task
         while self._tasks:  # a subagent may hand over another hook while the first ones run
             tasks = list(self._tasks)
             await asyncio.gather(*tasks, return_exceptions=True)

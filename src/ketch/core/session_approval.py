@@ -26,6 +26,7 @@ class ApprovalBridge:
     async def _gate_hook(self, ctx: RunContext[ToolDeps], *, call: Any, tool_def: Any, args: Any) -> Any:
         if ctx.tool_call_approved:
             await self._checkpoint_before_tool(call.tool_name, ctx.run_step)
+            self._tool_started(ctx, call)  # last: the body runs next
             return args
         call_args = call.args_as_dict()
         preview = self._preview(call.tool_name, call_args)
@@ -36,6 +37,7 @@ class ApprovalBridge:
             if decision.by in ("rule", "yolo", "sandbox"):
                 self._resolved(call, "allow", decision)
             await self._checkpoint_before_tool(call.tool_name, ctx.run_step)
+            self._tool_started(ctx, call)  # last: the body runs next
             return args
         raise ApprovalRequired({"action": decision.action, "by": decision.by, "reason": decision.reason, "rule": decision.rule})
 
@@ -75,8 +77,9 @@ class ApprovalBridge:
                 approvals[call.tool_call_id] = ToolDenied(gd.reason)
                 self._resolved(call, "deny", gd)
             elif not self.interactive:
-                approvals[call.tool_call_id] = ToolDenied(HEADLESS_DENIAL)
-                self._resolved(call, "deny", gd, by="default", reason=HEADLESS_DENIAL)
+                denial = f"{HEADLESS_DENIAL} Why no rule allowed it: {gd.reason}" if gd.reason else HEADLESS_DENIAL
+                approvals[call.tool_call_id] = ToolDenied(denial)
+                self._resolved(call, "deny", gd, by="default", reason=denial)
             else:
                 if not asked:
                     asked = True

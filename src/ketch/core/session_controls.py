@@ -15,6 +15,7 @@ from pydantic_ai.messages import ModelMessage
 from ketch.core.agents import AgentVariant
 from ketch.core.config import Connection
 from ketch.core.frontend import SessionStatus
+from ketch.state.history_writer import HistoryWriter
 
 
 class SessionControls:
@@ -44,32 +45,39 @@ class SessionControls:
     def switch_to(self, session_id: str, history: Sequence[ModelMessage]) -> None:
         """Continue as another stored session (``/clear``, ``/resume``, ``/fork``)."""
         self._require_idle()
+        if self.claim is not None:
+            self.claim(session_id)  # one writer per session: refuses one open in another ketch
         self.session_id = session_id
         self.messages = list(history)
-        self._persisted = len(self.messages)
+        self._writer = HistoryWriter(self.store, session_id, self.messages)
         self._step_events = []
-        self.cost_usd = 0.0
+        from ketch.providers.pricing import price_known
+
+        self.cost_usd = 0.0 if price_known(self.model) else None
         self.input_tokens = self.output_tokens = self.last_request_tokens = 0
 
     def status(self) -> SessionStatus:
         notebook = self.deps.extras.get("notebook")
         window = self.compactor.window if self.compactor is not None else 0
+        parts = self._context_parts()
+        # no request measured since the history was loaded or rewritten: the estimate
+        used = self.last_request_tokens or (sum(parts.values()) if self.messages else 0)
         return SessionStatus(
             session_id=self.session_id,
             stored=self.store is None or not self.store.is_reserved(self.session_id),
             model=self.model_ref,
             thinking=self.config.think,
             agent=self.variant.name,
-            context_tokens=self.last_request_tokens,
+            context_tokens=used,
             context_window=window,
-            context_used_pct=(100.0 * self.last_request_tokens / window) if window else 0.0,
+            context_used_pct=(100.0 * used / window) if window else 0.0,
             cost_usd=self.cost_usd,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             cwd=str(Path(self.workspace.root)),
             tools=self.active_tools(),
             todos=notebook.as_dicts() if notebook is not None else [],
-            context_parts=self._context_parts(),
+            context_parts=parts,
         )
 
     def _context_parts(self) -> dict[str, int]:

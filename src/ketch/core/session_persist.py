@@ -6,6 +6,8 @@ calls waiting for approval are noted so a resumed session asks again.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -13,28 +15,100 @@ from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
 from ketch.core import events as ev
+from ketch.core.encodable import encodable
+from ketch.core.stream_translate import TurnState
+from ketch.core.turn_record import cancelled_history, interim_history, open_calls
 from ketch.tools.base import ToolDeps
 
 
 class Persistence:
     """Storing the history of one session (needs the attributes ``Session`` sets)."""
 
+    @property
+    def history_rewritten(self) -> bool:
+        """Set when the history was rewritten outside the writer's view. Outside a turn (a repair
+        at load, ``/repair``, ``/compact``) a message may have been changed in place, so the next
+        write compares every message by content; inside one (pruning) changed messages are new
+        objects, which the writer finds by itself."""
+        return getattr(self, "_rewritten", False)
+
+    @history_rewritten.setter
+    def history_rewritten(self, value: bool) -> None:
+        self._rewritten = value
+        task = getattr(self, "_task", None)
+        writer = getattr(self, "_writer", None)
+        if value and writer is not None and (task is None or task.done()):
+            writer.recheck()
+
     def _persist(self, messages: list[ModelMessage]) -> None:
-        """Commit every message not yet stored, with the step's events, as one transaction."""
+        """Make the stored history ``messages`` (writing only new and changed rows) with the
+        step's events, as one transaction. On a storage fault the events wait for the next write."""
         self.messages = messages
-        if self.store is None:
-            self._persisted = len(messages)
-            self.history_rewritten = False
-            return
         events, self._step_events = self._step_events, []
-        if self.history_rewritten or len(messages) < self._persisted:
-            self.store.replace_history(self.session_id, messages)
-            if events:
-                self.store.append_step(self.session_id, [], events)
-        elif len(messages) > self._persisted or events:
-            self.store.append_step(self.session_id, messages[self._persisted :], events)
-        self._persisted = len(messages)
+        try:
+            self._writer.commit(messages, events)
+        except BaseException:
+            self._step_events[:0] = events
+            raise
         self.history_rewritten = False
+
+    def _tool_started(self, ctx: RunContext[ToolDeps], call: Any) -> None:
+        """Just before a tool body runs: store the history with this call marked as started, so a
+        process killed while it runs leaves a result saying it ran and was cut off."""
+        turn = self._turn
+        if turn is None:
+            return
+        turn.record.live = ctx.messages
+        turn.record.awaiting_approval = False
+        turn.record.started.add(call.tool_call_id)
+        self._persist_interim(turn)
+
+    def _tool_finished(self, turn: TurnState, part: Any) -> None:
+        """A tool finished: its real result replaces the note in the stored history."""
+        turn.record.results[part.tool_call_id] = part
+        self._persist_interim(turn)
+
+    def _persist_interim(self, turn: TurnState) -> None:
+        if self.store is None:
+            return
+        history = interim_history(turn.record)
+        if history is not None:
+            self._persist(_encodable_tail(history))
+
+    def _store_turn_end(self, finished: Any) -> Any:
+        """Store the turn's last events with ``finished`` before the front end sees it: a storage
+        fault there ends the turn as an error (said in one line); the events wait for the next write."""
+        finished = self._emit(finished, deliver=False)
+        try:
+            self._persist(self.messages)
+        except Exception as exc:  # noqa: BLE001 - the one line the front end shows
+            from ketch.core.errors import describe_run_error
+
+            with contextlib.suppress(ValueError):
+                self._step_events.remove(finished)
+            if finished.reason != "error":
+                kind, message, retryable = describe_run_error(exc, self.connection)
+                self._emit(ev.Error(kind=kind, message=message, retryable=retryable))  # type: ignore[arg-type]
+                finished = dataclasses.replace(finished, reason="error")
+            finished = self._emit(finished, deliver=False)
+        return finished
+
+    def _keep_cancelled(self, prompt: str | None, turn: TurnState) -> None:
+        """After a cancel: store the prompt, the partial answer marked as cancelled and every
+        finished step, as a history the next prompt can follow on every wire."""
+        if turn.record.awaiting_approval:
+            return  # left while asked to approve: the calls stay pending, asked again on resume
+        history = _encodable_tail(cancelled_history(self.messages, turn.record, prompt))
+        closed = bool(open_calls(turn.record.live or self.messages))
+        try:
+            self._persist(history)
+            if closed and self.store is not None:
+                self.store.set_pending(self.session_id, None)
+        except Exception as exc:  # noqa: BLE001 - reported as the turn's error; the history stays in memory
+            from ketch.core.errors import describe_run_error
+
+            kind, message, retryable = describe_run_error(exc, self.connection)
+            self._emit(ev.Error(kind=kind, message=message, retryable=retryable))  # type: ignore[arg-type]
 
     def pending_calls(self) -> list[dict[str, Any]]:
         """Tool calls of the last response that have no result yet (an approval the user never gave)."""
@@ -54,6 +128,8 @@ class Persistence:
 
     def _record_pending(self, ctx: RunContext[ToolDeps], calls: Sequence[Any]) -> None:
         """Before asking the user, commit the response holding ``calls`` and note them as pending."""
+        if self._turn is not None:
+            self._turn.record.live, self._turn.record.awaiting_approval = ctx.messages, True
         if self.store is None:
             return
         self._persist(list(ctx.messages))
@@ -68,3 +144,9 @@ class Persistence:
 
         if self.has_pending():
             self.messages = [*self.messages[:-1], dataclasses.replace(self.messages[-1], state="interrupted")]
+
+
+def _encodable_tail(history: list[ModelMessage], newest: int = 3) -> list[ModelMessage]:
+    """``history`` with the messages ketch built for it (the newest few: results, a prompt, a
+    partial answer) made encodable: a file name that is not UTF-8 in a tool result, say."""
+    return [*history[:-newest], *(encodable(m) for m in history[-newest:])]

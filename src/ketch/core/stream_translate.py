@@ -22,6 +22,8 @@ from pydantic_ai.messages import (
 )
 
 from ketch.core import events as ev
+from ketch.core.tool_brief import brief
+from ketch.core.turn_record import StepRecord
 
 
 @dataclass
@@ -31,6 +33,8 @@ class TurnState:
     compacted: bool = False
     delivered: bool = False
     """Whether any output of this turn reached the front end (no silent retries after)."""
+    record: StepRecord = field(default_factory=StepRecord)
+    """The step in progress, for what a cancel or a crash leaves stored (``turn_record``)."""
 
 
 class StreamTranslator:
@@ -43,7 +47,10 @@ class StreamTranslator:
             self._emit(found)
             return
         if isinstance(item, PartStartEvent):
+            if item.index == 0:
+                turn.record.new_response()
             if isinstance(item.part, TextPart) and item.part.content:
+                turn.record.answer.append(item.part.content)
                 turn.text.append(item.part.content)
                 self._emit(ev.TextDelta(text=item.part.content))
             elif isinstance(item.part, ThinkingPart) and item.part.content:
@@ -51,17 +58,20 @@ class StreamTranslator:
         elif isinstance(item, PartDeltaEvent):
             delta = item.delta
             if isinstance(delta, TextPartDelta) and delta.content_delta:
+                turn.record.answer.append(delta.content_delta)
                 turn.text.append(delta.content_delta)
                 self._emit(ev.TextDelta(text=delta.content_delta))
             elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
                 self._emit(ev.ReasoningDelta(text=delta.content_delta))
         elif isinstance(item, FunctionToolCallEvent):
             turn.text.clear()  # the final answer is the text after the last tool call
+            turn.record.new_response()  # the response holding this call is whole
             args = item.part.args_as_dict()
             self._call_args[item.part.tool_call_id] = args
             self._emit(ev.ToolCallStarted(call_id=item.part.tool_call_id, name=item.part.tool_name, args=args))
         elif isinstance(item, FunctionToolResultEvent):
             part = item.part
+            self._tool_finished(turn, part)
             is_error = not isinstance(part, ToolReturnPart) or part.outcome != "success"
             if isinstance(part.content, str):
                 content = part.content
@@ -73,15 +83,23 @@ class StreamTranslator:
             denied = isinstance(part, ToolReturnPart) and part.outcome == "denied"
             if self.hooks is not None and not denied:  # a denied call never ran
                 self._background(self.hooks.after_tool(part.tool_name or "", args, _summarize(content), is_error))
+            tail = self._output_tails.pop(part.tool_call_id)
+            preview = self._previews.pop(part.tool_call_id, "")
+            # only file tools preview a diff (the shell's preview is its command line)
+            diff = preview if not is_error and part.tool_name in _DIFF_TOOLS else ""
+            summary = brief(part.tool_name or "", args, content, is_error=is_error, tail=tail)
             self._emit(
                 ev.ToolCallFinished(
                     call_id=part.tool_call_id,
                     name=part.tool_name or "",
-                    summary=_summarize(content),
+                    summary=summary,
                     is_error=is_error,
-                    diff="" if is_error else self._previews.pop(part.tool_call_id, ""),
+                    diff=diff,
                 )
             )
+
+
+_DIFF_TOOLS = ("write_file", "edit_file")
 
 
 def _summarize(content: str, limit: int = 400) -> str:

@@ -154,6 +154,8 @@ class ChildWiring:
     """``connection -> Compactor`` so a long child run is compacted like its parent."""
     own_model: bool = True
     """False when a test injected the model: kinds then never build their own."""
+    always_capabilities: Sequence[Any] = ()
+    """Capabilities every child gets whatever its model (the tool-output key redaction)."""
 
     def __call__(self, parent: Any, variant: AgentVariant, label: str) -> Any:
         from ketch.providers.models import model_settings
@@ -190,7 +192,8 @@ class ChildWiring:
             deps=deps,
             instructions=self.make_instructions(variant.prompt, notes.render_for_prompt, hosted),
             session_id=f"{parent.session_id}.{label}",
-            capabilities=[*(self.capabilities_for(conn, model) if self.own_model else []), *route.capabilities()],
+            capabilities=[*(self.capabilities_for(conn, model) if self.own_model else []), *route.capabilities(),
+                          *self.always_capabilities],
             model_settings=model_settings(variant.think or config.think, model=model if self.own_model else None, conn=conn),
             compactor=self.compactor_for(conn) if self.compactor_for is not None else None,
             label=label,

@@ -13,7 +13,9 @@ code of 2 refuses the call, its stderr being the reason the model sees; any othe
 non-zero exit, a timeout or a failure to start is a warning, never a refusal. A hook that
 runs past its timeout is killed with its whole process tree.
 
-Hooks come only from the user's own configuration; the registry never installs them.
+Hooks come only from the user's own configuration or a trusted folder's (``core/trust.py``);
+the registry never installs them. A hook's environment has no key ketch holds and no variable
+whose name looks like a secret (``tools/child_env.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 import psutil
 
 from ketch.core import strict_json
+from ketch.tools.child_env import ChildEnv, child_environment
 from ketch.sandbox.runtime import launch_argv
 
 HOOK_EVENTS = ("before_tool", "after_tool", "prompt_submitted", "turn_stopped")
@@ -133,6 +136,8 @@ class HookRunner:
         self.sandbox = sandbox
         """A ``ketch.sandbox.runtime.Sandbox``: hooks run under the session's sandbox policy."""
         self.warnings: list[str] = []
+        self.child_env: ChildEnv | None = None
+        """What hooks' environment leaves out (None: every variable whose name looks like a secret)."""
 
     def _for(self, event: str, tool_name: str | None = None) -> list[HookSpec]:
         return [h for h in self.hooks if h.event == event and h.applies_to(tool_name)]
@@ -173,7 +178,7 @@ class HookRunner:
 
     async def _run(self, hook: HookSpec, payload: dict[str, Any]) -> HookOutcome:
         data = strict_json.dumps({**payload, "cwd": str(self.cwd)}, default=str).encode()
-        env = {**os.environ, "KETCH_HOOK_EVENT": hook.event}
+        env = {**child_environment(self.child_env), "KETCH_HOOK_EVENT": hook.event}
         if "tool" in payload:
             env["KETCH_TOOL_NAME"] = payload["tool"]
         # stderr goes to a file, not a pipe: a daemon a hook leaves behind cannot hold it open

@@ -214,12 +214,15 @@ async def _stop(running: _Running) -> None:
         _close_file(running.stderr)
 
 
-async def start_mcp_servers(config: dict[str, Any] | None, *, timeout: float = DEFAULT_START_TIMEOUT_S, sandbox: Any = None) -> McpHub:
+async def start_mcp_servers(
+    config: dict[str, Any] | None, *, timeout: float = DEFAULT_START_TIMEOUT_S, sandbox: Any = None, child_env: Any = None
+) -> McpHub:
     """Start every server in ``config`` concurrently and return the hub.
 
     ``config`` is ``{"servers": {NAME: {"command", "args", "env"} | {"url", "headers"}}, "timeout": s}``;
     a server entry may carry its own ``timeout``, and ``network = false`` to run a stdio
     server without the network (it runs under ``sandbox``'s policy, network on by default). Failures never raise: they become failed statuses.
+    ``child_env`` (a ``tools.child_env.ChildEnv``) is what a stdio server's environment leaves out.
     Call it on the event loop that will run the agent (stdio sessions belong to that loop), and
     ``aclose()`` the hub on the same loop.
     """
@@ -230,7 +233,7 @@ async def start_mcp_servers(config: dict[str, Any] | None, *, timeout: float = D
     default_timeout = float((config or {}).get("timeout") or timeout)
     namespaces = _unique_namespaces(list(servers))
     attempts = [
-        _start_one(name, namespaces[name], spec, _server_timeout(spec, default_timeout), sandbox)
+        _start_one(name, namespaces[name], spec, _server_timeout(spec, default_timeout), sandbox, child_env)
         for name, spec in servers.items()
     ]
     for status, running in await asyncio.gather(*attempts):
@@ -258,7 +261,7 @@ def _unique_namespaces(names: list[str]) -> dict[str, str]:
 
 
 async def _start_one(
-    name: str, namespace: str, spec: Any, timeout: float, sandbox: Any = None
+    name: str, namespace: str, spec: Any, timeout: float, sandbox: Any = None, child_env: Any = None
 ) -> tuple[ServerStatus, _Running | None]:
     if not isinstance(spec, dict) or not (spec.get("command") or spec.get("url")):
         return ServerStatus(name, "failed", error="needs either 'command' or 'url' in its configuration"), None
@@ -267,7 +270,7 @@ async def _start_one(
     stack = AsyncExitStack()
     stderr = None
     try:
-        toolset, stderr = _build_toolset(namespace, spec, timeout, secrets.scrub, sandbox)
+        toolset, stderr = _build_toolset(namespace, spec, timeout, secrets.scrub, sandbox, child_env)
         async with asyncio.timeout(timeout):
             await stack.enter_async_context(toolset)
             tools = await toolset.wrapped.list_tools()
@@ -289,7 +292,8 @@ async def _start_one(
 
 
 def _build_toolset(
-    namespace: str, spec: dict[str, Any], timeout: float, scrub: Callable[[str], str], sandbox: Any = None
+    namespace: str, spec: dict[str, Any], timeout: float, scrub: Callable[[str], str], sandbox: Any = None,
+    child_env: Any = None,
 ) -> tuple[Any, Any]:
     """The namespaced toolset for one server entry, plus the file collecting a stdio server's stderr."""
     from pydantic_ai.mcp import MCPToolset
@@ -311,13 +315,28 @@ def _build_toolset(
     stdio = StdioTransport(
         command=command[0],
         args=command[1:],
-        env={str(k): str(v) for k, v in (spec.get("env") or {}).items()} or None,
+        env=_server_env(spec, child_env),
         cwd=spec.get("cwd"),
         keep_alive=False,
         log_file=stderr,
     )
     toolset = MCPToolset(stdio, id=namespace, init_timeout=timeout + 1, tool_error_behavior="failed")
     return wrapper(toolset, server=namespace, scrub=scrub), stderr
+
+
+def _server_env(spec: dict[str, Any], child_env: Any) -> dict[str, str]:
+    """A stdio server's environment: the MCP library's few inherited variables (``PATH``,
+    ``HOME``, ...) and the ones the user keeps by name, less every key ketch holds and every
+    variable that looks like a secret; then the server's own ``env`` from its config."""
+    import os
+
+    from mcp.client.stdio import get_default_environment
+
+    from ketch.tools.child_env import child_environment
+
+    keep = getattr(child_env, "keep", frozenset())
+    base = {**get_default_environment(), **{k: os.environ[k] for k in keep if k in os.environ}}
+    return {**child_environment(child_env, base), **{str(k): str(v) for k, v in (spec.get("env") or {}).items()}}
 
 
 async def _close_quietly(stack: AsyncExitStack) -> None:

@@ -14,8 +14,12 @@ Manifest shape::
                {"kind": "command_prefix", "prefix": "rm -rf", "reason": "..."}]}
 
 ``tool`` accepts ``*`` wildcards. ``command_prefix`` rules look at the ``command``
-argument of the ``shell`` tool (or of ``tool`` when given) and catch the prefix in any
-segment of a compound command, after leading assignments and wrappers like ``sudo``.
+argument of the ``shell`` tool (or of ``tool`` when given) and catch the prefix in every
+simple command of the parsed command line, as written and as it really runs: after
+wrappers such as ``sudo``/``env``/``timeout``, inside ``sh -c`` and ``eval`` bodies, with
+git's global options removed (``shell_rules.command_hits``). A command whose program is
+only known at run time is refused by every prefix it could match. ``arg`` globs on a path
+argument match the path as written and as resolved (symlinks followed); either refuses.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ketch.extensions.rules import collapse_whitespace, command_words, expanded_commands, path_glob_matches, split_shell_command
+from ketch.extensions.rules import path_forms, path_rule_matches, resolved_forms
+from ketch.extensions.shell_rules import collapse_whitespace, command_hits
 
 SAFE_NAME = re.compile(r"[a-z0-9][a-z0-9\-_]{0,63}")
 """Names of plugins, skills and registry entries: no slashes, dots or upper case."""
@@ -257,11 +262,13 @@ def _arg_strings(value: Any) -> list[str]:
     return []
 
 
-def _prefix_hit(prefix: str, command: str) -> bool:
-    forms = expanded_commands(command)
-    forms += [collapse_whitespace(s) for s in split_shell_command(command)]
-    normalized_prefix = " ".join(command_words(prefix)) or prefix
-    return any(f.startswith(prefix) or f.startswith(normalized_prefix) for f in forms)
+def _prefix_hit(prefix: str, command: str) -> tuple[bool, str]:
+    """Whether ``command`` runs (or could run) something starting with ``prefix``, and
+    why when it is only a possibility."""
+    return command_hits(prefix, command, prefix=True)
+
+
+_PATH_ARG = frozenset({"path", "file_path", "paths", "dir", "directory", "cwd", "notebook_path"})
 
 
 @dataclass
@@ -279,15 +286,29 @@ class Guard:
             if rule.kind == "tool":
                 return Refusal(rule.reason, source)
             if rule.kind == "command_prefix":
-                if any(_prefix_hit(rule.prefix, c) for c in _arg_strings(args.get("command"))):
-                    return Refusal(rule.reason, source)
+                for command in _arg_strings(args.get("command")):
+                    hit, why = _prefix_hit(rule.prefix, command)
+                    if hit:
+                        return Refusal(f"{rule.reason} ({why})" if why else rule.reason, source)
                 continue
             for value in _arg_strings(args.get(rule.arg)):
-                if rule.glob and path_glob_matches(rule.glob, value, self.root):
+                if rule.glob and self._glob_refuses(rule, value):
                     return Refusal(rule.reason, source)
-                if rule.regex is not None and rule.regex.search(value):
+                if rule.regex is not None and any(rule.regex.search(form) for form in self._forms(rule, value)):
                     return Refusal(rule.reason, source)
         return None
+
+    def _forms(self, rule: GuardRule, value: str) -> list[str]:
+        """A path argument as written and as resolved (symlinks followed); other
+        arguments as they are."""
+        if rule.arg in _PATH_ARG or rule.arg.endswith("path"):
+            return [value, *path_forms(value, self.root), *(resolved_forms(value, self.root) or [])]
+        return [value]
+
+    def _glob_refuses(self, rule: GuardRule, value: str) -> bool:
+        if rule.arg in _PATH_ARG or rule.arg.endswith("path"):
+            return path_rule_matches(rule.glob, value, self.root, allow=False)
+        return path_rule_matches(rule.glob, value, None, allow=False)
 
 
 def compile_guard(

@@ -3,29 +3,32 @@
 A rule names a tool and, optionally, a pattern on the tool's key argument:
 
 * file tools: a glob with ``**`` matched against the workspace-relative path;
-* the shell: a command pattern matched per *segment* of a compound command, where a
-  trailing ``*`` means "this prefix";
+* the shell: a command pattern matched against the parsed command (``shell_rules``): an
+  allow covers a command line only when every simple command in it is allowed and nothing
+  in it writes or runs code on the side; a deny or an ask hits when any simple command
+  matches, as written or as it really runs;
 * anything else (``url`` …): a wildcard pattern where ``*`` matches any text.
 
-Compound shell commands are split on control operators, subshells and command
-substitutions. An allow applies only when *every* segment is allowed; a deny or an ask
-applies when *any* segment matches. Among matching rules deny beats ask beats allow.
-
-The shell helpers here (``split_shell_command``, ``command_words``) are shared with the
-refusal guards in ``plugins.py``.
+A path is matched both as written (normalized) and as resolved (symlinks and ``..``
+followed the way the workspace jail follows them): a deny or an ask on either form hits,
+an allow needs both. Among matching rules deny beats ask beats allow.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import posixpath
 import re
-import shlex
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
+
+from ketch.extensions.shell_parse import parse_command
+from ketch.extensions.shell_rules import allow_blocker, command_hits, covering_allows, wildcard_matches
+from ketch.tools.run_later import is_run_later
 
 Action = Literal["allow", "deny", "ask"]
 ACTIONS: tuple[Action, ...] = ("allow", "deny", "ask")
@@ -126,13 +129,16 @@ def normalize_path(value: str) -> str:
 
 
 def path_forms(value: str, root: Path | None) -> list[str]:
-    """The forms a path argument is matched in: relative to ``root`` when it lies under
-    it, absolute (resolved against ``root``), and as given (normalized)."""
+    """The forms a path is matched in *as written*: relative to ``root`` when it lies
+    under it, absolute (joined to ``root``), and as given, all normalized lexically."""
     norm = normalize_path(value)
     if root is None:
         return [norm]
     absolute = norm if norm.startswith("/") else normalize_path(f"{root.as_posix()}/{norm}")
-    forms = [absolute, norm]
+    return _with_relative([absolute, norm], absolute, root)
+
+
+def _with_relative(forms: list[str], absolute: str, root: Path) -> list[str]:
     try:
         forms.insert(0, Path(absolute).relative_to(root).as_posix())
     except ValueError:
@@ -140,183 +146,66 @@ def path_forms(value: str, root: Path | None) -> list[str]:
     return list(dict.fromkeys(forms))
 
 
-def path_glob_matches(glob: str, value: str, root: Path | None = None, *, inside_only: bool = False) -> bool:
-    """Whether a path argument matches a glob (see ``glob_to_regex``).
+def resolved_forms(value: str, root: Path | None) -> list[str] | None:
+    """The forms of the path a tool would really open: symlinks and ``..`` followed the
+    way the workspace jail follows them. None when it cannot be resolved (a loop)."""
+    if root is None:
+        return None
+    from ketch.tools.workspace import InvalidPath, _resolve_like_kernel  # the jail's own resolution
 
-    With ``inside_only`` (used for allow rules) a relative glob only sees the path
-    relative to the workspace, so ``**`` never covers ``/etc/passwd`` or ``../x``."""
+    expanded = os.path.expanduser(value) if value.startswith("~") else value
+    absolute = expanded if expanded.startswith("/") else f"{root.as_posix()}/{expanded}"
+    try:
+        resolved = _resolve_like_kernel(absolute, value)
+    except (InvalidPath, ValueError, OSError):  # a loop, '..' after a missing part, a NUL
+        return None
+    return _with_relative([resolved], resolved, Path(os.path.realpath(root)))
+
+
+def _glob_hits(glob: str, forms: list[str], *, inside_only: bool) -> bool:
     norm_glob = normalize_path(glob)
-    rx = glob_to_regex(norm_glob)
-    forms = path_forms(value, root)
     if inside_only and not norm_glob.startswith("/"):
         forms = [f for f in forms if not f.startswith("/") and f != ".." and not f.startswith("../")]
+    rx = glob_to_regex(norm_glob)
     return any(rx.fullmatch(form) for form in forms)
 
 
-def wildcard_matches(pattern: str, value: str) -> bool:
-    """``*`` matches any text (slashes included); everything else is literal."""
-    return re.fullmatch(".*".join(map(re.escape, pattern.split("*"))), value, re.DOTALL) is not None
+def path_glob_matches(glob: str, value: str, root: Path | None = None, *, inside_only: bool = False) -> bool:
+    """Whether a path *as written* matches a glob (see ``glob_to_regex``).
+
+    With ``inside_only`` (used for allow rules) a relative glob only sees the path
+    relative to the workspace, so ``**`` never covers ``/etc/passwd`` or ``../x``."""
+    return _glob_hits(glob, path_forms(value, root), inside_only=inside_only)
 
 
-# ---------------------------------------------------------------- shell commands
-
-_OPERATOR_CHARS = set(";&|\n()")
-
-
-@dataclass
-class _Frame:
-    """One nesting level while splitting: the top level, ``$(...)`` or backticks."""
-
-    kind: Literal["top", "sub", "bt"]
-    resume_in_quotes: bool = False
-    """Whether the enclosing text was inside double quotes when this level opened."""
-    parens: int = 0
-    buffer: list[str] = field(default_factory=list)
+def path_rule_matches(glob: str, value: str, root: Path | None, *, allow: bool) -> bool:
+    """A path rule against a path argument. An allow needs the written *and* the
+    resolved path to match (inside the workspace); a deny, an ask or a guard hits on
+    either form (the raw text as written counts too)."""
+    written = path_forms(value, root)
+    resolved = resolved_forms(value, root)
+    if allow:
+        if root is not None and resolved is None:
+            return False
+        return _glob_hits(glob, written, inside_only=True) and (resolved is None or _glob_hits(glob, resolved, inside_only=True))
+    raw = [value.replace("\\", "/")]
+    return _glob_hits(glob, written + raw + (resolved or []), inside_only=False)
 
 
-def split_shell_command(command: str) -> list[str]:
-    """Split a shell command into the simple commands it would run.
-
-    Splits on ``;`` ``&&`` ``||`` ``|`` ``&`` newlines and parentheses outside quotes;
-    the bodies of ``$(...)`` and backticks (also inside double quotes) become segments
-    of their own and are cut out of the command around them. Single quotes are literal.
-    ``2>&1`` and ``&>`` are redirections, not separators. Parsing errs towards more
-    segments, never fewer: every piece the shell could run shows up somewhere.
-    """
-    segments: list[str] = []
-    stack = [_Frame("top")]
-
-    def cut() -> None:
-        text = "".join(stack[-1].buffer).strip()
-        if text:
-            segments.append(text)
-        stack[-1].buffer.clear()
-
-    def close() -> bool:
-        cut()
-        return stack.pop().resume_in_quotes
-
-    in_quotes = False
-    i, n = 0, len(command)
-    while i < n:
-        c, frame = command[i], stack[-1]
-        buf = frame.buffer
-        step = 1
-        if c == "\\" and i + 1 < n:
-            buf.append(" " if command[i + 1] == "\n" else command[i : i + 2])
-            step = 2
-        elif command.startswith("$(", i) and not command.startswith("$((", i):
-            stack.append(_Frame("sub", in_quotes))
-            in_quotes, step = False, 2
-        elif c == "`":
-            if frame.kind == "bt":
-                in_quotes = close()
-            else:
-                stack.append(_Frame("bt", in_quotes))
-                in_quotes = False
-        elif in_quotes:
-            buf.append(c)
-            in_quotes = c != '"'
-        elif c == "'":
-            j = command.find("'", i + 1)
-            j = n - 1 if j == -1 else j
-            buf.append(command[i : j + 1])
-            step = j + 1 - i
-        elif c == '"':
-            in_quotes = True
-            buf.append(c)
-        elif c == "&" and (buf and buf[-1] in "<>" or command.startswith("&>", i)):
-            buf.append(c)  # a redirection (2>&1, &>file), not a separator
-        elif c in _OPERATOR_CHARS:
-            if frame.kind == "sub" and c == ")" and frame.parens == 0:
-                in_quotes = close()
-            else:
-                if frame.kind == "sub" and c in "()":
-                    frame.parens += 1 if c == "(" else -1
-                cut()
-        else:
-            buf.append(c)
-        i += step
-    while stack:
-        close()
-    return segments
-
-
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=.*", re.DOTALL)
-_RESERVED = frozenset({"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "time"})
-_WRAPPERS = frozenset({"sudo", "doas", "env", "nohup", "command", "builtin", "exec", "nice", "xargs", "stdbuf", "ionice", "timeout"})
-_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
-
-
-def _words(segment: str) -> list[str]:
-    try:
-        return shlex.split(segment, comments=False, posix=True)
-    except ValueError:
-        return segment.split()
-
-
-def command_words(segment: str) -> list[str]:
-    """The words of one simple command as the shell would run it: quotes removed,
-    leading reserved words, ``NAME=value`` assignments and wrappers such as ``sudo`` or
-    ``env`` (with their options) dropped, and the program reduced to its basename."""
-    words = _words(segment)
-    while words:
-        head = words[0]
-        if head in _RESERVED or _ASSIGNMENT.fullmatch(head):
-            words = words[1:]
-        elif posixpath.basename(head) in _WRAPPERS:
-            words = words[1:]
-            while words and (words[0].startswith("-") or _ASSIGNMENT.fullmatch(words[0]) or re.fullmatch(r"[\d.]+[smhd]?", words[0])):
-                words = words[1:]
-        else:
-            break
-    if words:
-        words[0] = posixpath.basename(words[0].lstrip("\\")) or words[0]
-    return words
-
-
-def expanded_commands(command: str, _depth: int = 0) -> list[str]:
-    """Every simple command in ``command`` in normalized form (see ``command_words``),
-    looking inside ``bash -c '...'`` and ``eval ...`` as well."""
-    found: list[str] = []
-    for segment in split_shell_command(command):
-        words = command_words(segment)
-        if not words:
+def run_later_path(value: str, root: Path | None) -> str:
+    """The form of a path (written or resolved) that makes the repository run code
+    later (see ``tools.run_later``), or an empty string."""
+    forms = path_forms(value, root) + (resolved_forms(value, root) or [])
+    for form in forms:
+        if not form.startswith("/"):
+            if is_run_later(form):
+                return form
             continue
-        found.append(" ".join(words))
-        if _depth < 4 and words[0] in _SHELLS:
-            for k, w in enumerate(words[1:], 1):
-                if w.startswith("-") and "c" in w.lstrip("-") and not w.startswith("--") and k + 1 < len(words):
-                    found += expanded_commands(words[k + 1], _depth + 1)
-                    break
-        elif _depth < 4 and words[0] == "eval":
-            found += expanded_commands(" ".join(words[1:]), _depth + 1)
-    return found
-
-
-def collapse_whitespace(text: str) -> str:
-    """Runs of whitespace become one space; the ends are trimmed."""
-    return " ".join(text.split())
-
-
-def command_pattern_matches(pattern: str, segment: str) -> bool:
-    """Match one command segment against a pattern: a trailing ``*`` means prefix
-    (``ls *`` also matches a bare ``ls``), a ``*`` elsewhere matches any text, and
-    otherwise the whole segment must be equal. Whitespace runs count as one space."""
-    pattern, segment = collapse_whitespace(pattern), collapse_whitespace(segment)
-    if pattern.endswith(" *") and segment == pattern[:-2]:
-        return True
-    return wildcard_matches(pattern, segment)
-
-
-_REDIRECT_OUT = re.compile(r"(?<![<>&\d])\d*>>?\|?\s*(?!&\d|&-|/dev/null\b)(\S+)|&>>?\s*(?!/dev/null\b)\S+")
-
-
-def writes_by_redirect(segment: str) -> bool:
-    """Whether a segment sends output to a file (``> f``, ``>> f``, ``&> f``), which
-    an allow rule on the command does not cover. ``2>&1`` and ``>/dev/null`` are fine."""
-    unquoted = re.sub(r"'[^']*'|\"(?:\\.|[^\"\\])*\"", "''", segment)
-    return _REDIRECT_OUT.search(unquoted) is not None
+        parts = [p for p in form.split("/") if p]
+        for k in range(len(parts)):  # an absolute path: any place in it counts
+            if is_run_later("/".join(parts[k:])):
+                return form
+    return ""
 
 
 # ---------------------------------------------------------------- the rule set
@@ -356,32 +245,30 @@ class RuleSet:
         if not strings or len(strings) != len(values):
             return False
         if key_arg in _PATH_ARGS or key_arg.endswith("path"):
-            inside = rule.action == "allow"
-            return all(path_glob_matches(pattern, v, self.root, inside_only=inside) for v in strings)
+            allow = rule.action == "allow"
+            test = all if allow else any
+            return test(path_rule_matches(pattern, v, self.root, allow=allow) for v in strings)
         return all(wildcard_matches(pattern, v) for v in strings)
 
     def _shell_hits(self, candidates: list[Rule], command: str) -> list[Rule]:
-        segments = split_shell_command(command)
-        normalized = expanded_commands(command)
-        hits: list[Rule] = []
-        for rule in candidates:
-            if rule.pattern is None:
-                hits.append(rule)
-            elif rule.action != "allow" and any(
-                command_pattern_matches(rule.pattern, s) for s in segments + normalized
-            ):
-                hits.append(rule)
+        hits = [r for r in candidates if r.pattern is None]
+        hits += [r for r in candidates if r.pattern is not None and r.action != "allow" and command_hits(r.pattern, command, prefix=False)[0]]
         allows = [r for r in candidates if r.action == "allow" and r.pattern is not None]
-        if allows and segments:
-            covering: list[Rule] = []
-            for segment in segments:
-                rule = next((r for r in allows if command_pattern_matches(r.pattern or "", segment)), None)
-                if rule is None or writes_by_redirect(segment):
-                    break
-                covering.append(rule)
-            else:
-                hits.append(covering[0])
+        parsed = parse_command(command)
+        if allows and not allow_blocker(parsed, self.root):
+            chosen = covering_allows([r.pattern or "" for r in allows], parsed)
+            if chosen is not None:
+                hits.append(allows[chosen[0]])
         return hits
+
+    def shell_note(self, command: str) -> str:
+        """Why an allow rule for the shell did not cover ``command`` (empty when there
+        is no such rule or nothing stood in its way): the gate shows it with the prompt
+        and, headless, in the denial the model reads."""
+        if not any(r.action == "allow" and r.pattern is not None and fnmatch.fnmatchcase("shell", r.tool) for r in self.rules):
+            parsed = parse_command(command)
+            return allow_blocker(parsed, self.root) if parsed.error else ""
+        return allow_blocker(parse_command(command), self.root)
 
     @staticmethod
     def describe(rule: Rule) -> str:

@@ -27,14 +27,16 @@ def gate_parts(config: Config, root: Path, cwd: Path, warnings: list[str], sandb
     return guard, rules, hooks
 
 
-async def start_mcp(config: Config, descriptions: dict[str, str], warnings: list[str], sandbox: Any = None) -> tuple[Any, dict[str, str]]:
+async def start_mcp(
+    config: Config, descriptions: dict[str, str], warnings: list[str], sandbox: Any = None, *, child_env: Any = None
+) -> tuple[Any, dict[str, str]]:
     """Start the configured MCP servers: the hub (or None) and the kind of each tool they offer.
     A server that fails to start is a warning; its tools' descriptions go into ``descriptions``."""
     if not config.mcp.get("servers"):
         return None, {}
     from ketch.extensions.mcp import start_mcp_servers
 
-    hub = await start_mcp_servers(config.mcp, sandbox=sandbox)
+    hub = await start_mcp_servers(config.mcp, sandbox=sandbox, child_env=child_env)
     kinds: dict[str, str] = {}
     for status in hub.status():
         if status.state == "failed":

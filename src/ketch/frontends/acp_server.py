@@ -36,10 +36,10 @@ class EditorFiles:
         self._conn, self._session_id = conn, session_id
         self.can_read, self.can_write = read, write
 
-    async def read(self, path: Path) -> str | None:
+    async def read(self, path: Path, *, line: int | None = None, limit: int | None = None) -> str | None:
         if not self.can_read:
             return None
-        response = await self._conn.read_text_file(session_id=self._session_id, path=str(path))
+        response = await self._conn.read_text_file(session_id=self._session_id, path=str(path), line=line, limit=limit)
         return response.content
 
     async def write(self, path: Path, content: str) -> bool:

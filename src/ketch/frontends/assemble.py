@@ -30,7 +30,7 @@ def config_from_args(args: Any, cwd: Path) -> Config:
         "sandbox": {"mode": args.sandbox} if getattr(args, "sandbox", None) else None,
         "approval": getattr(args, "approval", None),
     }
-    return load_config(cwd, flags)
+    return load_config(cwd, flags, trust_flag=bool(getattr(args, "trust", False)))
 
 
 def connection_from_args(args: Any, config: Config) -> Connection:
@@ -111,7 +111,7 @@ def tool_specs(s: Settled, search: Any) -> tuple[list[Any], Any]:
     return specs, task_kinds
 
 
-def tool_deps(s: Settled, store: Any) -> Any:
+def tool_deps(s: Settled, store: Any, child_env: Any = None) -> Any:
     """Step 4: what the tools share: the jail, the process registry, the task list, skills, memory."""
     from ketch.extensions import skills
     from ketch.state import memory, notebook
@@ -122,7 +122,7 @@ def tool_deps(s: Settled, store: Any) -> Any:
     return ToolDeps(
         workspace=s.workspace,
         processes=ProcessRegistry(),
-        settings=ToolSettings(web_allow_loopback=os.environ.get("KETCH_TEST_ALLOW_LOOPBACK") == "1"),
+        settings=ToolSettings(child_env=child_env),
         extras={
             "notebook": notebook.Notebook(),
             "skills": skills.SkillCatalog.discover(s.root),
@@ -146,8 +146,19 @@ def session_model(s: Settled, search: Any, model_override: Any, interactive: boo
         raise ConfigError(f"model '{s.conn.ref}': {' '.join(str(exc).split())}") from None
 
 
+def held_keys(s: Settled, args: Any) -> tuple[Any, Any]:
+    """Step 4a: the keys this run holds, and the child environment without them."""
+    from ketch.core.keyring import collect_keys
+    from ketch.tools.child_env import ChildEnv, hold_for_process
+
+    ring = collect_keys(s.config, s.conn, extra_names=(getattr(args, "api_key_env", None) or "",))
+    child_env = ChildEnv.of(ring.names, ring.values, s.config.tools.keep_env)
+    hold_for_process(child_env)
+    return ring, child_env
+
+
 def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: Any, search: Any,
-                     sources: Any, own_model: bool) -> None:
+                     sources: Any, own_model: bool, always: tuple[Any, ...] = ()) -> None:
     """Step 8: the ``task`` tool's runner, sharing the parent's gate, processes and skills."""
     from ketch.core.subagent import ChildWiring, SubagentRunner
     from ketch.providers.wiring import child_capabilities
@@ -168,6 +179,7 @@ def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: 
             search=search,
             compactor_for=lambda c: _compactor(s.config, c),
             own_model=own_model,
+            always_capabilities=always,
         ),
         task_kinds,
     )
@@ -218,6 +230,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from ketch.sandbox.wiring import session_sandbox
     from ketch.state.resume import open_history, open_store
     from ketch.websearch.wiring import session_search
+    from ketch.core.redaction import RedactToolOutput, redacting_emit
 
     s = settle(args)
     if getattr(args, "acp_mcp_servers", None):  # servers the editor passed with session/new
@@ -230,7 +243,12 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     server_behaviour = ServerBehaviour(s.conn, s.config)
     store = open_store()
     traced = start_telemetry(s, warnings)
-    session_id, history = open_history(
+    trust_notice = s.config.project_trust.notice() if s.config.project_trust is not None else ""
+    if trust_notice:
+        warnings.append(trust_notice)
+    ring, child_env = held_keys(s, args)
+    redact = RedactToolOutput(ring=ring)
+    session_id, history, locks = open_history(
         args, store, s.cwd, model_ref=s.conn.ref, agent=s.variant.name, interactive=interactive, warnings=warnings
     )
     if history and cut_by_output_limit(history):
@@ -245,6 +263,8 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     )
     warnings.extend(sandbox_notices)
     guard, rules, hooks = gate_parts(s.config, s.root, s.cwd, warnings, sandbox)
+    if hooks is not None:
+        hooks.child_env = child_env
     gate = ApprovalGate(
         kinds={spec.name: spec.kind for spec in specs},
         key_args={spec.name: spec.key_arg for spec in specs},
@@ -256,7 +276,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         sandbox=sandbox,
         interactive=interactive,
     )
-    deps = tool_deps(s, store)
+    deps = tool_deps(s, store, child_env)
     deps.settings.sandbox = sandbox
     sandbox.workspace = s.workspace  # directories added later (/add-dir) become writable too
     descriptions = {spec.name: (spec.function.__doc__ or "").strip().splitlines()[0] if spec.function.__doc__ else "" for spec in specs}
@@ -264,7 +284,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         cwd=s.cwd, root=s.root, agent_prompt=lambda: session.variant.prompt, descriptions=descriptions,
         notebook=deps.extras["notebook"], memory=deps.extras["memory"], skills=deps.extras["skills"], search=search,
     )
-    hub, extra_kinds = await start_mcp(s.config, descriptions, warnings, sandbox)
+    hub, extra_kinds = await start_mcp(s.config, descriptions, warnings, sandbox, child_env=child_env)
     gate.kinds = {**gate.kinds, **extra_kinds}
     model = session_model(s, search, model_override, interactive)
     think = s.variant.think or s.config.think
@@ -291,17 +311,22 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
             *(_fallback_capability(s.conn, model) if model_override is None and search.wire == s.conn.wire else []),
             *search.route.capabilities(),
             *server_behaviour.capabilities(),
+            redact,
         ],
         model_settings=model_settings(think, wire=search.wire, model=thinking_model, conn=s.conn),
         compactor=_compactor(s.config, s.conn),
     )
+    deps.emit = redacting_emit(deps.emit, ring)  # live output chunks, the parent's and its subagents'
     session.hooks = hooks
     session.web_search = search
-    attach_subagents(session, s, specs=specs, task_kinds=task_kinds, search=search, sources=sources, own_model=model_override is None)
+    attach_subagents(session, s, specs=specs, task_kinds=task_kinds, search=search, sources=sources,
+                     own_model=model_override is None, always=(redact,))
     session.mcp_hub = hub
     if hub is not None:
         session.closers.append(hub.aclose)
     session.closers.append(store.close)
+    session.claim = locks.claim
+    session.closers.append(locks.release)
     session.closers.append(lambda: cleanup_tmp(sandbox))
     session.sandbox = sandbox
     if traced:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("models", "auth", "sessions", "export", "repair", "mcp", "registry", "rewind", "checkpoints", "sandbox")
+SUBCOMMANDS = ("models", "auth", "sessions", "export", "repair", "mcp", "registry", "rewind", "checkpoints", "sandbox", "trust")
 
 
 def _parser_class() -> type[argparse.ArgumentParser]:
@@ -42,7 +42,7 @@ def _main_parser() -> argparse.ArgumentParser:
         epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | "
         "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch repair ID | ketch mcp list | "
         "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune | "
-        "ketch acp [model flags] | ketch sandbox check",
+        "ketch acp [model flags] | ketch sandbox check | ketch trust list|add|remove [PATH]",
     )
     p.add_argument("--version", action="version", version=f"ketch {__version__}")
     p.add_argument(
@@ -62,12 +62,14 @@ def _main_parser() -> argparse.ArgumentParser:
         "--approval", choices=("ask", "auto", "never"),
         help="ask (default); auto: sandboxed commands run without asking; never: deny whatever would ask",
     )
+    p.add_argument("--trust", action="store_true", help="apply what this folder's .ketch/config.toml widens (allow rules, hooks, MCP servers, ...) for this run")
     p.add_argument("--max-steps", type=int, help="model requests per turn before it stops (default 100)")
     p.add_argument("--base-url", help="ad-hoc endpoint, with --wire and --model NAME (no config needed)")
-    p.add_argument("--wire", choices=("openai-chat", "openai-responses", "anthropic-messages"), help="wire protocol of --base-url or an override")
+    p.add_argument("--wire", choices=("openai-chat", "openai-responses", "anthropic-messages", "gemini"), help="wire protocol of --base-url or an override")
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the key")
     p.add_argument("-c", "--continue", dest="continue_", action="store_true", help="continue the latest session in this directory")
     p.add_argument("-r", "--resume", nargs="?", const="", metavar="ID", help="resume a session (a picker without ID)")
+    p.add_argument("--fork", action="store_true", help="with --continue or --resume ID: continue a copy of that session")
     p.add_argument("--compact", action="store_true", help="compact the history before the turn")
     p.add_argument("--web-search", action="store_true", help="allow web search in headless mode")
     p.add_argument("--privacy", action="store_true", help="privacy mode: no web search of any kind")
@@ -91,7 +93,7 @@ def _sub_parser() -> argparse.ArgumentParser:
     m.add_argument("connection", nargs="?")
     m.add_argument("--capabilities", action="store_true", help="print the web-search capability table")
     m.add_argument("--base-url")
-    m.add_argument("--wire", choices=("openai-chat", "openai-responses", "anthropic-messages"))
+    m.add_argument("--wire", choices=("openai-chat", "openai-responses", "anthropic-messages", "gemini"))
     m.add_argument("--api-key-env")
     a = sub.add_parser("auth", help="store a key")
     a.add_argument("action", choices=("login", "logout"))
@@ -123,6 +125,9 @@ def _sub_parser() -> argparse.ArgumentParser:
     sb = sub.add_parser("sandbox", help="the OS sandbox: which mechanism confines commands here, and the policy")
     sb.add_argument("action", choices=("check",))
     sb.add_argument("--sandbox", choices=("read-only", "workspace-write", "full-access", "off"))
+    t = sub.add_parser("trust", help="folders whose repository config may widen what ketch does")
+    t.add_argument("action", choices=("list", "add", "remove"))
+    t.add_argument("path", nargs="?", help="the project folder (default: this one)")
     return p
 
 

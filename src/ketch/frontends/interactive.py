@@ -58,10 +58,35 @@ def _preload(args: Any, cwd: Path) -> None:
 
     config = config_from_args(args, cwd)
     conn = connection_from_args(args, config)
-    wire_module = "pydantic_ai.models.anthropic" if conn.wire == "anthropic-messages" else "pydantic_ai.models.openai"
+    wire_module = {"anthropic-messages": "pydantic_ai.models.anthropic", "gemini": "pydantic_ai.models.google"}.get(
+        conn.wire, "pydantic_ai.models.openai")
     importlib.import_module(wire_module)
+    from types import SimpleNamespace
+
+    from ketch.providers.pricing import price_known
+
+    price_known(SimpleNamespace(model_name=conn.model_name, system=None))  # loads the price data here, not on the loop
     if config.mcp.get("servers"):
         importlib.import_module("ketch.extensions.mcp")
+
+
+def _trust_question(args: Any, cwd: Path) -> Any:
+    from ketch.core import trust
+    from ketch.core.config import find_project_root, project_split
+    from ketch.ui.trust_overlay import TrustQuestion
+
+    split = project_split(cwd)
+    root = find_project_root(cwd)
+    standing = trust.standing_of(root, split, flag=bool(getattr(args, "trust", False)))
+    if not standing.needs_answer:
+        return None
+    return TrustQuestion(
+        folder=str(root),
+        config_file=str(split.path.relative_to(root)),
+        items=[(item.text, item.marked) for item in split.additions],
+        changed=standing.standing == "changed",
+        answer=lambda trusted: trust.remember(root, trusted, split.digest),
+    )
 
 
 class Interactive:
@@ -93,6 +118,10 @@ class Interactive:
         self.registry.add_user_commands(load_user_commands(command_dirs(self.root, user_config_dir()), warn), warn)
         return session
 
+    async def trust_question(self) -> Any:
+        """The trust question for this folder, or None when its config needs no answer."""
+        return await asyncio.to_thread(_trust_question, self.args, self.cwd)
+
     def startup_failed(self, exc: Exception) -> int:
         """A session that cannot start ends the app; ``run`` prints the one-line reason."""
         self.error = exc
@@ -100,14 +129,14 @@ class Interactive:
 
         return EXIT_USAGE if isinstance(exc, ConfigError) else 1
 
-    async def intro(self) -> str | None:
-        """What a resumed session shows first: its conversation so far."""
+    async def intro(self) -> list[Any] | None:
+        """What a resumed session shows first: its conversation so far, as it was shown."""
         session = self.session
         if session is None or not session.messages:
             return None
-        from ketch.frontends.slash_actions import replay
+        from ketch.frontends.slash_actions import resumed_transcript
 
-        return replay(session.session_id, session.messages)
+        return await resumed_transcript(session)
 
     # -- prompt history, per project ------------------------------------------------
     def _history_store(self) -> Any:
@@ -144,6 +173,31 @@ class Interactive:
             return []
         return await self.actions.choices(name)
 
+    def display_prompt(self, text: str) -> str:
+        """A prompt as echoed: the images it attaches shown as ``[image: name, WxH]``."""
+        if "." not in text:
+            return text
+        from ketch.core.attachments import echo_text
+
+        return echo_text(text, self.root)
+
+    def tool_output(self, call_id: str) -> str | None:
+        """The full result the model got for ``call_id`` (for the pager), newest first."""
+        session = self.session
+        if session is None:
+            return None
+        from pydantic_ai.messages import ModelRequest, RetryPromptPart, ToolReturnPart
+
+        for message in reversed(session.messages):
+            if not isinstance(message, ModelRequest):
+                continue
+            for part in message.parts:
+                if isinstance(part, (ToolReturnPart, RetryPromptPart)) and part.tool_call_id == call_id:
+                    if isinstance(part.content, str):
+                        return part.content
+                    return part.model_response_str() if isinstance(part, ToolReturnPart) else part.model_response()
+        return None
+
     # -- wiring ---------------------------------------------------------------------
     def app_config(self) -> AppConfig:
         from ketch.frontends.rewind_actions import SessionRewind
@@ -151,6 +205,7 @@ class Interactive:
 
         return AppConfig(
             session_factory=self.build_session,
+            trust_question=self.trust_question,
             load_history=self.load_history,
             save_history=self.save_history,
             candidates=self.candidates,
@@ -162,6 +217,9 @@ class Interactive:
             first_input="/resume" if getattr(self.args, "resume", None) == "" else None,
             startup_error=self.startup_failed,
             program=resume_program(self.args),
+            tool_output=self.tool_output,
+            display_prompt=self.display_prompt,
+            setup=FirstRun(),
         )
 
     async def close(self) -> None:
@@ -176,6 +234,25 @@ class Interactive:
             await close_model(self.session.model)
         if self._store is not None:
             self._store.close()
+
+
+class FirstRun:
+    """``AppConfig.setup``: the first-run choices and writing them (``first_run.py``)."""
+
+    def wanted(self, exc: BaseException) -> bool:
+        from ketch.frontends.first_run import needs_setup
+
+        return needs_setup(exc)
+
+    def choices(self) -> list[Any]:
+        from ketch.frontends.first_run import choices
+
+        return choices()
+
+    def apply(self, choice: Any, model: str, key: str) -> Path:
+        from ketch.frontends.first_run import apply
+
+        return apply(choice, model, key)
 
 
 def resume_program(args: Any) -> str:

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import shutil
-import textwrap
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +20,30 @@ from ketch.core.exceptions import ConfigError
 from ketch.sandbox.panel import session_panel_text
 
 BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
-REPLAY_TEXT_LINES = 12
-"""Lines of each earlier answer shown when a session is resumed."""
 MODEL_LIST_TIMEOUT_S = 3.0
+
+
+def _list_models(conn: Any) -> list[str]:
+    """The models a connection lists, or none when it does not answer in time."""
+    from ketch.providers.presets import ModelListError, fetch_models
+
+    try:
+        return list(fetch_models(conn.base_url, conn.wire, conn.api_key, timeout=MODEL_LIST_TIMEOUT_S))
+    except ModelListError:
+        return []
+
+
+async def resumed_transcript(session: Any) -> list[Any]:
+    """The session's stored conversation as replay items (``ui/replay.py`` prints them)."""
+    from ketch.frontends.replay import replay_items
+
+    stored: list[dict[str, Any]] = []
+    if session.store is not None:
+        try:
+            stored = await asyncio.to_thread(session.store.load_events, session.session_id)
+        except Exception:  # noqa: BLE001 - without events the results are rebuilt from the messages
+            stored = []
+    return replay_items(session.session_id, session.messages, stored)
 
 
 class SlashActions:
@@ -32,6 +51,8 @@ class SlashActions:
 
     def __init__(self, get_session: Callable[[], Any], args: Any, cwd: Path) -> None:
         self._get_session = get_session
+        self._adhoc: Any = None
+        """The ad-hoc ``--base-url`` connection the session started with (kept across switches)."""
         self.args = args
         self.cwd = cwd
         self._handlers: dict[str, Callable[[str], Awaitable[str | None]]] = {
@@ -99,27 +120,39 @@ class SlashActions:
     def _resolve_model(self, session: Any, ref: str) -> Any:
         conn = session.connection
         name, sep, model_name = ref.partition(":")
-        if conn is not None and conn.name == "adhoc" and (not sep or name == "adhoc"):
-            # an ad-hoc --base-url endpoint: another model on the same endpoint
+        if conn is not None and conn.name == "adhoc" and self._adhoc is None:
+            self._adhoc = conn
+        if self._adhoc is not None and (name == "adhoc" or (not sep and conn is not None and conn.name == "adhoc")):
+            # the ad-hoc --base-url endpoint the session started with: any model on it, from anywhere
             new_name = model_name if sep else ref
-            return dataclasses.replace(conn, model_name=new_name, meta=session.config.models.get(new_name))
+            return dataclasses.replace(self._adhoc, model_name=new_name, meta=session.config.models.get(new_name))
         from ketch.core.config import resolve_connection
 
         return resolve_connection(session.config, ref)
 
     async def _model_choices(self, session: Any) -> list[str]:
+        """The configured models, the session's, and what every connection lists."""
         config, conn = session.config, session.connection
+        if conn is not None and conn.name == "adhoc" and self._adhoc is None:
+            self._adhoc = conn
         refs = [session.model_ref, config.model or "", *config.models, *(a.model or "" for a in config.agents.values())]
+        connections: dict[str, Any] = {}
+        if self._adhoc is not None:
+            refs.append(f"adhoc:{self._adhoc.model_name}")
+            connections["adhoc"] = self._adhoc
         if conn is not None:
-            from ketch.providers.presets import ModelListError, fetch_models
+            connections.setdefault(conn.name, conn)
+        from ketch.core.config import resolve_connection
 
-            try:
-                listed = await asyncio.to_thread(
-                    fetch_models, conn.base_url, conn.wire, conn.api_key, timeout=MODEL_LIST_TIMEOUT_S
-                )
-                refs += [f"{conn.name}:{m}" for m in listed]
-            except ModelListError:
-                pass  # the configured ones are still offered
+        for name in config.connections:
+            if name not in connections:
+                try:
+                    connections[name] = resolve_connection(config, f"{name}:?")
+                except ConfigError:
+                    continue  # no key for it, say: the configured models are still offered
+        listed = await asyncio.gather(*(asyncio.to_thread(_list_models, c) for c in connections.values()))
+        for name, models in zip(connections, listed, strict=True):
+            refs += [f"{name}:{m}" for m in models]
         return list(dict.fromkeys(r for r in refs if r))
 
     async def think(self, arg: str) -> str:
@@ -194,7 +227,7 @@ class SlashActions:
         except StoreError as exc:  # an unreadable history: say so and stay where we are
             raise ConfigError(str(exc)) from None
         session.switch_to(row.id, messages)
-        return replay(row.id, messages)
+        return await resumed_transcript(session)
 
     async def repair(self, arg: str) -> str:
         """Rewrite the last exchange (the provider keeps rejecting the history with it)."""
@@ -244,9 +277,14 @@ class SlashActions:
         if session.store.is_reserved(session.session_id):
             return "Nothing to export yet: this conversation has no messages."
         fmt = "json" if arg == "json" or arg.endswith(".json") else "md"
-        target = Path(arg).expanduser() if arg and arg not in ("md", "json") else Path(f"ketch-{session.session_id}.{fmt}")
-        if not target.is_absolute():
-            target = self.cwd / target
+        if arg and arg not in ("md", "json"):
+            target = Path(arg).expanduser()
+            if not target.is_absolute():
+                target = self.cwd / target
+        else:  # by default outside the repository, where no commit picks it up
+            from ketch.core.config import user_data_dir
+
+            target = user_data_dir() / "exports" / f"ketch-{session.session_id}.{fmt}"
         from ketch.state.export import export_session
 
         text = export_session(session.store, session.session_id, fmt)  # type: ignore[arg-type]
@@ -378,50 +416,4 @@ def _describe_event(event: Any) -> str:
     return ""
 
 
-def replay(session_id: str, messages: Sequence[Any]) -> str:
-    """An earlier conversation as transcript lines: prompts, answers (clipped), tool calls."""
-    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
-
-    width = max(20, shutil.get_terminal_size().columns - 1)
-    lines = [f"{DIM}Resumed session {session_id} · {len(messages)} messages{RESET}", ""]
-    for message in messages:
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    prompt = part.content.splitlines() or [""]
-                    lines += [f"{BOLD}› {RESET}{prompt[0]}", *(f"  {p}" for p in prompt[1:]), ""]
-        elif isinstance(message, ModelResponse):
-            for part in message.parts:
-                if isinstance(part, ToolCallPart):
-                    lines.append(f"{DIM}● {part.tool_name}({_short_args(part.args_as_dict())}){RESET}")
-                elif isinstance(part, TextPart) and part.content.strip():
-                    text = _wrap(part.content.strip(), width)
-                    lines += text[:REPLAY_TEXT_LINES]
-                    if len(text) > REPLAY_TEXT_LINES:
-                        lines.append(f"{DIM}… {len(text) - REPLAY_TEXT_LINES} more lines{RESET}")
-                    lines.append("")
-    lines.append(f"{DIM}── end of the earlier conversation ──{RESET}")
-    return "\n".join(lines)
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    """Lines of ``text`` wrapped at ``width`` (code and indentation kept as they are)."""
-    out: list[str] = []
-    for line in text.splitlines():
-        if len(line) <= width or line.startswith((" ", "\t")):
-            out.append(line)
-        else:
-            out += textwrap.wrap(line, width) or [""]
-    return out
-
-
-def _short_args(args: dict[str, Any], limit: int = 60) -> str:
-    text = ", ".join(f"{k}={v!r}" if not isinstance(v, str) else f"{k}={_one_line(v)!r}" for k, v in args.items())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _one_line(text: str) -> str:
-    return text.replace("\n", "⏎")
-
-
-__all__ = ["SlashActions", "close_model", "replay"]
+__all__ = ["SlashActions", "close_model", "resumed_transcript"]

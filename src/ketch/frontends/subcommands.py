@@ -28,6 +28,7 @@ def run_subcommand(args: Any) -> int:
         "sandbox": _sandbox,
         "rewind": _rewind,
         "checkpoints": _checkpoints,
+        "trust": _trust,
     }[args.command]
     return handler(args)
 
@@ -51,7 +52,17 @@ def _cwd() -> Path:
 def _config() -> Any:
     from ketch.core.config import load_config
 
-    return load_config(_cwd())
+    config = load_config(_cwd())
+    notice = config.project_trust.notice() if config.project_trust is not None else ""
+    if notice:
+        print(f"ketch: {notice}", file=sys.stderr)
+    return config
+
+
+def _trust(args: Any) -> int:
+    from ketch.frontends.trust_command import run_trust
+
+    return run_trust(args)
 
 
 def _models(args: Any) -> int:
@@ -151,6 +162,17 @@ SESSIONS_LIMIT = 50
 """Sessions ``ketch sessions`` lists without ``--limit`` or ``--all``."""
 
 
+SESSIONS_COLUMNS = 120
+"""Each row of ``ketch sessions`` fits this many columns (model and title are cut)."""
+SESSIONS_MODEL_COLUMNS = 24
+
+
+def _fit(text: str, width: int) -> str:
+    """One line of at most ``width`` characters, cut with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: max(1, width - 1)] + "…"
+
+
 def _sessions(args: Any) -> int:
     import time
 
@@ -170,12 +192,11 @@ def _sessions(args: Any) -> int:
     lines = []
     for row in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.updated))
-        lines.append(f"{row.id}  {when}  {row.message_count:>5} msgs  {row.model}  {row.title or '(untitled)'}")
+        head = f"{row.id}  {when}  {row.message_count:>5} msgs  {_fit(row.model, SESSIONS_MODEL_COLUMNS):<{SESSIONS_MODEL_COLUMNS}}  "
+        lines.append(head + _fit(row.title or "(untitled)", SESSIONS_COLUMNS - len(head)))
     if total > len(rows):
-        lines.append(
-            f"Showing the {len(rows)} most recent of {total} sessions in this directory; "
-            "'ketch sessions --limit N' lists N, 'ketch sessions --all' lists them all."
-        )
+        lines.append(f"The {len(rows)} most recent of {total} sessions here; "
+                     "'ketch sessions --limit N' lists N, '--all' all of them.")
     if rows:
         lines.append("Resume one with 'ketch --resume ID' (a unique prefix of the ID will do).")
     else:
@@ -234,8 +255,14 @@ def _mcp(args: Any) -> int:
         print("No MCP servers configured ([mcp.servers.NAME] in .ketch/config.toml).")
         return EXIT_OK
 
+    from ketch.core.keyring import collect_keys
+    from ketch.tools.child_env import ChildEnv
+
+    ring = collect_keys(config)
+    child_env = ChildEnv.of(ring.names, ring.values, config.tools.keep_env)
+
     async def probe() -> list[Any]:
-        hub = await start_mcp_servers(config.mcp)
+        hub = await start_mcp_servers(config.mcp, child_env=child_env)
         try:
             return hub.status()
         finally:

@@ -41,6 +41,11 @@ def corrected_base_url(base_url: str, wire: str, preset: str) -> str | None:
     path = parts.path.rstrip("/")
     if wire == "anthropic-messages" and path.endswith("/v1"):
         return urlunsplit((parts.scheme, parts.netloc, path[: -len("/v1")], parts.query, parts.fragment))
+    if wire == "gemini":  # the SDK adds /v1beta/models/... itself
+        for suffix in ("/v1beta", "/v1"):
+            if path.endswith(suffix):
+                return urlunsplit((parts.scheme, parts.netloc, path[: -len(suffix)], parts.query, parts.fragment))
+        return None
     local = preset in ROOT_PRESETS or (preset == "openai-compatible" and _local_host(parts.hostname))
     if wire != "anthropic-messages" and local and path == "" and parts.netloc:
         return urlunsplit((parts.scheme, parts.netloc, "/v1", parts.query, parts.fragment))
@@ -54,6 +59,8 @@ def forgiving_connection(conn: Any) -> tuple[Any, str | None]:
         return conn, None
     if conn.wire == "anthropic-messages":
         why = "the Anthropic wire adds /v1/messages itself"
+    elif conn.wire == "gemini":
+        why = "the Gemini wire adds /v1beta/models/... itself"
     else:
         why = "OpenAI-compatible servers serve their endpoints under /v1"
     notice = f"using base URL {fixed} instead of {conn.base_url}: {why}; write it that way to silence this"

@@ -12,7 +12,8 @@ one event of the same shape:
   ``reasoning``, or a continuation of one tool call's ``function.arguments``;
 - Responses: ``response.*.delta`` events (output text, reasoning text and summaries,
   function-call arguments, refusals);
-- Anthropic Messages: ``content_block_delta`` with a text, thinking or input-JSON delta.
+- Anthropic Messages: ``content_block_delta`` with a text, thinking or input-JSON delta;
+- Gemini: a chunk whose one unfinished candidate holds one text (or thought) part.
 
 Two events merge only when they are identical apart from that text (and apart from the
 per-event ``sequence_number`` and ``obfuscation`` padding). Anything else (a role change, a
@@ -89,6 +90,8 @@ def _text_slot(data: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
             if key and isinstance(delta.get(key), str):
                 return delta, key
         return None
+    if "candidates" in data:
+        return _gemini_slot(data.get("candidates"))
     choices = data.get("choices")
     if not isinstance(choices, list) or len(choices) != 1 or data.get("usage") is not None:
         return None
@@ -120,6 +123,23 @@ def _text_slot(data: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
     if found and any(value is not None for key, value in delta.items() if key not in (*_CHAT_TEXT_KEYS, "tool_calls")):
         return None  # a role or anything else besides the text: not a plain continuation
     return found
+
+
+def _gemini_slot(candidates: Any) -> tuple[dict[str, Any], str] | None:
+    """Gemini: one candidate, not finished, whose content is one plain text (or thought) part."""
+    if not isinstance(candidates, list) or len(candidates) != 1 or not isinstance(candidates[0], dict):
+        return None
+    candidate = candidates[0]
+    if set(candidate) - {"content", "index"}:
+        return None  # a finish reason, grounding or safety data: passes through untouched
+    content = candidate.get("content")
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list) or len(parts) != 1 or not isinstance(parts[0], dict):
+        return None
+    part = parts[0]
+    if set(part) - {"text", "thought"} or not isinstance(part.get("text"), str):
+        return None  # a signature, a function call or anything else
+    return part, "text"
 
 
 class _Event:

@@ -102,6 +102,10 @@ def build_model(
             http_client=DefaultAsyncHttpxClient(event_hooks={"response": _response_hooks(wire)}),
         )
         return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
+    if wire == "gemini":
+        from ketch.providers.gemini import gemini_model
+
+        return gemini_model(conn, _response_hooks(wire), **extra)
     if wire == "openai-responses":
         from pydantic_ai.models.openai import OpenAIResponsesModel
 

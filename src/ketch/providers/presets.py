@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Wire = Literal["openai-chat", "openai-responses", "anthropic-messages"]
-WIRES: tuple[str, ...] = ("openai-chat", "openai-responses", "anthropic-messages")
+Wire = Literal["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
+WIRES: tuple[str, ...] = ("openai-chat", "openai-responses", "anthropic-messages", "gemini")
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,8 @@ class Preset:
     """Environment variable holding the key; empty for local servers that need none."""
     official_openai: bool = False
     """Only the official OpenAI preset may switch from Chat Completions to Responses."""
+    alt_key_env: str = ""
+    """A second variable the key may be in when ``key_env`` is unset (Gemini: ``GOOGLE_API_KEY``)."""
 
 
 PRESETS: dict[str, Preset] = {
@@ -28,6 +30,8 @@ PRESETS: dict[str, Preset] = {
     for p in (
         Preset("openai", "openai-chat", "https://api.openai.com/v1", "OPENAI_API_KEY", official_openai=True),
         Preset("anthropic", "anthropic-messages", "https://api.anthropic.com", "ANTHROPIC_API_KEY"),
+        Preset("gemini", "gemini", "https://generativelanguage.googleapis.com", "GEMINI_API_KEY",
+               alt_key_env="GOOGLE_API_KEY"),
         Preset("openrouter", "openai-chat", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
         Preset("deepseek", "openai-chat", "https://api.deepseek.com", "DEEPSEEK_API_KEY"),
         Preset("groq", "openai-chat", "https://api.groq.com/openai/v1", "GROQ_API_KEY"),
@@ -49,6 +53,8 @@ def fetch_models(base_url: str, wire: str, api_key: str | None, *, timeout: floa
     """GET ``{base_url}/models`` and return the model ids, sorted."""
     import httpx
 
+    if wire == "gemini":
+        return _fetch_gemini_models(base_url, api_key, timeout)
     headers: dict[str, str] = {}
     if api_key:
         if wire == "anthropic-messages":
@@ -70,5 +76,27 @@ def fetch_models(base_url: str, wire: str, api_key: str | None, *, timeout: floa
     try:
         data = response.json().get("data", [])
         return sorted(str(item["id"]) for item in data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ModelListError(f"{url} did not return a model list") from exc
+
+
+def _fetch_gemini_models(base_url: str, api_key: str | None, timeout: float) -> list[str]:
+    """Gemini's ``GET {base}/v1beta/models`` (key in ``x-goog-api-key``): the ids that generate content."""
+    import httpx
+
+    url = base_url.rstrip("/").removesuffix("/v1beta") + "/v1beta/models"
+    headers = {"x-goog-api-key": api_key} if api_key else {}
+    try:
+        response = httpx.get(url, headers=headers, params={"pageSize": 1000}, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise ModelListError(f"could not reach {url}: {type(exc).__name__}") from exc
+    if response.status_code != 200:
+        raise ModelListError(f"{url} answered HTTP {response.status_code}")
+    try:
+        models = response.json().get("models", [])
+        return sorted(
+            str(m["name"]).removeprefix("models/") for m in models
+            if "generateContent" in (m.get("supportedGenerationMethods") or ["generateContent"])
+        )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ModelListError(f"{url} did not return a model list") from exc

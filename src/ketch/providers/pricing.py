@@ -21,5 +21,20 @@ def response_cost(response: Any) -> float | None:
     return float(total) if total is not None else None
 
 
+def price_known(model: Any) -> bool:
+    """Whether genai-prices knows ``model``'s price (so a session starts at $0, not unknown)."""
+    from pydantic_ai.messages import ModelResponse
+
+    name = getattr(model, "model_name", None)
+    if not name:
+        return False
+    probe = ModelResponse(parts=[], model_name=name, provider_name=getattr(model, "system", None))
+    try:
+        probe.cost()
+    except Exception:  # noqa: BLE001 - unknown model or provider: the price is unknown
+        return False
+    return True
+
+
 def format_cost(cost: float | None) -> str:
     return "unknown" if cost is None else f"${cost:.4f}"

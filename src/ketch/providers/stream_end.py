@@ -33,6 +33,7 @@ _TERMINAL: dict[str, re.Pattern[bytes]] = {
     "openai-chat": re.compile(rb'(?:^|\n)data: ?\[DONE\]|"finish_reason"\s*:\s*"'),
     "openai-responses": re.compile(_TYPE + rb'(?:response\.(?:completed|incomplete|failed)|error)"'),
     "anthropic-messages": re.compile(_TYPE + rb'(?:message_stop|error)"|"stop_reason"\s*:\s*"'),
+    "gemini": re.compile(rb'"finishReason"\s*:\s*"|"error"\s*:\s*\{'),
 }
 _OVERLAP = 64
 """Bytes kept from the previous chunk, so a marker split across two reads is still seen."""

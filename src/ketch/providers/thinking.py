@@ -37,7 +37,9 @@ def declared_reasoning(conn: Any) -> bool:
 def thinking_settings(think: str, model: Any = None, conn: Any = None, wire: str | None = None) -> dict[str, Any]:
     """The model settings for thinking level ``think`` (``off`` sends none)."""
     if not think or think == "off":
-        return {}
+        # Gemini 2.5 Flash thinks unless told not to: ``off`` sends a zero budget (the SDK's
+        # ``thinking=False``), where the other wires simply send no field.
+        return {"thinking": False} if (wire or getattr(conn, "wire", "")) == "gemini" else {}
     if model is None or sdk_applies(model):
         return {"thinking": think}
     if not declared_reasoning(conn):

@@ -47,20 +47,30 @@ def _find_target(args: Any, store: Any, cwd: Path, interactive: bool) -> Any:
 
 
 def open_history(args: Any, store: Any, cwd: Path, *, model_ref: str, agent: str, interactive: bool,
-                 warnings: list[str]) -> tuple[str, list[Any]]:
-    """The session id and history to start from: the resumed session's, or a reserved new id
-    (a row only once it stores a message) and an empty history."""
+                 warnings: list[str]) -> tuple[str, list[Any], Any]:
+    """The session id and history to start from: the resumed session's (a copy of it with
+    ``--fork``), or a reserved new id (a row only once it stores a message) and an empty history;
+    and the ``SessionLocks`` holding that session's write lock (``SessionBusy`` when another
+    ketch holds it)."""
+    from ketch.state.session_lock import SessionLocks
     from ketch.state.store import StoreError
 
+    locks = SessionLocks(store.path.parent)
     row = resume_target(args, store, cwd, interactive=interactive)
     if row is None:
-        return store.reserve_session(str(cwd), model_ref, agent), []
+        if getattr(args, "fork", False) and getattr(args, "resume", None) is None:
+            raise ConfigError("--fork copies the session --continue or --resume ID names; add one of them")
+        session_id = store.reserve_session(str(cwd), model_ref, agent)
+        locks.claim(session_id)
+        return session_id, [], locks
     if row.cwd != str(cwd):
         warnings.append(
             f"session {row.id} was started in {row.cwd}; it continues here, in {cwd}, "
             "and its tools work in this directory"
         )
     try:
-        return row.id, store.load_messages(row.id)
+        session_id = store.fork(row.id) if getattr(args, "fork", False) else row.id
+        locks.claim(session_id)
+        return session_id, store.load_messages(session_id), locks
     except StoreError as exc:
         raise ConfigError(str(exc)) from None

@@ -1,14 +1,15 @@
 """The session store: one SQLite file holding sessions, their history and prompt history.
 
-Every finished agent step is written in one transaction (``append_step``), so a process
-killed at any moment leaves whole steps on disk and never half of one. The file runs in
-WAL mode with ``synchronous=NORMAL``: a committed transaction survives the process dying;
-only a power cut may lose the last few commits, never corrupt older ones.
+Every finished agent step is written in one transaction, so a process killed at any moment
+leaves whole steps on disk and never half of one. The file runs in WAL mode with
+``synchronous=NORMAL``: a committed transaction survives the process dying; only a power cut
+may lose the last few commits, never corrupt older ones. A write that fails (disk full,
+read-only, I/O error) is rolled back whole and reported as a one-line ``StoreError``; what was
+committed before stays readable.
 
 Messages are pydantic-ai ``ModelMessage`` objects stored one per row as the SDK's own JSON
 (``ModelMessagesTypeAdapter``), so opaque provider payloads (ids, signatures, provider
-details, native tool parts) come back exactly as they went in. Loading decodes them with
-``history_codec``, which gives the adapter's result several times faster.
+details, native tool parts) come back exactly as they went in (``store_messages``).
 
 A new conversation is only reserved at first (``reserve_session``): its id is chosen up front
 and its row is written by the transaction that stores its first message, so a session that
@@ -16,39 +17,44 @@ never stored anything (the app quit before a prompt, ``/clear`` then quit, ``--r
 then a pick) leaves no row behind.
 
 The store refuses a file it cannot trust (not a database, or written by a newer ketch)
-with a ``StoreError`` that names the path; such a file is never modified or recreated.
+with a ``StoreError`` that names the path; such a file is never modified or recreated
+(``store_schema``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ketch.core import strict_json
-from ketch.core.exceptions import ConfigError
-from ketch.state.sql import run_script  # noqa: F401 - migrations here and in memory_schema
+from ketch.state import store_schema as schema
+from ketch.state.prompt_history import PromptHistory
+from ketch.state.store_errors import StoreError, read_only, store_error, write_error
+from ketch.state.store_messages import MessageLog, deserialize_messages, serialize_messages
+from ketch.state.sql import run_script
+from ketch.state.store_schema import DB_FILENAME, MIGRATIONS, SCHEMA_VERSION, SQLITE_HEADER, default_db_path
 
-if TYPE_CHECKING:
-    from pydantic_ai.messages import ModelMessage
-
-DB_FILENAME = "ketch.db"
-SQLITE_HEADER = b"SQLite format 3\x00"
-
-
-class StoreError(ConfigError):
-    """The store cannot be used; the message (one line) names the file and what to do.
-
-    A ``ConfigError``: the user must act (move a damaged file aside, fix permissions, wait for
-    another program), so the command line reports it in one line with exit code 2."""
+__all__ = [
+    "DB_FILENAME",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "SQLITE_HEADER",
+    "SessionRow",
+    "Store",
+    "StoreError",
+    "default_db_path",
+    "deserialize_messages",
+    "new_session_id",
+    "run_script",
+    "serialize_messages",
+]
 
 
 @dataclass
@@ -78,72 +84,6 @@ class SessionRow:
     message_count: int = 0
 
 
-# ---------------------------------------------------------------- schema and migrations
-
-
-def _migrate_core(conn: sqlite3.Connection) -> None:
-    run_script(
-        conn,
-        """
-        CREATE TABLE sessions (
-            id TEXT PRIMARY KEY,
-            cwd TEXT NOT NULL,
-            title TEXT NOT NULL DEFAULT '',
-            model TEXT NOT NULL DEFAULT '',
-            agent TEXT NOT NULL DEFAULT '',
-            created REAL NOT NULL,
-            updated REAL NOT NULL,
-            parent_id TEXT
-        );
-        CREATE INDEX sessions_by_cwd ON sessions(cwd, updated);
-        CREATE INDEX sessions_by_updated ON sessions(updated);
-        CREATE TABLE messages (
-            session_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            step INTEGER NOT NULL,
-            data TEXT NOT NULL,
-            PRIMARY KEY (session_id, seq)
-        );
-        CREATE TABLE events (
-            session_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            data TEXT NOT NULL,
-            PRIMARY KEY (session_id, seq)
-        );
-        CREATE TABLE pending (
-            session_id TEXT PRIMARY KEY,
-            data TEXT NOT NULL
-        );
-        CREATE TABLE prompt_history (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            project TEXT NOT NULL,
-            ts REAL NOT NULL,
-            text TEXT NOT NULL
-        );
-        CREATE INDEX prompt_history_by_project ON prompt_history(project, id);
-        """
-    )
-
-
-def _migrate_memory(conn: sqlite3.Connection) -> None:
-    from ketch.state.memory_schema import create_memory_schema
-
-    create_memory_schema(conn)
-
-
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_core, _migrate_memory]
-"""Migration ``i`` brings the file from schema version ``i`` to ``i + 1``. Append only."""
-
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def default_db_path() -> Path:
-    """``ketch.db`` in the user data dir (``$KETCH_DATA_DIR`` or the platform's)."""
-    from ketch.core.config import user_data_dir
-
-    return user_data_dir() / DB_FILENAME
-
-
 def new_session_id(after: str | None = None) -> str:
     """A short id that sorts by creation time: milliseconds in hex plus 16 random bits.
 
@@ -158,47 +98,33 @@ def new_session_id(after: str | None = None) -> str:
     return f"{millis:011x}{secrets.token_hex(2)}"
 
 
-def serialize_messages(messages: Sequence[ModelMessage]) -> list[str]:
-    """Each message as its own JSON object, in the SDK's serialized form (fields at their plain
-    default left out: see ``history_codec.encode_messages``)."""
-    if not messages:
-        return []
-    from ketch.context.history_codec import encode_messages
+class Store(MessageLog, PromptHistory):
+    """A handle on the SQLite file. Methods are synchronous and thread-safe.
 
-    return encode_messages(messages)
+    ``write_fault`` is a seam for tests of storage faults: called with the connection inside
+    every write transaction, just before it commits; an ``sqlite3.Error`` it raises is handled
+    exactly as one SQLite raised (the transaction is rolled back, a ``StoreError`` follows)."""
 
-
-_LOAD_BATCH = 256
-"""Rows decoded at a time when a session is loaded."""
-
-
-def deserialize_messages(rows: Sequence[str]) -> list[ModelMessage]:
-    """The inverse of ``serialize_messages``: the messages the SDK's adapter would give.
-
-    ``history_codec`` builds the shapes it knows without the adapter's Python hooks and hands
-    every other row to the adapter.
-    """
-    from ketch.context.history_codec import decode_messages
-
-    return decode_messages(rows)
-
-
-# ---------------------------------------------------------------- the store
-
-
-class Store:
-    """A handle on the SQLite file. Methods are synchronous and thread-safe."""
-
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path, *, write_fault: Callable[[sqlite3.Connection], None] | None = None
+    ) -> None:
         self._conn = conn
         self._lock = threading.RLock()
         self.path = path
         self._reserved: dict[str, _Reserved] = {}
+        self._write_fault = write_fault
 
     # ----- opening
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None, *, write: bool = True, create: bool = True) -> Store:
+    def open(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        write: bool = True,
+        create: bool = True,
+        write_fault: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> Store:
         """Open (creating and migrating if needed) the store at ``path`` or the default path.
 
         ``write``: the caller will store sessions, so a store it may only read is refused now,
@@ -208,8 +134,8 @@ class Store:
         ``create``: False opens only a file that exists (a ``StoreError`` otherwise) and makes
         neither it nor its folder; see ``open_existing``."""
         db_path = Path(path) if path is not None else default_db_path()
-        _refuse_foreign_file(db_path)
-        _refuse_orphan_wal(db_path)
+        schema.refuse_foreign_file(db_path)
+        schema.refuse_orphan_wal(db_path)
         try:
             if create:
                 db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -220,23 +146,23 @@ class Store:
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the session store {db_path}: {exc}; check the path and its permissions") from exc
         try:
-            version = _read_schema_version(conn, db_path)
-            if version > SCHEMA_VERSION:
-                raise _newer(db_path, version)
+            version = schema.read_schema_version(conn, db_path)
+            if version > schema.SCHEMA_VERSION:
+                raise schema.newer(db_path, version)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=OFF")
             conn.execute("PRAGMA busy_timeout=5000")
-            _migrate(conn, version, db_path)
+            schema.migrate(conn, version, db_path)
             if write and not os.access(db_path, os.W_OK):
-                raise _read_only(db_path, "the file is not writable")
+                raise read_only(db_path, "the file is not writable")
         except StoreError:
             conn.close()
             raise
         except sqlite3.Error as exc:
             conn.close()
-            raise _store_error(db_path, exc, "open") from exc
-        return cls(conn, db_path)
+            raise store_error(db_path, exc, "open") from exc
+        return cls(conn, db_path, write_fault=write_fault)
 
     @classmethod
     def open_existing(cls, path: str | os.PathLike[str] | None = None) -> Store | None:
@@ -245,8 +171,8 @@ class Store:
 
         A log left without its store is still refused (it is someone's data), as by ``open``."""
         db_path = Path(path) if path is not None else default_db_path()
-        _refuse_foreign_file(db_path)
-        _refuse_orphan_wal(db_path)
+        schema.refuse_foreign_file(db_path)
+        schema.refuse_orphan_wal(db_path)
         if not db_path.exists():
             return None
         return cls.open(db_path, write=False, create=False)
@@ -258,7 +184,7 @@ class Store:
             try:
                 yield self._conn
             except sqlite3.Error as exc:
-                raise _store_error(self.path, exc, "read") from exc
+                raise store_error(self.path, exc, "read") from exc
 
     def close(self) -> None:
         """Close the connection (committed data is already on disk)."""
@@ -426,133 +352,11 @@ class Store:
             )
         return new_id
 
-    # ----- history
+    # ----- export
 
-    def append_step(self, session_id: str, messages: Sequence[ModelMessage], events: Iterable[Any] = ()) -> None:
-        """Add one finished step's new messages and events, atomically (with the session's
-        row, when this is the first message of a reserved session)."""
-        message_rows = serialize_messages(messages)
-        event_rows = [_event_json(e) for e in events]
-        with self._lock:
-            if not message_rows and session_id in self._reserved:
-                return  # events of a turn that stored no message: the session stays unwritten
-            with self.transaction() as conn:
-                reserved = self._write_reserved(conn, session_id)
-                seq, step = _last_message(conn, session_id)
-                conn.executemany(
-                    "INSERT INTO messages (session_id, seq, step, data) VALUES (?,?,?,?)",
-                    [(session_id, seq + 1 + i, step + 1, data) for i, data in enumerate(message_rows)],
-                )
-                if event_rows:
-                    (event_seq,) = conn.execute(
-                        "SELECT COALESCE(MAX(seq), -1) FROM events WHERE session_id = ?", (session_id,)
-                    ).fetchone()
-                    conn.executemany(
-                        "INSERT INTO events (session_id, seq, data) VALUES (?,?,?)",
-                        [(session_id, event_seq + 1 + i, data) for i, data in enumerate(event_rows)],
-                    )
-                conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), session_id))
-            self._written(session_id, reserved)
-
-    def replace_history(self, session_id: str, messages: Sequence[ModelMessage]) -> None:
-        """Swap the whole message history (after compaction) in one transaction."""
-        message_rows = serialize_messages(messages)
-        with self._lock:
-            if not message_rows and session_id in self._reserved:
-                return
-            with self.transaction() as conn:
-                reserved = self._write_reserved(conn, session_id)
-                _, step = _last_message(conn, session_id)
-                conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
-                conn.executemany(
-                    "INSERT INTO messages (session_id, seq, step, data) VALUES (?,?,?,?)",
-                    [(session_id, i, step + 1, data) for i, data in enumerate(message_rows)],
-                )
-                conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), session_id))
-            self._written(session_id, reserved)
-
-    def load_messages(self, session_id: str) -> list[ModelMessage]:
-        """The session's messages in order, exactly as they were appended."""
-        from ketch.context.collector import collector_paused
-
-        query = "SELECT data FROM messages WHERE session_id = ? ORDER BY seq"
-        messages: list[ModelMessage] = []
-        try:
-            # Reading and building a long history allocates much and frees nothing to collect.
-            # Rows are decoded a few hundred at a time, so the memory of one batch of JSON text is
-            # reused for the next instead of holding all of it (megabytes of fresh pages, each
-            # one a page fault) until the end.
-            with collector_paused(), self._lock:
-                cursor = self._conn.execute(query, (session_id,))
-                while batch := cursor.fetchmany(_LOAD_BATCH):
-                    messages += deserialize_messages([row for (row,) in batch])
-                    del batch
-            return messages
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise StoreError(
-                f"session {session_id} in {self.path} has a message this ketch cannot read ({first}); "
-                "start a new session or upgrade ketch"
-            ) from exc
-        except sqlite3.Error as exc:  # a busy file, or a row SQLite cannot hand over as text
-            raise StoreError(
-                f"could not read session {session_id} from the session store {self.path} ({exc}); "
-                "try again, or start a new session"
-            ) from exc
-
-    def load_events(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's events in order, as the dicts ``event.to_dict()`` produced."""
-        with self._reading() as conn:
-            rows = conn.execute("SELECT data FROM events WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall()
-        try:
-            return [json.loads(r[0]) for r in rows]
-        except ValueError as exc:
-            raise StoreError(
-                f"session {session_id} in {self.path} has an event this ketch cannot read ({_brief(exc)}); "
-                "the file may be damaged: start a new session, or move the store aside"
-            ) from exc
-
-    def set_pending(self, session_id: str, data: Any | None) -> None:
-        """Record (or with ``None`` clear) the tool calls awaiting an approval decision."""
-        with self.transaction() as conn:
-            if data is None:
-                conn.execute("DELETE FROM pending WHERE session_id = ?", (session_id,))
-            else:
-                conn.execute(
-                    "INSERT OR REPLACE INTO pending (session_id, data) VALUES (?, ?)",
-                    (session_id, strict_json.dumps(data, ensure_ascii=False)),
-                )
-
-    def get_pending(self, session_id: str) -> Any | None:
-        """The pending approval recorded by ``set_pending``, or ``None``."""
-        with self._reading() as conn:
-            row = conn.execute("SELECT data FROM pending WHERE session_id = ?", (session_id,)).fetchone()
-        return json.loads(row[0]) if row else None
-
-    # ----- prompt history
-
-    def add_prompt(self, project: str | os.PathLike[str], text: str) -> None:
-        """Remember a prompt the user submitted in ``project`` (blank prompts are ignored)."""
-        if not text.strip():
-            return
-        with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO prompt_history (project, ts, text) VALUES (?,?,?)", (str(project), time.time(), text)
-            )
-
-    def prompt_history(self, project: str | os.PathLike[str], limit: int = 500) -> list[str]:
-        """The last ``limit`` prompts of ``project``, oldest first, repeats in a row collapsed."""
-        with self._reading() as conn:
-            rows = conn.execute(
-                "SELECT text FROM prompt_history WHERE project = ? ORDER BY id DESC LIMIT ?", (str(project), limit)
-            ).fetchall()
-        history: list[str] = []
-        for (text,) in reversed(rows):
-            if not history or history[-1] != text:
-                history.append(text)
-        return history
 
 _HAS_MESSAGES = "EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id)"
+
 
 _SESSION_SELECT = (
     "SELECT s.id, s.cwd, s.title, s.model, s.agent, s.created, s.updated, s.parent_id,"
@@ -560,36 +364,15 @@ _SESSION_SELECT = (
 )
 
 
-def _last_message(conn: sqlite3.Connection, session_id: str) -> tuple[int, int]:
-    """(seq, step) of the newest message, or (-1, -1): one index probe, whatever the history's length."""
-    row = conn.execute(
-        "SELECT seq, step FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (session_id,)
-    ).fetchone()
-    return (row[0], row[1]) if row else (-1, -1)
-
-
 def _row(r: Sequence[Any]) -> SessionRow:
     return SessionRow(*r)
 
 
-def _event_dict(event: Any) -> dict[str, Any]:
-    return event if isinstance(event, dict) else event.to_dict()
-
-
-def _event_json(event: Any) -> str:
-    """The event as JSON text SQLite can store: a lone surrogate (a file name or output that was
-    not UTF-8) is written as its ``\\udcXX`` escape, which reads back as the same string."""
-    data = _event_dict(event)
-    text = strict_json.dumps(data, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return strict_json.dumps(data)
-    return text
-
-
 class _Transaction:
-    """One IMMEDIATE transaction under the store's lock; SQLite errors become ``StoreError``."""
+    """One IMMEDIATE transaction under the store's lock; SQLite errors become ``StoreError``.
+
+    SQLite rolls a transaction back by itself on some failures (a full disk, an I/O error), so
+    the rollback here runs only while one is still open."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -601,153 +384,30 @@ class _Transaction:
         except BaseException as exc:
             self._store._lock.release()
             if isinstance(exc, sqlite3.Error):
-                raise _write_error(self._store.path, exc) from exc
+                raise write_error(self._store.path, exc) from exc
             raise
         return self._store._conn
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        conn = self._store._conn
         try:
-            self._store._conn.execute("COMMIT" if exc is None else "ROLLBACK")
-        except sqlite3.Error as commit_exc:
             if exc is None:
-                self._store._conn.execute("ROLLBACK")
-                raise _write_error(self._store.path, commit_exc) from commit_exc
+                try:
+                    if self._store._write_fault is not None:
+                        self._store._write_fault(conn)
+                    conn.execute("COMMIT")
+                except sqlite3.Error as commit_exc:
+                    _rollback(conn)
+                    raise write_error(self._store.path, commit_exc) from commit_exc
+            else:
+                _rollback(conn)
         finally:
             self._store._lock.release()
         if isinstance(exc, sqlite3.Error):
-            raise _write_error(self._store.path, exc) from exc
+            raise write_error(self._store.path, exc) from exc
 
 
-def _write_error(path: Path, exc: sqlite3.Error) -> StoreError:
-    return _store_error(path, exc, "write to")
-
-
-def _brief(exc: BaseException, limit: int = 160) -> str:
-    """The first line of an error's text, clipped (SQLite quotes whole rows in some errors)."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _aside(path: Path) -> str:
-    return f"move it aside (with {path.name}-wal and {path.name}-shm if they are there) or set KETCH_DATA_DIR to start a new store"
-
-
-def _read_only(path: Path, why: str) -> StoreError:
-    return StoreError(
-        f"the session store {path} is read-only ({why}); make it (and {path.name}-wal and {path.name}-shm if they "
-        f"are there) and the folder {path.parent} writable, or set KETCH_DATA_DIR to use another store"
-    )
-
-
-def _store_error(path: Path, exc: sqlite3.Error, doing: str) -> StoreError:
-    """One line for an SQLite failure on the store: what went wrong, and what to do about it."""
-    name = getattr(exc, "sqlite_errorname", None) or ""
-    detail = _brief(exc)
-    if detail.startswith("Could not decode to UTF-8"):  # Python's own error quotes the whole row
-        detail = detail.partition(" with text")[0]
-    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or detail.startswith("Could not decode to UTF-8"):
-        return StoreError(f"the session store {path} is damaged ({detail}); {_aside(path)}")
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in detail or "busy" in detail:
-        return StoreError(
-            f"the session store {path} is busy: another program has held it for over 5 seconds ({detail}); "
-            "close that program or try again in a moment"
-        )
-    if name.startswith("SQLITE_READONLY"):
-        return _read_only(path, detail)
-    if name.startswith("SQLITE_FULL"):
-        return StoreError(f"could not write to the session store {path}: the disk is full; free some space and try again")
-    return StoreError(f"could not {doing} the session store {path} ({detail}); check free disk space and permissions")
-
-
-def _refuse_foreign_file(path: Path) -> None:
-    """Raise before SQLite touches a file that is not an SQLite database."""
-    try:
-        with path.open("rb") as f:
-            header = f.read(len(SQLITE_HEADER))
-    except FileNotFoundError:
-        return
-    except IsADirectoryError as exc:
-        raise StoreError(f"the session store {path} is a directory; pass the path of a file") from exc
-    except NotADirectoryError as exc:
-        raise StoreError(
-            f"the session store {path} cannot be created: a part of its folder {path.parent} is a file; "
-            "set KETCH_DATA_DIR to a folder"
-        ) from exc
-    except OSError as exc:
-        raise StoreError(f"cannot read the session store {path}: {exc}; check its permissions") from exc
-    if header and header != SQLITE_HEADER:
-        raise StoreError(
-            f"the session store {path} is not an SQLite database; move it aside or set KETCH_DATA_DIR to start a new store"
-        )
-
-
-def _refuse_orphan_wal(path: Path) -> None:
-    """Raise when ``ketch.db-wal`` holds changes but ``ketch.db`` is missing or empty.
-
-    That log belongs to a store moved away without it; SQLite would delete it on opening
-    a new store at this path, and with it the last steps of the store it belongs to."""
-    wal = path.with_name(path.name + "-wal")
-    try:
-        if wal.stat().st_size == 0:
-            return
-    except OSError:
-        return  # no log (or one SQLite will report it cannot open)
-    try:
-        if path.stat().st_size > 0:
-            return
-    except FileNotFoundError:
-        pass
-    except OSError:
-        return
-    raise StoreError(
-        f"{wal} holds the last changes of a session store but {path} is missing or empty; put that store back "
-        f"at {path}, or move {wal.name} aside to start a new store"
-    )
-
-
-def _newer(path: Path, version: int) -> StoreError:
-    return StoreError(
-        f"the session store {path} has schema version {version}, newer than this ketch "
-        f"understands ({SCHEMA_VERSION}); upgrade ketch, or set KETCH_DATA_DIR to use another store"
-    )
-
-
-def _read_schema_version(conn: sqlite3.Connection, path: Path) -> int:
-    """0 for an empty file; reads only, so a file we refuse stays byte-identical."""
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not tables:
-        return 0
-    if "meta" not in tables:
-        raise StoreError(
-            f"{path} is an SQLite database but not a ketch session store; move it aside or set KETCH_DATA_DIR"
-        )
-    row = conn.execute("SELECT schema_version FROM meta").fetchone()
-    if row is None or not isinstance(row[0], int):
-        raise StoreError(f"the session store {path} has no schema version; move it aside or set KETCH_DATA_DIR")
-    return row[0]
-
-
-def _migrate(conn: sqlite3.Connection, version: int, path: Path) -> None:
-    """Run each missing migration and the version bump in one transaction."""
-    if version == SCHEMA_VERSION:
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        # Re-read under the write lock: another process (maybe a newer ketch) may have migrated meanwhile.
-        has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
-        if has_meta:
-            version = _read_schema_version(conn, path)
-            if version > SCHEMA_VERSION:
-                raise _newer(path, version)
-        else:
-            conn.execute("CREATE TABLE meta (schema_version INTEGER NOT NULL)")
-            conn.execute("INSERT INTO meta (schema_version) VALUES (0)")
-            version = 0
-        for migration in MIGRATIONS[version:]:
-            migration(conn)
-        conn.execute("UPDATE meta SET schema_version = ?", (SCHEMA_VERSION,))
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):  # the connection is unusable: the next use reports it
+            conn.execute("ROLLBACK")

@@ -43,9 +43,12 @@ class ToolSettings:
     web_max_bytes: int = 2_000_000
     web_timeout_s: float = 20.0
     web_allow_loopback: bool = False
-    """Tests only: lets web_fetch reach 127.0.0.1. Users never need this."""
+    """Tests only, and only from code (no variable or flag sets it): lets web_fetch reach 127.0.0.1."""
     sandbox: Any = None
     """The session's ``ketch.sandbox.runtime.Sandbox`` (None: commands run unconfined)."""
+    child_env: Any = None
+    """The ``tools.child_env.ChildEnv`` shell commands run with (None: the process's, which at
+    least withholds every variable whose name looks like a secret)."""
 
 
 def _drop_event(event: AgentEvent) -> None:

@@ -284,7 +284,10 @@ async def read_file(ctx: RunContext[ToolDeps], path: str, offset: int = 1, limit
     cap = ctx.deps.settings.read_max_bytes
     editor = _editor(ctx)
     if editor is not None and editor.can_read:
-        return _numbered_editor_text(await editor.read(resolved) or "", shown, offset, limit, cap)
+        # the editor is asked for the lines wanted only (one more, to know whether more follow)
+        wanted = (limit if limit is not None else EDITOR_READ_LINES) + 1
+        text = await editor.read(resolved, line=offset, limit=wanted) or ""
+        return _numbered_editor_text(text, shown, offset, wanted - 1, cap)
     try:
         with open_regular(resolved, shown) as binary:
             return _numbered_lines(binary, shown, offset, limit, cap)
@@ -341,18 +344,23 @@ def _numbered_lines(binary: BinaryIO, shown: str, offset: int, limit: int | None
     return "\n".join(out)
 
 
-def _numbered_editor_text(text: str, shown: str, offset: int, limit: int | None, cap: int) -> str:
-    """``read_file`` over the editor's copy of a file (bounded like a read from disk)."""
-    lines = text.splitlines()
+EDITOR_READ_LINES = 2000
+"""Lines asked of the editor when the model gave no limit (a read from disk is bounded by bytes)."""
+
+
+def _numbered_editor_text(text: str, shown: str, offset: int, limit: int, cap: int) -> str:
+    """``read_file`` over the editor's copy of a file: ``text`` is what the editor sent for the
+    range asked (the lines from ``offset``, at most ``limit`` and one more), bounded like a
+    read from disk."""
+    lines = text[: cap * 2].splitlines()
     if not lines:
+        if offset > 1:
+            raise ToolFailed(f"offset {offset} is past the end of {shown}.")
         return f"({shown} is empty)"
-    if offset > len(lines):
-        raise ToolFailed(f"offset {offset} is past the end of {shown}, which has {len(lines)} lines.")
-    end = len(lines) if limit is None else min(len(lines), offset - 1 + limit)
     out: list[str] = []
     used = 0
-    for number in range(offset, end + 1):
-        line = lines[number - 1]
+    for index, line in enumerate(lines[:limit]):
+        number = offset + index
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS] + f" … [{len(line) - MAX_LINE_CHARS} more characters]"
         entry = f"{number:>6}\t{line}"
@@ -361,8 +369,8 @@ def _numbered_editor_text(text: str, shown: str, offset: int, limit: int | None,
             out.append(f"(more lines follow; continue with offset={number})")
             return "\n".join(out)
         out.append(entry)
-    if end < len(lines):
-        out.append(f"(more lines follow; continue with offset={end + 1})")
+    if len(lines) > limit:
+        out.append(f"(more lines follow; continue with offset={offset + limit})")
     return "\n".join(out)
 
 

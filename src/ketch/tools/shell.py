@@ -30,6 +30,7 @@ from pydantic_ai.exceptions import ToolFailed
 
 from ketch.core.events import ToolOutputChunk
 from ketch.sandbox.escalation import after_shell, shell_launch
+from ketch.tools.child_env import child_environment
 from ketch.tools.base import ToolDeps, ToolSpec
 
 INTERRUPTED_MESSAGE = "The user interrupted this command. It did not finish, so its effects are unknown."
@@ -317,7 +318,7 @@ async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None =
         deps.emit(ToolOutputChunk(call_id=call_id, text=text, stream=stream))
 
     loop = asyncio.get_running_loop()
-    env = {**os.environ, "PAGER": "cat", "GIT_PAGER": "cat"}
+    env = {**child_environment(settings.child_env), "PAGER": "cat", "GIT_PAGER": "cat"}
     launch = shell_launch(deps, call_id, command, ["bash", "-c", command], deps.workspace.root)
     try:
         transport, protocol = await loop.subprocess_exec(

@@ -33,16 +33,17 @@ class AppConfig:
     ``@``; called once, in a worker thread, right after start-up."""
     commands: Any = None
     """The slash-command registry (``match(prefix)``, ``suggest(name)``) or None."""
-    on_command: Callable[[str, str], Awaitable[str | None]] | None = None
-    """Runs a command the core owns (/model x, /compact, ...); returns text to print."""
+    on_command: Callable[[str, str], Awaitable[Any]] | None = None
+    """Runs a command the core owns (/model x, /compact, ...); returns text to print (or
+    replay items, for /resume)."""
     command_choices: Callable[[str], Awaitable[list[str]]] | None = None
     """Options for a picker command (/model, /resume, ...) opened without arguments."""
     rewind: Any = None
     """``/rewind`` and Esc twice: ``prompts()``, ``plan(turn)``, ``apply(turn, what)``
     (``frontends.rewind_actions.SessionRewind``), or None where there is nothing to rewind."""
-    on_ready: Callable[[], Awaitable[str | None]] | None = None
-    """Called once the session is ready; returns text to print first (e.g. the
-    conversation of a resumed session)."""
+    on_ready: Callable[[], Awaitable[Any]] | None = None
+    """Called once the session is ready; returns text to print first, or a list of
+    ``ui/replay.py`` items (the conversation of a resumed session, printed as it was)."""
     startup_error: Callable[[Exception], int | None] | None = None
     """Called when ``session_factory`` raises: an exit code ends the app at once (the
     caller reports the error), None keeps it open with the error shown."""
@@ -55,6 +56,17 @@ class AppConfig:
     """Keys typed this soon after an overlay appears are ignored (seconds)."""
     flush_interval: float = 0.06
     """How often streamed text is turned into output (seconds)."""
+    trust_question: Callable[[], Awaitable[Any]] | None = None
+    """Returns the folder's trust question (``ui.trust_overlay.TrustQuestion``) when its
+    repository config must be asked about, else None; asked before the session is built."""
     typeahead: bytes = b""
     """Keys typed before the app started (see ``ui/typeahead.py``), replayed into the
     input before the first frame."""
+    tool_output: Callable[[str], str | None] | None = None
+    """The full result of a finished call by its call id (what the model got), for the
+    pager; None when not known (the pager then shows the live output or the summary)."""
+    display_prompt: Callable[[str], str] | None = None
+    """How a sent prompt is echoed (e.g. ``@shot.png`` as ``[image: shot.png, 640x480]``)."""
+    setup: Any = None
+    """The first-run setup (``ui/setup.py``): ``wanted(exc)``, ``choices()``, ``apply(...)``;
+    None where there is none."""

@@ -7,11 +7,21 @@ No background colour; long lines wrap at the terminal width.
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from typing import Any
 
-THEME = "monokai"
+# Token colours: the terminal's own 16 ANSI colours and attributes, never fixed RGB, so
+# code reads on dark and light themes alike and needs nothing above 16 colours. Plain
+# names, operators and punctuation keep the terminal's foreground.
+TOKEN_SGR: dict[str, str] = {
+    "Keyword": "35", "Keyword.Constant": "36", "Name.Builtin": "36", "Name.Constant": "36",
+    "Name.Function": "1", "Name.Class": "1", "Name.Decorator": "36", "Name.Tag": "35",
+    "Name.Attribute": "36", "Literal.String": "32", "Literal.Number": "36", "Comment": "2;3",
+    "Generic.Inserted": "32", "Generic.Deleted": "31", "Generic.Heading": "1",
+    "Generic.Subheading": "1", "Generic.Emph": "3", "Generic.Strong": "1", "Error": "31",
+}
+_RICH_STYLE = {"35": "magenta", "36": "cyan", "1": "bold", "32": "green", "2;3": "dim italic",
+               "31": "red", "3": "italic"}
 
 
 @lru_cache(maxsize=32)
@@ -25,44 +35,24 @@ def _lexer(name: str) -> Any:
         return get_lexer_by_name("text", stripnl=False, ensurenl=False)
 
 
-def _truecolor() -> bool:
-    return os.environ.get("COLORTERM", "").lower() in ("truecolor", "24bit")
-
-
-@lru_cache(maxsize=1)
-def _style() -> Any:
-    from pygments.styles import get_style_by_name
-
-    return get_style_by_name(THEME)
-
-
 @lru_cache(maxsize=512)
 def _sgr(token_type: Any) -> str:
-    spec = _style().style_for_token(token_type)
-    codes: list[str] = []
-    if spec.get("bold"):
-        codes.append("1")
-    if spec.get("italic"):
-        codes.append("3")
-    color = spec.get("color")
-    if color and color != _plain_color():
-        r, g, b = (int(color[i:i + 2], 16) for i in (0, 2, 4))
-        codes.append(f"38;2;{r};{g};{b}" if _truecolor() else f"38;5;{_to_256(r, g, b)}")
-    return ";".join(codes)
+    """The SGR of a token: its own entry or its nearest ancestor's."""
+    while token_type is not None:
+        name = ".".join(token_type)
+        if name in TOKEN_SGR:
+            return TOKEN_SGR[name]
+        token_type = token_type.parent
+    return ""
 
 
-@lru_cache(maxsize=1)
-def _plain_color() -> str:
-    from pygments.token import Text
+def rich_theme() -> Any:
+    """The same colours as a Rich syntax theme (code inside lists, quotes)."""
+    from pygments.token import string_to_tokentype
+    from rich.style import Style
+    from rich.syntax import ANSISyntaxTheme
 
-    return str(_style().style_for_token(Text).get("color") or "")
-
-
-def _to_256(r: int, g: int, b: int) -> int:
-    def level(v: int) -> int:
-        return 0 if v < 48 else 1 if v < 115 else (v - 35) // 40
-
-    return 16 + 36 * level(r) + 6 * level(g) + level(b)
+    return ANSISyntaxTheme({string_to_tokentype(k): Style.parse(_RICH_STYLE[v]) for k, v in TOKEN_SGR.items()})
 
 
 def highlight(code: str, language: str, width: int) -> list[str]:

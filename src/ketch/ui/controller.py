@@ -24,8 +24,13 @@ from ketch.ui.menus import CommandSource, Menu, accept, menu_for
 from ketch.ui.overlays import ApprovalOverlay, AskOverlay, Overlay
 from ketch.ui.rich_render import AnsiRenderer
 from ketch.ui.slash import UI_COMMANDS, SlashHandler
-from ketch.ui.terminal import FrameOutput, ScrollbackCommitter
+from ketch.ui.terminal import FrameOutput, ScrollbackCommitter, install_reflow_guard
 from ketch.ui.transcript import TurnView
+from ketch.ui.working import TurnMeter
+
+
+QUIT_WINDOW_S = 1.0
+"""A second ctrl-c on an empty idle prompt within this many seconds quits."""
 
 
 class KetchApp:
@@ -52,6 +57,9 @@ class KetchApp:
         self.reasoning_expanded = False
         self.hint = ""
         self.ctrl_c_armed = False
+        self._ctrl_c_at = 0.0
+        self.first_run_hint = False
+        self.meter = TurnMeter()
         self._files: list[str] | None = None
         self._dirty = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -65,6 +73,7 @@ class KetchApp:
         self.app.timeoutlen = 0.15
         self._shape: tuple[Any, ...] = ()
         self._columns = self.output.get_size().columns
+        install_reflow_guard(self.app, self.output)  # before the committer's hook
         self.app.before_render += self._check_shape  # before the committer's hook
         self.committer = ScrollbackCommitter(self.app, self.output)
         self.view = TurnView(self.renderer, self.width, self.committer.commit)
@@ -92,7 +101,9 @@ class KetchApp:
     # -- lifecycle ---------------------------------------------------------------------
     async def run(self) -> int:
         """Run until the user quits; returns the exit code."""
-        self.history = InputHistory(self._safe(self.config.load_history) or [])
+        earlier = self._safe(self.config.load_history) or []
+        self.history = InputHistory(earlier)
+        self.first_run_hint = not earlier
         self._spawn(self._start_background())
         self._spawn(self._ticker())
         try:
@@ -165,12 +176,32 @@ class KetchApp:
         await asyncio.sleep(0)
         await asyncio.to_thread(self.renderer.warm_up)
 
+    async def _ask_trust(self) -> None:
+        """Before the session exists: ask whether the folder's repository config applies."""
+        if self.config.trust_question is None:
+            return
+        question = await self.config.trust_question()
+        if question is None:
+            return
+        from ketch.ui.trust_overlay import TrustOverlay
+
+        answered: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.push_overlay(TrustOverlay(question, lambda ok: answered.done() or answered.set_result(ok)))
+        trusted = await answered
+        await asyncio.to_thread(question.answer, trusted)
+
     async def _load_session(self) -> None:
         try:
+            await self._ask_trust()
             self.session = await self.config.session_factory()
         except Exception as exc:  # noqa: BLE001 - shown to the user as one line
             self.session_error = str(exc) or type(exc).__name__
             self.queue.clear()
+            if self.config.setup is not None and self._safe(self.config.setup.wanted, exc):
+                from ketch.ui.setup import offer_setup
+
+                await offer_setup(self, exc)
+                return
             code = self._safe(self.config.startup_error, exc) if self.config.startup_error else None
             if code is not None:
                 self.exit(code)
@@ -182,7 +213,9 @@ class KetchApp:
                 intro = await self.config.on_ready()
             except Exception as exc:  # noqa: BLE001 - an intro must not keep the session from starting
                 intro = f"\x1b[31m{exc}\x1b[0m"
-            if intro:
+            if isinstance(intro, list):
+                await self.play(intro)
+            elif intro:
                 self.committer.commit(intro.splitlines() + [""])
         self.refresh_status()
         self.invalidate()
@@ -195,6 +228,16 @@ class KetchApp:
             self._spawn(self.run_busy(self.stream_turn(None, echo=False)))
             return
         self.drain()
+
+    async def play(self, items: list[Any]) -> None:
+        """Print an earlier conversation as the live one printed it."""
+        from ketch.ui.replay import play
+
+        try:
+            await play(self, items)
+        except Exception as exc:  # noqa: BLE001 - a bad record must not keep the session from starting
+            self.view.end_turn()
+            self.committer.commit([f"\x1b[31mCould not show the earlier conversation: {exc}\x1b[0m", ""])
 
     def refresh_status(self) -> None:
         """Re-read the status line from the session."""
@@ -220,6 +263,7 @@ class KetchApp:
         if not text.strip():
             return
         self.hint = ""
+        self.first_run_hint = False
         self.history.add(text)
         self._safe(self.config.save_history, text)
         if text.strip() in ("/quit", "/exit"):
@@ -258,6 +302,9 @@ class KetchApp:
 
     def echo_prompt(self, text: str) -> None:
         """Commit the user's prompt to the transcript."""
+        show = self.config.display_prompt
+        if show is not None:
+            text = self._safe(show, text) or text
         lines = text.splitlines() or [""]
         rows = ["\x1b[1m› \x1b[0m" + lines[0]] + ["  " + line for line in lines[1:]]
         self.committer.commit(rows + [""])
@@ -268,8 +315,10 @@ class KetchApp:
         assert self.session is not None
         if echo and prompt is not None:
             self.echo_prompt(prompt)
+        self.meter.start()
         try:
             async for event in self.session.run_turn(prompt):
+                self.meter.apply(event)
                 if isinstance(event, ApprovalRequested):
                     self.push_overlay(ApprovalOverlay(event, self._decider(event.request_id)))
                 elif isinstance(event, AskRequested):
@@ -282,6 +331,7 @@ class KetchApp:
         except Exception as exc:  # noqa: BLE001 - one line for the user, never a traceback
             self.view.commit_text(f"Error: {exc}", "31")
         finally:
+            self.meter.stop()
             self.view.end_turn()
             self._overlays = deque(o for o in self._overlays if not _is_request(o))
 
@@ -326,20 +376,48 @@ class KetchApp:
         self.invalidate()
 
     def ctrl_c(self) -> None:
-        """Kill the running command; else clear the input; else exit on a second press."""
-        if self.busy and self.session is not None and self.session.interrupt_command():
-            self.hint = "interrupted the running command"
+        """Stop what runs (a command, else the turn); else clear the input; else quit on
+        a second press within a second."""
+        now = time.monotonic()
+        if self.busy and self.session is not None:
             self.ctrl_c_armed = False
+            if self.session.interrupt_command():
+                self.hint = "stopped the running command; the turn goes on"
+            else:
+                self.session.cancel_turn()
+                self.hint = "stopped; the turn ended"
         elif self.buffer.text:
             self.buffer.reset()
             self.ctrl_c_armed = False
-        elif self.ctrl_c_armed:
+        elif self.ctrl_c_armed and now - self._ctrl_c_at <= QUIT_WINDOW_S:
             self.exit(0)
             return
         else:
             self.ctrl_c_armed = True
-            self.hint = "press ctrl-c again to exit" + (" (esc cancels the turn)" if self.busy else "")
+            self._ctrl_c_at = now
+            self.hint = "press ctrl-c again to quit (or ctrl-d)"
+            self._spawn(self._disarm_later(now))
         self.invalidate()
+
+    async def _disarm_later(self, armed_at: float) -> None:
+        await asyncio.sleep(QUIT_WINDOW_S)
+        if self.ctrl_c_armed and self._ctrl_c_at == armed_at:
+            self.ctrl_c_armed = False
+            self.hint = ""
+            self.invalidate()
+
+    # -- tool output: ctrl-o, /expand ------------------------------------------------------
+    def open_output(self, number: int | None = None) -> str | None:
+        """Open the pager on call ``number`` (the latest when None); an error text if none."""
+        from ketch.ui.outputs import open_output
+
+        return open_output(self, number)
+
+    def open_call_list(self) -> None:
+        """A picker of every finished call, newest first; the pick opens in the pager."""
+        from ketch.ui.outputs import open_call_list
+
+        open_call_list(self)
 
     # -- input and menus ---------------------------------------------------------------
     def _text_changed(self) -> None:
@@ -397,6 +475,8 @@ class KetchApp:
             tokens = self.reasoning_tokens() if self.view.reasoning else 0
             if tokens // 10 != shown_tokens // 10:
                 shown_tokens, changed = tokens, True
+            if self.meter.tick():
+                changed = True
             if self.view.status_dirty:
                 self.view.status_dirty = False
                 self.refresh_status()

@@ -13,7 +13,8 @@ KetchApp = Any
 """The app (``ui.controller.KetchApp``) is passed in, not imported: it imports this module."""
 
 _OVERLAY_KEYS = {"up": "up", "down": "down", "enter": "enter", "escape": "escape",
-                 "backspace": "backspace", "c-j": "enter", "tab": "down", "s-tab": "up"}
+                 "backspace": "backspace", "c-j": "enter", "tab": "down", "s-tab": "up",
+                 "pageup": "pageup", "pagedown": "pagedown", "home": "home", "end": "end", "c-o": "c-o"}
 
 
 def build_key_bindings(ctl: KetchApp) -> KeyBindings:
@@ -106,6 +107,13 @@ def build_key_bindings(ctl: KetchApp) -> KeyBindings:
     @kb.add("c-d", filter=editing & Condition(lambda: not ctl.buffer.text))
     def _(event: KeyPressEvent) -> None:
         ctl.exit(0)
+
+    @kb.add("c-o", filter=editing)
+    def _(event: KeyPressEvent) -> None:
+        problem = ctl.open_output()
+        if problem:
+            ctl.hint = problem
+            ctl.invalidate()
 
     @kb.add("c-r")
     def _(event: KeyPressEvent) -> None:

@@ -18,24 +18,33 @@ KetchApp = Any
 """The app (``ui.controller.KetchApp``) is passed in, not imported: it imports this module."""
 
 Fragments = list[tuple[str, str]]
+FIRST_RUN_HINT = ("enter sends · ctrl-j newline · ctrl-c stops · esc cancels the turn · "
+                  "ctrl-o output · ctrl-r reasoning · ctrl-d or ctrl-c twice quits · /help")
 INPUT_MAX_ROWS = 10
+REASONING_MAX_ROWS = 16
+"""Rows the expanded reasoning takes at most (half the terminal when that is less)."""
 RESERVED_ROWS = 8
 
 STYLE = Style.from_dict({
-    "dim": "#888888",
+    # Only the terminal's 16 ANSI colours and attributes: the terminal's theme keeps them
+    # readable on dark and light backgrounds. Class names avoid prompt_toolkit's own
+    # defaults ("menu" there is grey on grey).
+    "dim": "dim",
     "prompt": "bold",
-    "tool": "#d7af00",
-    "queued": "#888888 italic",
-    "hint": "#d7af00",
-    "status": "#888888",
+    "tool": "bold",
+    "queued": "italic dim",
+    "hint": "bold",
+    "working": "dim",
+    "error": "ansired",
+    "status": "dim",
     "overlay.title": "bold",
-    "choice.selected": "bold #5fafff",
+    "choice.selected": "bold reverse",
     "overlay.input": "",
-    "menu.selected": "reverse",
-    "menu": "",
-    "menu.detail": "#888888",
-    "diff.add": "#5faf5f",
-    "diff.del": "#d75f5f",
+    "pick": "",
+    "pick.current": "reverse",
+    "pick.detail": "dim",
+    "diff.add": "ansigreen",
+    "diff.del": "ansired",
 })
 
 
@@ -74,9 +83,10 @@ def build_layout(ctl: KetchApp) -> Layout:
         out: Fragments = list(cache.get(view.answer_lines, size.rows - RESERVED_ROWS))
         if view.reasoning:
             if ctl.reasoning_expanded:
-                rows = view.reasoning.strip().splitlines()[-10:]
-                out.append(("class:dim", "✻ thinking (ctrl-r to collapse)\n"))
-                out += [("class:dim", "  " + clip(r, width - 3) + "\n") for r in rows]
+                height = max(3, min(REASONING_MAX_ROWS, size.rows // 2))
+                rows = reasoning_tail(view.reasoning, width - 3, height)
+                out.append(("class:dim", f"✻ thinking · ~{ctl.reasoning_tokens()} tokens (ctrl-r to collapse)\n"))
+                out += [("class:dim", "  " + r + "\n") for r in rows]
             else:
                 out.append(("class:dim", f"✻ thinking… ~{ctl.reasoning_tokens()} tokens (ctrl-r to expand)\n"))
         for tool in view.tools.values():
@@ -85,7 +95,9 @@ def build_layout(ctl: KetchApp) -> Layout:
         for label in view.subagents.values():
             out.append(("class:dim", "  ↳ " + clip(label, width - 5) + "\n"))
         if ctl.busy and not ctl.overlay:
-            out.append(("class:dim", "… working · esc to cancel · ctrl-c stops a command\n"))
+            keys = "esc or ctrl-c to stop" if not view.tools else "ctrl-c stops the command · esc the turn"
+            work = ctl.meter.line() if ctl.meter.started_at is not None else "working"
+            out.append(("class:working", clip(f"… {work} · {keys}", width - 1) + "\n"))
         if not ctl.session_ready and ctl.queue:
             out.append(("class:dim", "… loading the model\n"))
         for text in ctl.queue:
@@ -101,13 +113,15 @@ def build_layout(ctl: KetchApp) -> Layout:
         menu = ctl.menu
         if menu is not None and ctl.overlay is None:
             for i, item in enumerate(menu.items):
-                style = "class:menu.selected" if i == menu.selected else "class:menu"
+                style = "class:pick.current" if i == menu.selected else "class:pick"
                 out.append((style, f" {clip(item.label, width - 2)} "))
                 if item.detail:
-                    out.append(("class:menu.detail", " " + clip(item.detail, max(1, width - len(item.label) - 4))))
+                    out.append(("class:pick.detail", " " + clip(item.detail, max(1, width - len(item.label) - 4))))
                 out.append(("", "\n"))
         if ctl.hint:
             out.append(("class:hint", clip(ctl.hint, width) + "\n"))
+        elif ctl.first_run_hint and ctl.overlay is None:
+            out.append(("class:dim", clip(FIRST_RUN_HINT, width) + "\n"))
         out.append(("class:status", status_text(ctl.status, width - 1, loading=not ctl.session_ready)))
         return out
 
@@ -133,6 +147,19 @@ def build_layout(ctl: KetchApp) -> Layout:
         Window(FormattedTextControl(below), dont_extend_height=True, wrap_lines=False),
     ])
     return Layout(body, focused_element=input_window)
+
+
+def reasoning_tail(text: str, width: int, height: int) -> list[str]:
+    """The last ``height`` rows of ``text`` word-wrapped at ``width`` (only its end is
+    wrapped, so a long reasoning costs the same per frame as a short one)."""
+    import textwrap
+
+    width = max(10, width)
+    tail = text[-(width * height * 3):]
+    rows: list[str] = []
+    for paragraph in tail.strip().split("\n"):
+        rows += textwrap.wrap(paragraph, width, break_long_words=True, replace_whitespace=False) or [""]
+    return rows[-height:]
 
 
 def _trim_last_newline(fragments: Fragments) -> Fragments:

@@ -44,6 +44,17 @@ def _choice_rows(labels: list[str], selected: int) -> Fragments:
     return out
 
 
+def session_scope(name: str, args: dict[str, object], width: int) -> str:
+    """What "allow for this session" covers (the gate's ``session_key``): for the shell
+    this exact command line, for other tools every call of the tool."""
+    if name == "shell":
+        command = " ".join(str(args.get("command", "")).split())
+        room = max(10, width - len("Allow `` again this session (a)"))
+        shown = command if len(command) <= room else command[: room - 1] + "…"
+        return f"Allow `{shown}` again this session (a)"
+    return f"Allow every {name} call this session (a)"
+
+
 class ApprovalOverlay:
     """Allow once / allow for this session / deny (with an optional typed reason)."""
 
@@ -66,8 +77,12 @@ class ApprovalOverlay:
             out.append(("", " Reason (enter to deny, empty is fine): "))
             out.append(("class:overlay.input", self.reason + "▏\n"))
         else:
-            out += _choice_rows(self.LABELS, self.selected)
+            out += _choice_rows(self.labels(width), self.selected)
         return out
+
+    def labels(self, width: int) -> list[str]:
+        """The choices; 'for this session' says what it will let through."""
+        return [self.LABELS[0], session_scope(self.request.name, self.request.args, width - 12), self.LABELS[2]]
 
     def on_key(self, key: str) -> bool:
         if self.typing_reason:

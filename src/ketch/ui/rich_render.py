@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
-CODE_THEME = "monokai"
 _WHOLE_FENCE = re.compile(r"\A {0,3}(`{3,}|~{3,})([^\n]*)\n(.*?)\n? {0,3}\1[`~]*[ \t]*\Z", re.S)
 
 
@@ -33,6 +32,7 @@ class AnsiRenderer:
         self._markdown_cls: Any = None
         self._system: Any = None
         self._sgr_cache: dict[Any, str] = {}
+        self._code_theme: Any = None
 
     def warm_up(self) -> None:
         """Import Rich, build the console and compile the common lexers (call from a
@@ -48,9 +48,13 @@ class AnsiRenderer:
             from ketch.ui._markdown import plain_code_markdown
 
             name = _color_system()
+            from rich.theme import Theme
+
             console = Console(
                 file=io.StringIO(), force_terminal=True, color_system=name, width=80,  # type: ignore[arg-type]
                 highlight=False, emoji=False,
+                theme=Theme({"markdown.code": "bold cyan", "markdown.block_quote": "italic",
+                             "markdown.link_url": "underline", "markdown.hr": "dim"}),
             )
             self._system = ColorSystem.TRUECOLOR if name == "truecolor" else ColorSystem.EIGHT_BIT
             self._markdown_cls = plain_code_markdown()
@@ -74,7 +78,11 @@ class AnsiRenderer:
 
             return highlight(fence.group(3), fence.group(2).strip().split(" ")[0], width)
         self._ensure()
-        rows = self.lines(self._markdown_cls(text, code_theme=CODE_THEME, hyperlinks=False), width)
+        if self._code_theme is None:
+            from ketch.ui.codeblock import rich_theme
+
+            self._code_theme = rich_theme()
+        rows = self.lines(self._markdown_cls(text, code_theme=self._code_theme, hyperlinks=False), width)
         while rows and not rows[-1]:
             rows.pop()
         while rows and not rows[0]:

@@ -16,6 +16,7 @@ UI_COMMANDS: dict[str, str] = {
     "cost": "show the session cost",
     "context": "show context use by part",
     "todos": "show the task list",
+    "expand": "show a tool call's full output: /expand N (ctrl-o: the latest)",
     "clear": "start a new conversation and clear the screen",
     "model": "switch the model",
     "think": "set the thinking level",
@@ -68,6 +69,9 @@ class SlashHandler:
             else:
                 self._print(panels[name](status))
             return
+        if name == "expand":
+            self._expand(args)
+            return
         if name == "help":
             self._print(help_panel(known))
             return
@@ -88,6 +92,23 @@ class SlashHandler:
             await self._open_picker(name)
             return
         await self.hand_off(name, args)
+
+    def _expand(self, args: str) -> None:
+        app = self._app
+        if not args:
+            if not app.view.calls:
+                self._print(["No tool call has finished yet."])
+            else:
+                app.open_call_list()
+            return
+        try:
+            number = int(args.lstrip("#"))
+        except ValueError:
+            self._print([f"\x1b[31m/expand takes a call number, e.g. /expand 3 (got {args!r}).\x1b[0m"])
+            return
+        problem = app.open_output(number)
+        if problem:
+            self._print([problem])
 
     async def _open_picker(self, name: str) -> None:
         app = self._app
@@ -120,5 +141,7 @@ class SlashHandler:
             reply = await handler(name, args)
         except Exception as exc:  # noqa: BLE001 - one line for the user
             reply = f"\x1b[31m/{name} failed: {exc}\x1b[0m"
-        if reply:
+        if isinstance(reply, list):
+            await app.play(reply)
+        elif reply:
             self._print(reply.splitlines())

@@ -33,7 +33,12 @@ class FrameOutput(Vt100_Output):
 
     def __init__(self, stdout: TextIO, get_size: Callable[[], Size], *, term: str | None = None,
                  synchronized: bool = True) -> None:
-        super().__init__(stdout, get_size, term=term, enable_cpr=False, enable_bell=False)
+        from prompt_toolkit.output.color_depth import ColorDepth
+
+        # NO_COLOR and PROMPT_TOOLKIT_COLOR_DEPTH (prompt_toolkit reads them only for the
+        # outputs it creates itself)
+        super().__init__(stdout, get_size, term=term, enable_cpr=False, enable_bell=False,
+                         default_color_depth=ColorDepth.from_env())
         self.holding = False
         """While True, ``flush`` keeps the buffer (one frame is being assembled)."""
         self.synchronized = synchronized
@@ -73,11 +78,18 @@ class ScrollbackCommitter:
         self._output = output
         self._pending: list[str] = []
         self._rewind_requested = False
+        from ketch.ui.palette import colour_disabled
+
+        self._no_colour = colour_disabled()
         app.before_render += self._before_render
         app.after_render += self._after_render
 
     def commit(self, lines: list[str]) -> None:
         """Queue rendered lines for the scrollback; they go out with the next frame."""
+        if self._no_colour:
+            from ketch.ui.palette import strip_colours
+
+            lines = [strip_colours(line) for line in lines]
         self._pending.extend(lines)
         self._app.invalidate()
 
@@ -117,3 +129,46 @@ class ScrollbackCommitter:
     def _after_render(self, app: Any) -> None:
         self._output.holding = False
         self._output.flush()
+
+
+def rows_after_reflow(renderer: Any, columns: int) -> Point | None:
+    """Where the cursor is, relative to the live region's top, once the terminal has
+    re-wrapped the last frame at ``columns`` (narrower than it was drawn at).
+
+    Terminals such as tmux re-wrap rows that no longer fit, so the region occupies more
+    rows than prompt_toolkit drew; erasing only the rows it drew would leave the top of
+    the old region on screen, to end up in the scrollback twice. None: nothing drawn."""
+    screen = renderer._last_screen
+    pos: Point = renderer._cursor_pos
+    if screen is None or columns <= 0:
+        return None
+    rows = 0
+    for y in range(pos.y):
+        line = screen.data_buffer.get(y) if hasattr(screen.data_buffer, "get") else screen.data_buffer[y]
+        used = max((x + 1 for x, ch in (line or {}).items() if ch.char not in (" ", "")), default=0)
+        rows += max(1, -(-used // columns))
+    return Point(x=pos.x % columns, y=rows + pos.x // columns)
+
+
+def install_reflow_guard(app: Any, output: FrameOutput) -> None:
+    """When the terminal got narrower, count the rows its re-wrapping added before
+    prompt_toolkit erases or redraws the region (whichever comes first: the resize
+    handler, or a frame drawn at the new size before the signal was handled), so that
+    either starts at the region's real top. Register before the committer's hook."""
+    original = app._on_resize
+    drawn = {"columns": output.get_size().columns}
+
+    def adjust(*_: Any) -> None:
+        columns = output.get_size().columns
+        if columns < drawn["columns"]:
+            moved = rows_after_reflow(app.renderer, columns)
+            if moved is not None:
+                app.renderer._cursor_pos = moved
+        drawn["columns"] = columns
+
+    def on_resize() -> None:
+        adjust()
+        original()
+
+    app._on_resize = on_resize
+    app.before_render += adjust

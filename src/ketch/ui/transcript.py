@@ -21,7 +21,8 @@ from ketch.core.events import (
 )
 from ketch.ui.blocks import BlockSplitter
 from ketch.ui.rich_render import AnsiRenderer
-from ketch.ui.toolfmt import clip, paint, result_lines
+from ketch.ui.results import CallRecord, is_expandable, result_lines
+from ketch.ui.toolfmt import clip, paint
 
 TOOL_TAIL_LINES = 5
 
@@ -68,6 +69,11 @@ class TurnView:
         self.tools: dict[str, ToolProgress] = {}
         self.subagents: dict[str, str] = {}
         self.todos: list[dict[str, str]] = []
+        self.calls: list[CallRecord] = []
+        """Every finished call of the session, numbered from 1 (for ctrl-o and /expand)."""
+        self._outputs: dict[str, list[tuple[str, str]]] = {}
+        self._denials: dict[str, str] = {}
+        self.cancelled_answer = False
         self.status_dirty = False
         """Set when an event changed what ``session.status()`` would report."""
 
@@ -89,14 +95,19 @@ class TurnView:
                 tool = self.tools.get(event.call_id)
                 if tool is not None:
                     tool.add_output(event.text)
+                    self._outputs.setdefault(event.call_id, []).append((event.stream, event.text))
             case ToolCallFinished():
                 if event.agent:
                     return
                 self.end_answer()
                 tool = self.tools.pop(event.call_id, None)
-                args = tool.args if tool else {}
-                self._commit(result_lines(event.name, args, event.summary, is_error=event.is_error,
-                                          diff=event.diff, width=self._width()) + [""])
+                record = CallRecord(len(self.calls) + 1, event.call_id, event.name, tool.args if tool else {},
+                                    summary=event.summary, is_error=event.is_error, diff=event.diff,
+                                    denied=self._denials.pop(event.call_id, ""))
+                for stream, text in self._outputs.pop(event.call_id, []):
+                    record.add_output(stream, text)
+                self.calls.append(record)
+                self._commit(result_lines(record, self._width(), expandable=is_expandable(record)) + [""])
             case ApprovalResolved():
                 self._note_resolution(event)
             case ApprovalRequested() | AskRequested() | TurnStarted():
@@ -129,6 +140,10 @@ class TurnView:
                 self.end_answer()
                 self.commit_text(f"Error: {event.message}", "31")
             case TurnFinished():
+                if event.reason in ("cancelled", "interrupted"):
+                    self.end_answer()
+                    self.commit_text("⎿ stopped by the user; the answer above is incomplete"
+                                     if self.cancelled_answer else "⎿ stopped by the user", "33")
                 self.end_turn()
             case _:
                 assert_never(event)
@@ -139,7 +154,10 @@ class TurnView:
         who = event.rule or event.by
         if event.decision == "deny":
             why = f": {event.reason}" if event.reason else ""
-            self.commit_text(f"✗ {event.name} denied ({who}){why}", "31")
+            if event.call_id in self.tools:  # shown once, under the call, when it finishes
+                self._denials[event.call_id] = f"by {who}{why}"
+            else:
+                self.commit_text(f"✗ {event.name} denied ({who}){why}", "31")
         elif event.by not in ("user",):
             self.commit_text(f"✓ {event.name} allowed ({who})", "2")
 
@@ -159,19 +177,28 @@ class TurnView:
         return self._render_open()
 
     def end_answer(self) -> None:
-        """The answer segment ended (a tool call or the turn): commit what is open."""
-        self.flush()
+        """The answer segment ended (a tool call or the turn): commit what is open (the
+        open block is not drawn live first: it goes to the scrollback at once)."""
+        if self._pending_text:
+            text, self._pending_text = self._pending_text, ""
+            for block in self._splitter.feed(text):
+                self._commit_block(block)
         for block in self._splitter.finish():
             self._commit_block(block)
         self._render_open()
         if self._blocks_in_answer:
             self._commit([""])
+        self.cancelled_answer = bool(self._blocks_in_answer)
         self._blocks_in_answer = 0
 
     def end_turn(self) -> None:
         """Commit the rest of the answer; reasoning and progress are dropped, not kept."""
         self.end_answer()
         self.reasoning = ""
+        for call_id, text in self._denials.items():
+            self.commit_text(f"✗ denied {text}", "31")
+        self._denials.clear()
+        self._outputs.clear()
         self.tools.clear()
         self.subagents.clear()
         self.status_dirty = True
@@ -205,5 +232,5 @@ class TurnView:
 def _open_fence_lines(text: str, width: int) -> list[str]:
     """A code block still arriving: plain lines (highlighted once, when it closes)."""
     body = text.split("\n")[1:]
-    return [paint(clip(line, width), "38;5;250") for line in body]
+    return [clip(line, width) for line in body]
 

@@ -11,7 +11,7 @@ Three decisions, kept apart:
    fallback from one to the other, and a failed hosted search is never retried over a
    different protocol. Privacy mode, auxiliary calls, headless runs without opt-in and a child
    agent's explicit tool list all remove search.
-3. *Display* (``normalize_native_result``): the provider's opaque call/result parts stay in the
+3. *Display* (``normalize_native_result``, in ``normalize``): the provider's opaque call/result parts stay in the
    history for native replay; the UI gets a normalized query and the source rows the provider
    actually returned (never synthesized).
 """
@@ -24,19 +24,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+from ketch.websearch.normalize import (
+    SEARCH_TOOL_NAME,
+    is_native_search,
+    native_search_error,
+    normalize_native_result,
+)
+
 if TYPE_CHECKING:
     from ketch.tools.base import ToolSpec
 
-Protocol = Literal["openai-responses", "anthropic-messages", "openrouter"]
+Protocol = Literal["openai-responses", "anthropic-messages", "openrouter", "gemini"]
 Surface = Literal["tui", "headless", "child", "auxiliary"]
 
 OPT_IN_ENV = "KETCH_WEB_SEARCH_ENABLED"
-SEARCH_TOOL_NAME = "web_search"
-"""The one name search has on every surface, hosted or client-executed."""
 
 _RESPONSES_WIRES = {"responses", "openai-responses"}
 _ANTHROPIC_WIRES = {"anthropic", "anthropic-messages", "messages", "anthropic-compatible"}
 _OPENROUTER_WIRES = {"openrouter"}
+_GEMINI_WIRES = {"gemini", "google", "gemini-generate-content"}
 _PROTOCOL_BY_SETTING: dict[str, Protocol] = {"responses": "openai-responses", "anthropic": "anthropic-messages"}
 
 
@@ -54,6 +60,9 @@ class WebSearchSettings:
     does not already decide it."""
     max_uses: int | None = None
     """Searches per request; applied where the protocol can enforce it (Anthropic, OpenRouter)."""
+    anthropic_dynamic_filtering: bool = False
+    """Opt in to Anthropic's ``web_search_20260209`` (dynamic filtering) where the table marks the
+    model as supporting it on the official API; ``web_search_20250305`` otherwise."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,9 @@ class CapabilityRule:
     note: str = ""
     model_family: str = ""
     """Human description of ``models``."""
+    dynamic_models: str = ""
+    """Anthropic only: the models (same syntax as ``models``) that take ``web_search_20260209``
+    (dynamic filtering) on this row's official hosts; empty: none."""
 
     @property
     def supported(self) -> bool:
@@ -85,6 +97,12 @@ class CapabilityRule:
 
     def covers_model(self, model_name: str) -> bool:
         return re.match(self.models, _bare_model(model_name), re.IGNORECASE) is not None
+
+    def filters_dynamically(self, model_name: str) -> bool:
+        """Whether ``model_name`` takes the dynamic-filtering search tool on this row."""
+        return bool(self.dynamic_models) and re.match(
+            self.dynamic_models, _bare_model(model_name), re.IGNORECASE
+        ) is not None
 
 
 CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
@@ -104,7 +122,9 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
     CapabilityRule(
         "Anthropic", ("anthropic",), ("api.anthropic.com",),
         r"claude-((opus|sonnet|haiku|fable)-[4-9]|3-7-sonnet|3-5-haiku)", ("anthropic-messages",),
-        "official connection only", "Claude Opus/Sonnet/Haiku/Fable",
+        "official connection only; web_search_20260209 (dynamic filtering) opt-in for the marked models",
+        "Claude Opus/Sonnet/Haiku/Fable",
+        dynamic_models=r"claude-(opus-4-[6-9]|sonnet-4-6|(opus|sonnet|fable|mythos)-5|haiku-5-5|mythos-preview)",
     ),
     CapabilityRule(
         "MiniMax", ("minimax",), ("api.minimax.io", "api.minimaxi.com"), r"minimax-m(2\.7|3)",
@@ -120,8 +140,10 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
         note="provider offers search; ketch adapter pending",
     ),
     CapabilityRule(
-        "Google Gemini", ("gemini", "google"), ("generativelanguage.googleapis.com",), r".",
-        note="grounding exists; the Google SDK is not installed",
+        "Google Gemini", ("gemini", "google"), ("generativelanguage.googleapis.com",),
+        r"gemini-[3-9]", ("gemini",),
+        "grounding with Google Search (google_search tool) on the native gemini wire",
+        "Gemini 3+ (2.x cannot combine Google Search with function tools)",
     ),
     CapabilityRule(
         "Groq", ("groq",), ("api.groq.com",), r".",
@@ -167,12 +189,26 @@ def capability_table() -> list[dict[str, str]]:
             "provider": rule.provider,
             "models": rule.model_family or ("any" if rule.models == "." else rule.models),
             "protocols": ", ".join(rule.protocols) or "-",
-            "state": "hosted search" if rule.supported else "no hosted search",
+            "state": _state(rule),
             "hosts": ", ".join(rule.hosts),
             "note": rule.note,
         }
         for rule in CAPABILITY_RULES
     ]
+
+
+_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini"})
+"""Protocols whose wire ketch can build a session on (there is no OpenRouter wire yet)."""
+
+
+def _state(rule: CapabilityRule) -> str:
+    if not rule.supported:
+        return "no hosted search"
+    if not set(rule.protocols) & _BUILT_PROTOCOLS:
+        return "pending (ketch has no " + ", ".join(rule.protocols) + " wire)"
+    if rule.dynamic_models:
+        return "hosted search (+ dynamic filtering opt-in)"
+    return "hosted search"
 
 
 def _bare_model(model_name: str) -> str:
@@ -195,6 +231,8 @@ def _wire_protocol(wire: str | None) -> Protocol | None:
         return "anthropic-messages"
     if normalized in _OPENROUTER_WIRES:
         return "openrouter"
+    if normalized in _GEMINI_WIRES:
+        return "gemini"
     return None
 
 
@@ -218,6 +256,7 @@ def resolve_capability(
     metadata: Mapping[str, Any] | None = None,
     *,
     protocol: Literal["auto", "responses", "anthropic"] = "auto",
+    dynamic_filtering: bool = False,
 ) -> Capability:
     """Decide hosted-search support for one connection and model.
 
@@ -225,6 +264,12 @@ def resolve_capability(
     connection (by base-URL host, or preset when there is no base URL) and the model. The
     protocol follows the connection's wire; a wire that fixes none (Chat Completions, unset) lets
     an explicit ``protocol`` choose among the rule's protocols, else the rule's first one.
+
+    ``dynamic_filtering`` (``[web_search] anthropic_dynamic_filtering``) asks for Anthropic's
+    ``web_search_20260209``; it is granted only on a row's official hosts for the models the row
+    marks (``dynamic_models``), or on a metadata-declared connection that keeps the ``anthropic``
+    preset. Anthropic-compatible services keep ``20250305`` unless their model metadata declares
+    ``web_search_dynamic_filtering``.
     """
     declared, dynamic_opt_in, meta_protocol = _metadata_flags(metadata)
     wire_protocol = _wire_protocol(wire) or meta_protocol
@@ -234,9 +279,13 @@ def resolve_capability(
     if declared is True:
         if wire_protocol is None:
             return Capability(
-                False, reason=f"{label} declares hosted search but speaks neither Responses nor Anthropic Messages"
+                False, reason=f"{label} declares hosted search but speaks none of Responses, Anthropic Messages or Gemini"
             )
-        return _capable(wire_protocol, dynamic_opt_in, f"declared by model metadata ({wire_protocol})")
+        if wire_protocol == "gemini" and re.match(r"gemini-[12]\.", _bare_model(model_name)):
+            return Capability(False, reason=f"{model_name} cannot combine Google Search with function tools "
+                              "(Gemini 3+ can)")
+        dynamic = dynamic_opt_in or (dynamic_filtering and _preset_filters_dynamically(preset, model_name))
+        return _capable(wire_protocol, dynamic, f"declared by model metadata ({wire_protocol})")
 
     host, preset_name = _host(base_url), (preset or "").lower()
     rule = next((r for r in CAPABILITY_RULES if r.covers_connection(preset_name, host)), None)
@@ -254,7 +303,16 @@ def resolve_capability(
     chosen, why_not = _choose_protocol(rule, wire, wire_protocol, protocol)
     if chosen is None:
         return Capability(False, reason=why_not)
-    return _capable(chosen, dynamic_opt_in, f"{rule.provider} {model_name} over {chosen}")
+    dynamic = dynamic_opt_in or (dynamic_filtering and rule.filters_dynamically(model_name))
+    return _capable(chosen, dynamic, f"{rule.provider} {model_name} over {chosen}")
+
+
+def _preset_filters_dynamically(preset: str | None, model_name: str) -> bool:
+    """A declared connection on a provider's own preset (say a gateway in front of the official
+    Anthropic API) takes the dynamic-filtering tool for the models that provider's row marks;
+    compatible services (another preset) never do without their own metadata."""
+    name = (preset or "").lower()
+    return any(name in r.presets and r.filters_dynamically(model_name) for r in CAPABILITY_RULES)
 
 
 def _choose_protocol(
@@ -377,28 +435,6 @@ def child_kinds_available(route: SearchRoute) -> bool:
     return route.has_search
 
 
-def normalize_native_result(part: Any, *, call: Any = None) -> dict[str, Any]:
-    """A hosted search call or result as ``{call_id, query, sources: [{title, url, snippet}]}``.
-
-    ``part`` is a pydantic-ai ``NativeToolReturnPart`` (or ``NativeToolCallPart``); pass the
-    matching call as ``call`` to recover the query for a result. Sources are exactly the rows the
-    provider returned with a URL (Anthropic result blocks, Responses ``action.sources``), deduped
-    in order; nothing is invented when the provider returned none. The dict's keys are the fields
-    of ``events.WebSearchResult``.
-    """
-    call_part = call if call is not None else (part if _is_call(part) else None)
-    query = _query_from_args(_args(call_part)) if call_part is not None else ""
-    sources = [] if _is_call(part) else _sources(getattr(part, "content", None))
-    return {"call_id": str(getattr(part, "tool_call_id", "") or ""), "query": query, "sources": sources}
-
-
-def is_native_search(part: Any) -> bool:
-    """Whether ``part`` is a provider-executed web search call or result."""
-    return getattr(part, "part_kind", "") in ("builtin-tool-call", "builtin-tool-return") and (
-        getattr(part, "tool_name", "") == SEARCH_TOOL_NAME
-    )
-
-
 def replay_size(part: Any) -> int:
     """Characters the part costs when replayed: its opaque payload, not the normalized display.
 
@@ -411,66 +447,8 @@ def replay_size(part: Any) -> int:
     return len(json.dumps(payload, default=str))
 
 
-def native_search_error(part: Any) -> str:
-    """The provider's error code for a failed hosted search result, or ``""``."""
-    content = getattr(part, "content", None)
-    if isinstance(content, dict):
-        if content.get("type") == "web_search_tool_result_error":
-            return str(content.get("error_code") or "error")
-        if content.get("status") in ("failed", "incomplete"):
-            return str(content["status"])
-    return ""
-
-
-def _is_call(part: Any) -> bool:
-    """A ``NativeToolCallPart`` (its ``part_kind`` kept the older 'builtin' spelling)."""
-    return getattr(part, "part_kind", "") == "builtin-tool-call"
-
-
-def _args(call_part: Any) -> dict[str, Any]:
-    as_dict = getattr(call_part, "args_as_dict", None)
-    if callable(as_dict):
-        try:
-            return dict(as_dict())
-        except ValueError:
-            return {}
-    args = getattr(call_part, "args", None)
-    return dict(args) if isinstance(args, dict) else {}
-
-
-def _query_from_args(args: Mapping[str, Any]) -> str:
-    if isinstance(args.get("query"), str) and args["query"]:
-        return args["query"]
-    queries = args.get("queries")
-    if isinstance(queries, list) and queries:
-        return "; ".join(str(q) for q in queries)
-    if args.get("type") == "open_page" and args.get("url"):
-        return f"open {args['url']}"
-    if args.get("type") == "find" and args.get("pattern"):
-        return f"find '{args['pattern']}' in {args.get('url', '')}".strip()
-    return ""
-
-
-def _sources(content: Any) -> list[dict[str, str]]:
-    """Source rows from Anthropic (a list of result blocks) or Responses (``{'sources': [...]}``)."""
-    if isinstance(content, dict):
-        rows = content.get("sources") or content.get("results") or []
-    elif isinstance(content, list):
-        rows = content
-    else:
-        rows = []
-    seen: set[str] = set()
-    sources: list[dict[str, str]] = []
-    for row in rows:
-        if not isinstance(row, dict) or not isinstance(row.get("url"), str) or not row["url"]:
-            continue
-        if row["url"] in seen:
-            continue
-        seen.add(row["url"])
-        snippet = row.get("snippet") or row.get("content") or row.get("text") or ""
-        sources.append({
-            "title": str(row.get("title") or ""),
-            "url": row["url"],
-            "snippet": snippet if isinstance(snippet, str) else "",
-        })
-    return sources
+__all__ = [
+    "CAPABILITY_RULES", "SEARCH_TOOL_NAME", "Capability", "CapabilityRule", "SearchRoute", "WebSearchSettings", "capability_table",
+    "child_kinds_available", "headless_opt_in", "is_native_search", "model_profile_overrides",
+    "native_search_error", "normalize_native_result", "replay_size", "resolve_capability", "route_web_search",
+]

@@ -81,11 +81,12 @@ def search_settings(
         source=ws.source,
         privacy=config.privacy,
         protocol=ws.protocol,
+        anthropic_dynamic_filtering=ws.anthropic_dynamic_filtering,
     )
 
 
 def connection_capability(
-    conn: Connection, protocol: Literal["auto", "responses", "anthropic"] = "auto"
+    conn: Connection, protocol: Literal["auto", "responses", "anthropic"] = "auto", *, dynamic_filtering: bool = False
 ) -> Capability:
     """Hosted-search capability of the session's connection and model (metadata first).
 
@@ -94,7 +95,8 @@ def connection_capability(
     """
     metadata = {"capabilities": dict(conn.meta.capabilities)} if conn.meta is not None else None
     return resolve_capability(
-        conn.name, conn.preset.name, conn.wire, conn.base_url, conn.model_name, metadata, protocol=protocol
+        conn.name, conn.preset.name, conn.wire, conn.base_url, conn.model_name, metadata, protocol=protocol,
+        dynamic_filtering=dynamic_filtering,
     )
 
 
@@ -110,7 +112,9 @@ def session_search(
     """Route search for a root session: the TUI follows config, headless needs the opt-in."""
     settings = search_settings(config, flag=flag, tool_ceiling=tool_ceiling)
     if settings.source == "model":
-        capability = connection_capability(conn, settings.protocol)
+        capability = connection_capability(
+            conn, settings.protocol, dynamic_filtering=settings.anthropic_dynamic_filtering
+        )
     else:
         capability = Capability(False, reason="search source is tavily")
     surface: Literal["tui", "headless"] = "tui" if interactive else "headless"
@@ -145,7 +149,9 @@ def child_search_route(
         return SearchRoute(reason="the parent session has no search")
     capability = parent.capability
     if connection is not None and parent.settings.source == "model":
-        capability = connection_capability(connection, parent.settings.protocol)
+        capability = connection_capability(
+            connection, parent.settings.protocol, dynamic_filtering=parent.settings.anthropic_dynamic_filtering
+        )
         if capability.protocol is not None and capability.protocol != connection.wire:
             capability = Capability(False, reason=f"hosted search needs the {capability.protocol} wire")
     return route_web_search(

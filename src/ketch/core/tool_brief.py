@@ -1,0 +1,146 @@
+"""The short result of a finished tool call, as front ends show it and the store keeps it.
+
+A tool's full result goes to the model; ``ToolCallFinished.summary`` carries a brief one
+made here from it: for the shell the exit status and the last lines of output (stderr
+lines marked ``[stderr] ``), for reads the range and line count, for searches the match
+count and the first hits. Being stored with the session's events, the same brief is what a
+resumed session shows. Pure text, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from typing import Any
+
+TAIL_LINES = 5
+HITS = 3
+LINE_CHARS = 200
+FALLBACK_CHARS = 400
+STDERR_MARK = "[stderr] "
+
+_EXIT = re.compile(r"^(exit code -?\d+|killed by signal \S+)$")
+_NUMBERED = re.compile(r"^\s*(\d+)\t")
+_GREP_HIT = re.compile(r"^(.+?):(\d+):")
+_MORE_MATCHES = re.compile(r"^\((\d+)\+? more (?:matches|files) not shown")
+
+
+class OutputTails:
+    """The last lines each running call wrote, with the stream each came from."""
+
+    def __init__(self, lines: int = TAIL_LINES) -> None:
+        self._lines = lines
+        self._tails: dict[str, deque[tuple[str, str]]] = {}
+        self._partial: dict[str, tuple[str, str]] = {}
+
+    def add(self, call_id: str, text: str, stream: str) -> None:
+        """Take one chunk of live output."""
+        tail = self._tails.setdefault(call_id, deque(maxlen=self._lines + 1))
+        prev_stream, prev = self._partial.pop(call_id, (stream, ""))
+        if prev and prev_stream != stream:
+            tail.append((prev_stream, prev))
+            prev = ""
+        *complete, rest = (prev + text.replace("\r\n", "\n")).split("\n")
+        for line in complete:
+            tail.append((stream, line.rsplit("\r", 1)[-1]))
+        if rest:
+            self._partial[call_id] = (stream, rest)
+
+    def pop(self, call_id: str) -> list[tuple[str, str]]:
+        """The call's (stream, line) tail, unfinished last line included; forgets the call."""
+        rows = list(self._tails.pop(call_id, ()))
+        partial = self._partial.pop(call_id, None)
+        if partial is not None:
+            rows.append(partial)
+        return rows
+
+
+def _clip(line: str) -> str:
+    line = line.replace("\t", "    ").rstrip()
+    return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…"
+
+
+def _fallback(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= FALLBACK_CHARS else text[: FALLBACK_CHARS - 1] + "…"
+
+
+def brief(name: str, args: dict[str, Any], content: str, *, is_error: bool,
+          tail: list[tuple[str, str]] | None = None) -> str:
+    """The summary of one finished call (``tail``: live (stream, line) pairs, if any)."""
+    if name == "shell":
+        return _shell(content, is_error, tail or [])
+    if is_error:
+        lines = content.strip().splitlines()
+        return "\n".join(_clip(x) for x in lines[:3]) + (f"\n… {len(lines) - 3} more lines" if len(lines) > 3 else "")
+    if name == "read_file":
+        return _read(content)
+    if name == "grep":
+        return _hits(content, _GREP_HIT, "match", "matches")
+    if name in ("glob", "list_dir"):
+        return _listing(name, content)
+    return _fallback(content)
+
+
+def _shell(content: str, is_error: bool, tail: list[tuple[str, str]]) -> str:
+    lines = content.rstrip().splitlines()
+    head = lines[0] if lines else ""
+    if _EXIT.match(head):
+        status, body = head, lines[1:]
+    elif is_error:
+        status, body = head, lines[1:]
+    else:
+        status, body = "exit 0", ([] if lines == ["(no output)"] else lines)
+    body = [x for x in body if x.strip()]
+    rows: list[str]
+    shown_tail = [(s, x) for s, x in tail if x.strip()]
+    if shown_tail and body and shown_tail[-1][1].rstrip() == body[-1].rstrip():
+        rows = [(STDERR_MARK if s == "stderr" else "") + _clip(x) for s, x in shown_tail[-TAIL_LINES:]]
+    else:
+        rows = [_clip(x) for x in body[-TAIL_LINES:]]
+    out = [status]
+    if len(body) > len(rows):
+        out.append(f"… {len(body) - len(rows)} earlier lines")
+    return "\n".join(out + rows)
+
+
+def _read(content: str) -> str:
+    numbers = [int(m.group(1)) for line in content.splitlines() if (m := _NUMBERED.match(line))]
+    if not numbers:
+        return _fallback(content)
+    first, last = numbers[0], numbers[-1]
+    more = "; more follow" if content.rstrip().endswith(")") and "more lines follow" in content[-80:] else ""
+    return f"lines {first}–{last} ({len(numbers)} line{'' if len(numbers) == 1 else 's'}{more})"
+
+
+def _hits(content: str, pattern: re.Pattern[str], one: str, many: str) -> str:
+    lines = content.splitlines()
+    hits = [x for x in lines if pattern.match(x)]
+    if not hits:
+        return _fallback(content)
+    total = len(hits)
+    more = next((m for x in lines[-1:] if (m := _MORE_MATCHES.match(x))), None)
+    plus = ""
+    if more is not None:
+        total += int(more.group(1))
+        plus = "+" if "+ more" in lines[-1] else ""
+    files = len({pattern.match(x).group(1) for x in hits})  # type: ignore[union-attr]
+    head = f"{total}{plus} {one if total == 1 else many} in {files} file{'' if files == 1 else 's'}"
+    return "\n".join([head, *(_clip(x) for x in hits[:HITS])])
+
+
+def _listing(name: str, content: str) -> str:
+    lines = content.splitlines()
+    if name == "list_dir":
+        entries = [x.strip() for x in lines[1:] if x.startswith("  ")]
+        if not entries:
+            return _fallback(content)
+        return "\n".join([f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}", *(_clip(x) for x in entries[:HITS])])
+    found = [x for x in lines if x and not x.startswith("(")]
+    if not found or content.startswith("No files match"):
+        return _fallback(content)
+    total = len(found)
+    more = _MORE_MATCHES.match(lines[-1]) if lines else None
+    if more is not None:
+        total += int(more.group(1))
+    return "\n".join([f"{total} file{'' if total == 1 else 's'}", *(_clip(x) for x in found[:HITS])])

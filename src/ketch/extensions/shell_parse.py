@@ -1,0 +1,442 @@
+"""Parse a bash command line into what it would run, with tree-sitter's bash grammar.
+
+The result lists every simple command (program and arguments, quotes resolved where the
+value is fixed before the command runs) wherever it stands: in pipelines and lists, in
+subshells and groups, in command and process substitutions, in function bodies and
+control structures, in here-document bodies. Next to them it lists *hazards*: everything
+that lets a command line write or run code beyond the programs it names (a redirection
+that opens a file for writing, a substitution, a background job, a subshell, a function
+definition, a variable assignment, ``eval``/``source``, an arithmetic expansion, a here-doc
+feeding a shell, ...). A permission rule may allow a command only when it has none.
+
+The grammar is a guess at what bash will do; where it reports an error or a missing token
+(``error``), nothing about the command is proved and callers must ask.
+
+The tree-sitter modules are imported on first use, never at import time of this module.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+MAX_COMMAND_BYTES = 256 * 1024
+"""Longer command lines are not parsed (and so never allowed by a rule)."""
+
+
+@dataclass(frozen=True)
+class Word:
+    """One word of a simple command."""
+
+    text: str
+    """The value bash passes when ``static``; otherwise the source text."""
+    static: bool = True
+    """Fixed before the command runs: no expansion or substitution in it."""
+    glob: bool = False
+    """Unquoted glob or brace characters: bash may turn it into other words."""
+
+    @property
+    def fixed(self) -> bool:
+        """Both static and not subject to pathname or brace expansion."""
+        return self.static and not self.glob
+
+
+@dataclass(frozen=True)
+class SimpleCommand:
+    """A program and its arguments, as one node of the parse."""
+
+    words: tuple[Word, ...]
+    assignments: tuple[str, ...] = ()
+    """``NAME=value`` prefixes, as written."""
+    stdin_from_text: bool = False
+    """Standard input is a here-document or here-string."""
+    enclosed_by: str = ""
+    """Empty at the top level; else the construct around it (``subshell`` ...)."""
+
+
+@dataclass(frozen=True)
+class ParsedCommand:
+    """Everything a command line would run, and why a rule could not vouch for it."""
+
+    source: str
+    commands: tuple[SimpleCommand, ...] = ()
+    hazards: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    """Destinations of redirections that open a file for writing, as written."""
+    error: str = ""
+    """Why the grammar could not parse the command (then nothing is proved)."""
+    assignments: tuple[str, ...] = ()
+    """Every ``NAME=value`` in it (prefixes, statements, declarations), as written."""
+    opaque: tuple[str, ...] = ()
+    """Code bash will run that the grammar did not parse (e.g. a backtick in a here-doc)."""
+
+    @property
+    def plain(self) -> bool:
+        """Parsed, and nothing in it writes or runs code besides its simple commands."""
+        return not self.error and not self.hazards
+
+
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "yash", "tcsh", "csh"})
+INTERPRETERS = re.compile(r"(python[0-9.]*|pypy[0-9.]*|node|nodejs|deno|bun|perl[0-9.]*|ruby[0-9.]*|php[0-9.]*|lua[0-9.]*|luajit|tclsh|wish|Rscript|osascript|pwsh|powershell)")
+
+_STRUCTURES = {
+    "subshell": "a subshell",
+    "compound_statement": "a command group",
+    "if_statement": "an if statement",
+    "while_statement": "a loop",
+    "for_statement": "a loop",
+    "c_style_for_statement": "a loop",
+    "case_statement": "a case statement",
+    "function_definition": "a function definition",
+}
+_SUBSTITUTIONS = {
+    "command_substitution": "a command substitution",
+    "process_substitution": "a process substitution",
+    "arithmetic_expansion": "an arithmetic expansion (it can run commands through array subscripts)",
+    "test_command": "a test expression",
+    "declaration_command": "a declaration (export/declare/local/readonly)",
+    "unset_command": "an unset",
+    "variable_assignment": "a variable assignment",
+    "variable_assignments": "a variable assignment",
+}
+_PASS_THROUGH = frozenset({"program", "list", "pipeline", "negated_command", "redirected_statement", "do_group", "else_clause", "elif_clause", "case_item"})
+_RUNS_TEXT = frozenset({"eval", "source", ".", "trap", "alias", "enable", "fc", "mapfile", "readarray", "coproc"})
+_HARMLESS_TARGETS = frozenset({"/dev/null"})
+_WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>"})
+_GLOB_CHARS = re.compile(r"(?<!\\)[*?\[]|(?<!\\)\{.*(?<!\\)\}")
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Any:
+    import tree_sitter
+    import tree_sitter_bash
+
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+
+
+@lru_cache(maxsize=512)
+def parse_command(source: str) -> ParsedCommand:
+    """Parse one command line (cached: the gate asks about the same command several times)."""
+    data = source.encode("utf-8", "surrogatepass")
+    if len(data) > MAX_COMMAND_BYTES:
+        return ParsedCommand(source, error=f"the command is longer than {MAX_COMMAND_BYTES // 1024} KB")
+    if "\x00" in source:
+        return ParsedCommand(source, error="the command contains a NUL byte")
+    tree = _parser().parse(data)
+    if tree.root_node.has_error:
+        try:
+            at = _first_error(tree.root_node)
+        except RecursionError:
+            at = (0, 0)
+        return ParsedCommand(source, error=f"bash syntax ketch cannot parse near line {at[0] + 1}, column {at[1] + 1}")
+    split = _split_continuation(tree.root_node, data)
+    if split is not None:
+        return ParsedCommand(source, error=f"a line continuation splits a word near byte {split}, which bash would join")
+    try:
+        joined = _joined_lines(tree.root_node, data)
+    except RecursionError:
+        return ParsedCommand(source, error="the command is nested too deeply to follow")
+    if joined is not None:
+        return ParsedCommand(source, error=f"the grammar read {joined[1]} near byte {joined[0]}, which bash would not")
+    walker = _Walker()
+    try:
+        walker.visit(tree.root_node, "")
+    except RecursionError:
+        return ParsedCommand(source, error="the command is nested too deeply to follow")
+    if walker.error:
+        return ParsedCommand(source, error=walker.error)
+    return ParsedCommand(
+        source,
+        tuple(walker.commands),
+        tuple(dict.fromkeys(walker.hazards)),
+        tuple(walker.writes),
+        assignments=tuple(walker.assignments),
+        opaque=tuple(walker.opaque),
+    )
+
+
+_LITERAL_CONTAINERS = frozenset({"raw_string", "heredoc_body", "heredoc_content", "comment", "ansi_c_string", "string"})
+
+
+def _split_continuation(root: Any, data: bytes) -> int | None:
+    """Where a backslash-newline joins two pieces bash reads as one word but the grammar
+    split (``git p\\<newline>ush`` is ``git push`` to bash); None when there is none."""
+    for match in re.finditer(rb"(\\+)\n", data):
+        start = match.start()
+        k = match.end() - 2  # the backslash before the newline
+        if len(match.group(1)) % 2 == 0 or start == 0 or match.end() >= len(data):
+            continue
+        if data[start - 1 : start].isspace() or data[match.end() : match.end() + 1].isspace():
+            continue
+        before = root.descendant_for_byte_range(start - 1, start)
+        after = root.descendant_for_byte_range(match.end(), match.end() + 1)
+        if _inside(before, _LITERAL_CONTAINERS) or _inside(after, _LITERAL_CONTAINERS):
+            continue
+        if before is None or after is None or before.id != after.id:
+            return k
+    return None
+
+
+_ONE_LINE = frozenset({"command", "file_redirect", "redirected_statement", "variable_assignment"})
+_MAY_HOLD_NEWLINES = frozenset({"raw_string", "ansi_c_string", "string_content", "heredoc_body", "heredoc_content", "translated_string", "comment"})
+_BARE_NEWLINE = re.compile(rb"(?<!\\)\n")
+
+
+def _joined_lines(node: Any, data: bytes) -> tuple[int, str] | None:
+    """Where the grammar's parse cannot be what bash runs: one simple command (or
+    redirection) of words on different lines (tree-sitter-bash reads ``a | b |
+    c<newline>d e`` as ``c d e``; bash ends a simple command at a newline), a token
+    holding a bare newline, or backticks it paired wrongly."""
+    if node.type == "``":
+        return node.start_byte, "two backtick substitutions as one"  # `a` `b` read as one, holding "` `"
+    if node.child_count == 0 and node.type not in _MAY_HOLD_NEWLINES and _BARE_NEWLINE.search(data, node.start_byte, node.end_byte):
+        return node.start_byte, "a word across a line break"  # an unquoted word never holds a newline in bash
+    if node.type in _ONE_LINE:
+        children = node.children
+        for left, right in zip(children, children[1:]):
+            if right.type == "heredoc_redirect" or left.type == "heredoc_redirect":
+                continue
+            if _BARE_NEWLINE.search(data, left.end_byte, right.start_byte):
+                return left.end_byte, "two lines as one command"
+    for child in node.children:
+        found = _joined_lines(child, data)
+        if found is not None:
+            return found
+    return None
+
+
+def _inside(node: Any, kinds: frozenset[str]) -> bool:
+    while node is not None:
+        if node.type in kinds:
+            return True
+        node = node.parent
+    return False
+
+
+def _first_error(node: Any) -> tuple[int, int]:
+    if node.type == "ERROR" or node.is_missing:
+        return tuple(node.start_point)  # type: ignore[return-value]
+    for child in node.children:
+        if child.has_error:
+            return _first_error(child)
+    return tuple(node.start_point)  # type: ignore[return-value]
+
+
+def _text(node: Any) -> str:
+    return node.text.decode("utf-8", "surrogateescape")
+
+
+def _unescape_word(raw: str) -> str:
+    """An unquoted word's value: a backslash quotes the next character, and a
+    backslash-newline disappears."""
+    return re.sub(r"\\(\n|.)", lambda m: "" if m.group(1) == "\n" else m.group(1), raw, flags=re.DOTALL)
+
+
+def _unescape_double(inner: str) -> str:
+    return re.sub(r'\\([$`"\\\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), inner)
+
+
+def _ansi_c(inner: str) -> str | None:
+    try:
+        return codecs.decode(inner.replace("\\'", "'").encode("latin-1", "backslashreplace"), "unicode_escape")
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+@dataclass
+class _Walker:
+    commands: list[SimpleCommand] = field(default_factory=list)
+    hazards: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+    assignments: list[str] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)
+    error: str = ""
+    stdin_next: bool = False
+    """The next simple command's input is a here-document (set by its redirected statement)."""
+
+    # ------------------------------------------------------------ statements
+    def visit(self, node: Any, enclosed: str) -> None:
+        if self.error:
+            return
+        kind = node.type
+        if node.is_missing or kind == "ERROR":
+            at = node.start_point
+            self.error = f"bash syntax ketch cannot parse near line {at[0] + 1}, column {at[1] + 1}"
+            return
+        if not node.is_named:
+            if kind == "&":
+                self.hazards.append("a background job (&)")
+            return
+        if kind == "comment":
+            return
+        if kind == "command":
+            self._command(node, enclosed)
+        elif kind in _PASS_THROUGH:
+            body = node.child_by_field_name("body") if kind == "redirected_statement" else None
+            if body is not None and body.type == "command":
+                self.stdin_next = any(c.type in ("heredoc_redirect", "herestring_redirect") for c in node.children)
+            for child in node.children:
+                self._redirect(child, enclosed) if child.type.endswith("redirect") else self.visit(child, enclosed)
+        elif kind in _STRUCTURES:
+            self.hazards.append(_STRUCTURES[kind])
+            for child in node.children:
+                self.visit(child, enclosed or kind)
+        elif kind.endswith("redirect"):
+            self._redirect(node, enclosed)
+        else:
+            self._expression(node, enclosed)
+
+    def _expression(self, node: Any, enclosed: str) -> None:
+        """Anything inside a word or a statement we do not model: note a hazard for
+        constructs that run or set something, and look for commands inside."""
+        kind = node.type
+        if kind == "variable_assignment":
+            self.assignments.append(_text(node))
+        if kind in _SUBSTITUTIONS:
+            self.hazards.append(_SUBSTITUTIONS[kind])
+        elif kind == "expansion" and not _plain_expansion(node):
+            self.hazards.append(f"a parameter expansion with an operator ({_text(node)[:40]})")
+        elif kind not in _WORD_KINDS and kind not in _INERT:
+            self.hazards.append(f"a construct ketch does not model ({kind})")
+        inner = enclosed or (kind if kind in _SUBSTITUTIONS else "")
+        for child in node.children:
+            self.visit(child, inner) if child.type in _STATEMENTS else self._expression_child(child, inner)
+
+    def _expression_child(self, child: Any, enclosed: str) -> None:
+        if child.is_missing or child.type == "ERROR":
+            self.visit(child, enclosed)
+        elif child.is_named:
+            self._expression(child, enclosed)
+
+    # ------------------------------------------------------------ simple commands
+    def _command(self, node: Any, enclosed: str) -> None:
+        words: list[Word] = []
+        assignments: list[str] = []
+        stdin_text, self.stdin_next = self.stdin_next, False
+        for i, child in enumerate(node.children):
+            name = node.field_name_for_child(i)
+            if child.type == "variable_assignment":
+                assignments.append(_text(child))
+                self._expression(child, enclosed)
+            elif child.type.endswith("redirect"):
+                stdin_text |= child.type in ("heredoc_redirect", "herestring_redirect")
+                self._redirect(child, enclosed)
+            elif child.type == "command_name" or name in ("name", "argument"):
+                target = child.children[0] if child.type == "command_name" and child.children else child
+                words.append(self.word(target, enclosed))
+            elif child.is_named:
+                self._expression(child, enclosed)
+        self.commands.append(SimpleCommand(tuple(words), tuple(assignments), stdin_text, enclosed))
+        if not words:
+            return
+        program = words[0].text.rsplit("/", 1)[-1]
+        if not words[0].fixed:
+            self.hazards.append(f"a program name built at run time ({words[0].text[:40]})")
+        elif program in _RUNS_TEXT:
+            self.hazards.append(f"{program} (runs text as commands)")
+        if stdin_text and (program in SHELLS or INTERPRETERS.fullmatch(program)):
+            self.hazards.append("a here-document feeding a shell or an interpreter")
+
+    def _redirect(self, node: Any, enclosed: str) -> None:
+        if node.type == "file_redirect":
+            ops = [c.type for c in node.children if not c.is_named]
+            dest = node.child_by_field_name("destination")
+            op = ops[0] if ops else ""
+            dest_text = _text(dest) if dest is not None else ""
+            word = self.word(dest, enclosed) if dest is not None else Word("", False)
+            if op in _WRITE_OPS:
+                if not (word.fixed and word.text in _HARMLESS_TARGETS):
+                    self.hazards.append(f"a redirection that writes to {dest_text or 'a file'}")
+                    self.writes.append(word.text if word.fixed else dest_text)
+            elif op in (">&", "<&"):
+                if dest is None or not re.fullmatch(r"\d+|-", dest_text):
+                    self.hazards.append(f"a redirection that writes to {dest_text or 'a file'}")
+                    self.writes.append(dest_text)
+            elif op == "<":
+                if word.fixed and word.text.startswith(("/dev/tcp/", "/dev/udp/")):
+                    self.hazards.append(f"a redirection that opens a network connection ({dest_text[:40]})")
+            elif op not in (">&-", "<&-"):
+                self.hazards.append(f"a redirection ketch does not model ({op or _text(node)[:20]})")
+            for child in node.children:
+                if child.type in _STATEMENTS:
+                    self.visit(child, enclosed)
+        elif node.type in ("heredoc_redirect", "herestring_redirect"):
+            self._expanded_body(node)
+            # a here-document node also holds what follows it on the line (| sh, && x, > f)
+            for child in node.children:
+                if not child.is_named:
+                    if child.type == "&":
+                        self.hazards.append("a background job (&)")
+                elif child.type == "heredoc_body":
+                    self._body(child, enclosed)
+                elif child.type.endswith("redirect"):
+                    self._redirect(child, enclosed)
+                elif child.type in _STATEMENTS:
+                    self.visit(child, enclosed)
+                elif child.type not in ("heredoc_start", "heredoc_end"):
+                    self._expression(child, enclosed)  # the here-string's word
+        else:
+            self.hazards.append(f"a redirection ketch does not model ({node.type})")
+            self._expression(node, enclosed)
+
+    def _expanded_body(self, node: Any) -> None:
+        """An unquoted here-document's body is expanded by bash, but the grammar leaves
+        backticks (and ``<<-`` bodies) unparsed: any substitution syntax in it is code
+        the parse cannot see."""
+        start = next((c for c in node.children if c.type == "heredoc_start"), None)
+        body = next((c for c in node.children if c.type == "heredoc_body"), None)
+        if start is None or body is None or re.search(r"['\"\\]", _text(start)):
+            return
+        if re.search(r"`|\$\(|\$\{|\$\[", _text(body)):
+            self.hazards.append("a here-document whose body bash expands with substitutions")
+            self.opaque.append("a here-document body with substitutions")
+
+    def _body(self, node: Any, enclosed: str) -> None:
+        for child in node.children:
+            if child.is_named and child.type != "heredoc_content":
+                self._expression(child, enclosed)
+
+    # ------------------------------------------------------------ words
+    def word(self, node: Any, enclosed: str) -> Word:
+        """The value of a word node; walks it for substitutions and hazards."""
+        kind = node.type
+        raw = _text(node)
+        if node.is_missing or kind == "ERROR":
+            self.visit(node, enclosed)
+            return Word(raw, False)
+        if kind == "word":
+            return Word(_unescape_word(raw), True, bool(_GLOB_CHARS.search(raw)))
+        if kind == "number":
+            return Word(raw)
+        if kind == "raw_string":
+            return Word(raw[1:-1])
+        if kind == "ansi_c_string":
+            value = _ansi_c(raw[2:-1])
+            return Word(raw, False) if value is None else Word(value)
+        if kind == "string" and all(c.type in ('"', "string_content") for c in node.children):
+            return Word(_unescape_double(raw[1:-1]))
+        if kind == "concatenation":
+            parts = [self.word(c, enclosed) for c in node.children if c.is_named or c.type not in ("{", "}")]
+            glob = any(p.glob for p in parts) or bool(_GLOB_CHARS.search("".join(_text(c) for c in node.children if c.type == "word")))
+            if all(p.static for p in parts):
+                return Word("".join(p.text for p in parts), True, glob)
+            return Word(raw, False, glob)
+        self._expression(node, enclosed)
+        return Word(raw, False)
+
+
+_STATEMENTS = frozenset({"command", "redirected_statement", "pipeline", "list", "subshell", "compound_statement", "if_statement", "while_statement", "for_statement", "c_style_for_statement", "case_statement", "function_definition", "negated_command", "test_command", "declaration_command", "unset_command", "variable_assignment", "variable_assignments", "ERROR"})
+_WORD_KINDS = frozenset({"word", "number", "raw_string", "ansi_c_string", "string", "string_content", "concatenation", "simple_expansion", "expansion", "variable_name", "special_variable_name", "heredoc_body", "heredoc_content", "translated_string", "brace_expression", "array", "extglob_pattern"})
+_INERT = frozenset({"file_descriptor", "test_operator", "binary_expression", "unary_expression", "parenthesized_expression", "postfix_expression", "ternary_expression", "subscript", "regex", "command_name"})
+
+
+def _plain_expansion(node: Any) -> bool:
+    """``${NAME}``: a plain variable reference with no operator."""
+    named = [c for c in node.children if c.is_named]
+    anonymous = [c.type for c in node.children if not c.is_named]
+    return len(named) == 1 and named[0].type in ("variable_name", "special_variable_name") and anonymous == ["${", "}"]
+
+

@@ -1,0 +1,58 @@
+"""The brief result of a tool call (core/tool_brief.py), and that the real loop sends it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from fakeprovider import FakeProvider, ToolCall, Turn
+
+from ketch.core import events as ev
+from ketch.core.tool_brief import OutputTails, brief
+from ketch.frontends.assemble import build_session
+
+
+def test_shell_brief_has_the_exit_status_and_the_last_lines() -> None:
+    content = "exit code 2\n" + "\n".join(f"row {i}" for i in range(20))
+    assert brief("shell", {}, content, is_error=False) == "exit code 2\n… 15 earlier lines\nrow 15\nrow 16\nrow 17\nrow 18\nrow 19"
+    assert brief("shell", {}, "(no output)", is_error=False) == "exit 0"
+    assert brief("shell", {}, "a\nb", is_error=False) == "exit 0\na\nb"
+
+
+def test_tails_mark_stderr_and_split_a_line_across_streams() -> None:
+    tails = OutputTails()
+    tails.add("c", "par", "stdout")
+    tails.add("c", "tial\nerr!\n", "stderr")
+    tails.add("c", "last", "stdout")
+    assert tails.pop("c") == [("stdout", "par"), ("stderr", "tial"), ("stderr", "err!"), ("stdout", "last")]
+    assert tails.pop("c") == []
+
+
+def test_read_grep_glob_list_briefs() -> None:
+    read = "\n".join(f"{n:>6}\tx" for n in range(5, 9)) + "\n(more lines follow; continue with offset=9)"
+    assert brief("read_file", {}, read, is_error=False) == "lines 5–8 (4 lines; more follow)"
+    assert brief("read_file", {}, "(a.txt is empty)", is_error=False) == "(a.txt is empty)"
+    assert brief("glob", {}, "a.py\nb.py\nc.py\nd.py\n(6 more files not shown; narrow the pattern)", is_error=False) == "10 files\na.py\nb.py\nc.py"
+    assert brief("list_dir", {}, "./\n  src/\n  a.py", is_error=False) == "2 entries\nsrc/\na.py"
+    assert brief("grep", {}, "No matches for 'x' in .", is_error=False) == "No matches for 'x' in ."
+    assert brief("write_file", {}, "Created a.py (1 line, 5 bytes).", is_error=False) == "Created a.py (1 line, 5 bytes)."
+
+
+async def test_the_real_loop_briefs_a_failing_command_with_its_stderr_marked(tmp_path: Path) -> None:
+    command = "ls /nonexistent; echo out; exit 3"
+    script = [Turn(tool_calls=[ToolCall("shell", {"command": command})]), Turn(text="done")]
+    args = argparse.Namespace(cwd=str(tmp_path), model="fake-model", wire="openai-chat", yolo=True)
+    with FakeProvider(script) as fake:
+        args.base_url = fake.base_url
+        session = await build_session(args, interactive=False)
+        try:
+            seen = [e async for e in session.run_turn("run it")]
+        finally:
+            await session.aclose()
+    [finished] = [e for e in seen if isinstance(e, ev.ToolCallFinished)]
+    rows = finished.summary.splitlines()
+    assert rows[0] == "exit code 3"
+    assert rows[1].startswith("[stderr] ls: cannot access") and rows[2] == "out"
+    # the model still got the whole result, unmarked
+    sent = fake.requests[-1].body["messages"][-1]["content"]
+    assert "exit code 3" in sent and "[stderr]" not in sent
