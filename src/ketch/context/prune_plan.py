@@ -1,5 +1,8 @@
 """The pruning plan: token counts of every message at each rung, from one pass, and the
-decision of where the ladder cuts, made from that arithmetic before anything is rebuilt."""
+decision of where the ladder cuts, made from that arithmetic before anything is rebuilt.
+
+It is one thing, the ladder's arithmetic: the counts and the decision read the same per-rung
+numbers, so splitting them would pass those tables between modules for no gain."""
 
 from __future__ import annotations
 

@@ -3,6 +3,9 @@
 Resolution, highest first: CLI flags > environment > project ``.ketch/config.toml`` >
 user config (platformdirs) > defaults. Every file is validated on its own so an unknown
 key is reported with the file and the key. Nothing here imports the model SDK.
+
+It is one thing, configuration: the schema, the layers merged in order, and the resolution
+of a connection from them (its window limits live in ``config_limits``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from ketch.core import strict_json
 from ketch.core.dirs import user_config_dir, user_data_dir
+from ketch.core.config_limits import limit_fields, take_limits
 from ketch.core.exceptions import ConfigError
 from ketch.sandbox.config import SandboxConfig, limit_project_layer
 from ketch.providers.presets import PRESETS, WIRES, Preset
@@ -286,56 +290,13 @@ def _split_project_file(
     try:
         # a connection with a key variable (set now or later) or a stored key uses the user's key
         layer = _read_toml(project_file)
-        taken = _take_limits(layer)
+        taken = take_limits(layer)
         if ceilings is not None:
             ceilings.update(taken)
         project = limit_project_layer(layer, user, str(project_file), ignored)
         return split_project(project, user, project_file, has_user_key=lambda name, env: bool(env or keys.get(name)))
     except ProjectConfigError as exc:
         raise ConfigError(f"{project_file}: {exc}") from None
-
-
-_LIMIT_KEYS = ("context_window", "max_output_tokens")
-
-
-def _take_limits(layer: dict[str, Any]) -> dict[str, int]:
-    """Remove the window and output limits from a repo's config layer and return them as
-    ceilings (``"connections.NAME.context_window"``, ``"models.REF.max_output_tokens"``,
-    ``"compaction.context_window"``): a checked-out repo may shrink what ketch sends, never
-    make it send more than the user's config and the model's own limits allow."""
-    taken: dict[str, int] = {}
-    for section in ("connections", "models"):
-        for name, entry in (layer.get(section) or {}).items():
-            if isinstance(entry, dict):
-                for key in _LIMIT_KEYS:
-                    if key in entry:
-                        taken[f"{section}.{name}.{key}"] = entry.pop(key)
-    compaction = layer.get("compaction")
-    if isinstance(compaction, dict) and "context_window" in compaction:
-        taken["compaction.context_window"] = compaction.pop("context_window")
-    return taken
-
-
-def _configured_limits(config: Config, name: str, model_ref: str) -> tuple[int | None, int | None, int | None, int | None]:
-    """(context window, max output, window ceiling, output ceiling) configured for a connection
-    and model: the model's entry wins over the connection's, which wins over ``[compaction]``;
-    the ceilings are the lowest a repo's config set for any of them."""
-    conn_cfg = config.connections.get(name)
-    meta = config.models.get(model_ref)
-    window = (meta and meta.context_window) or (conn_cfg and conn_cfg.context_window) or config.compaction.context_window
-    output = (meta and meta.max_output_tokens) or (conn_cfg and conn_cfg.max_output_tokens)
-    caps = config._limit_ceilings
-
-    def ceiling(key: str, *scopes: str) -> int | None:
-        values = [caps[f"{scope}.{key}"] for scope in scopes if f"{scope}.{key}" in caps]
-        return min(values) if values else None
-
-    return (
-        window,
-        output,
-        ceiling("context_window", f"connections.{name}", f"models.{model_ref}", "compaction"),
-        ceiling("max_output_tokens", f"connections.{name}", f"models.{model_ref}"),
-    )
 
 
 # ---------------------------------------------------------------- connections and keys
@@ -458,7 +419,7 @@ def resolve_connection(
         return Connection(
             name, preset, wire, base_url, model_name, key, api_key_env or "", retries, config.models.get(model_ref),
             timeout=timeout_override or DEFAULT_TIMEOUT,
-            **_limit_fields(config, name, model_ref),
+            **limit_fields(config, name, model_ref),
         )
     if wire is not None and wire not in WIRES:
         raise ConfigError(f"unknown wire '{wire}'; use one of: {', '.join(WIRES)}")
@@ -491,13 +452,8 @@ def resolve_connection(
     return Connection(
         name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref),
         timeout=timeout_override or conn_cfg.timeout, reasoning=conn_cfg.reasoning,
-        **_limit_fields(config, name, model_ref),
+        **limit_fields(config, name, model_ref),
     )
-
-
-def _limit_fields(config: Config, name: str, model_ref: str) -> dict[str, int | None]:
-    window, output, window_cap, output_cap = _configured_limits(config, name, model_ref)
-    return {"context_window": window, "max_output_tokens": output, "window_ceiling": window_cap, "output_ceiling": output_cap}
 
 
 def _timeout_override(text: str | None) -> float | None:
