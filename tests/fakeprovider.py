@@ -11,6 +11,13 @@ Server behaviours of real local servers can be switched on: `refuse_stream_with_
 
 The Responses endpoint enforces the provider's item rules by default (orphan tool outputs,
 unknown item ids, ids sent without their reasoning item); see `FakeProvider.rejections`.
+
+With `window=N` every model endpoint also enforces a context window as the real providers
+do, counting input more strictly than ketch does (the characters of every string in the body
+over `chars_per_token`, 3.5 by default, against ketch's 4): input plus the requested output
+(`max_tokens`, `max_completion_tokens`, `max_output_tokens`) over the window, or input over
+`input_limit`, is answered with the wire's own 400 (`context_length_exceeded` on OpenAI,
+"prompt is too long" / "input length and `max_tokens` exceed context limit" on Anthropic).
 """
 
 from __future__ import annotations
@@ -484,6 +491,7 @@ class FakeProvider:
             and `exhausted` becomes True.
         models: ids listed by `GET /v1/models`.
         strict_responses: enforce the Responses item rules on `/v1/responses` inputs.
+        window, input_limit, chars_per_token: enforce a context window (see the module doc).
         exact_paths: route only `/v1/<endpoint>` as a real server does; any other path (a doubled
             or missing `/v1`) gets llama.cpp's `404 File Not Found`. Off by default: a missing or
             doubled `/v1` is tolerated.
@@ -498,7 +506,8 @@ class FakeProvider:
 
     def __init__(self, script: Sequence[ScriptEntry] = (), models: Sequence[str] = ('fake-model',),
                  *, strict_responses: bool = True, exact_paths: bool = False,
-                 refuse_stream_with_tools: str = '', strict_json: bool = False) -> None:
+                 refuse_stream_with_tools: str = '', strict_json: bool = False, window: int | None = None,
+                 input_limit: int | None = None, chars_per_token: float = 3.5) -> None:
         self.exact_paths = exact_paths
         self.refuse_stream_with_tools = refuse_stream_with_tools
         self.strict_json = strict_json
@@ -512,6 +521,11 @@ class FakeProvider:
         self.rejections: Counter[str] = Counter()
         self.errors: list[BaseException] = []
         self.ledger = ResponsesLedger()
+        self.window = window
+        self.input_limit = input_limit
+        self.chars_per_token = chars_per_token
+        self.counted: list[tuple[int, int | None]] = []
+        """(input tokens as counted, requested output or None) of every model request checked."""
         self._failures: dict[str, list[Any]] = {}  # normalized path -> [status, body, times left or None]
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -707,6 +721,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, wire: str, request: RecordedRequest) -> None:
         fake, body = self.fake, request.body or {}
+        if fake.window is not None and (refusal := window_refusal(fake, wire, body)) is not None:
+            with fake._lock:
+                fake.rejections['context_length_exceeded'] += 1
+            self._json(400, refusal)
+            return
         context: set[str] = set()
         if wire == RESPONSES and fake.strict_responses:
             try:
@@ -836,6 +855,55 @@ def strict_json_problem(raw: bytes) -> str | None:
             stack.extend(item)
         elif isinstance(item, str) and any('\ud800' <= c <= '\udfff' for c in item):
             return f'lone surrogate in string {item[:30]!r}'
+    return None
+
+
+# ---------------------------------------------------------------- the window rule
+_OUTPUT_FIELDS = ('max_tokens', 'max_completion_tokens', 'max_output_tokens')
+_NOT_INPUT = frozenset({'model', 'stream', 'stream_options', 'store', 'include', 'tool_choice', 'parallel_tool_calls',
+                        'reasoning', 'thinking', 'metadata', 'service_tier', 'truncation', 'text', *_OUTPUT_FIELDS})
+
+
+def _string_chars(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(k) + _string_chars(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_string_chars(v) for v in value)
+    return 0 if value is None else len(str(value))
+
+
+def counted_input(body: dict[str, Any], chars_per_token: float = 3.5) -> int:
+    """Input tokens of a request body as the window rule counts them."""
+    chars = sum(len(k) + _string_chars(v) for k, v in body.items() if k not in _NOT_INPUT)
+    return int(chars / chars_per_token) + 1
+
+
+def window_refusal(fake: FakeProvider, wire: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The provider's 400 body when `body` breaks the window rule, else None."""
+    assert fake.window is not None
+    tokens = counted_input(body, fake.chars_per_token)
+    output = next((body[f] for f in _OUTPUT_FIELDS if isinstance(body.get(f), int)), None)
+    with fake._lock:
+        fake.counted.append((tokens, output))
+    window, limit = fake.window, fake.input_limit or fake.window
+    if wire == ANTHROPIC:
+        if tokens > window:
+            return default_error_body(ANTHROPIC, 400, f'prompt is too long: {tokens} tokens > {window} maximum')
+        if output is not None and tokens + output > window:
+            return default_error_body(ANTHROPIC, 400, f'input length and `max_tokens` exceed context limit: {tokens} + '
+                                      f'{output} > {window}, decrease input length or `max_tokens` and try again')
+        return None
+    if tokens > limit or tokens + (output or 0) > window:
+        if wire == RESPONSES:
+            message = 'Your input exceeds the context window of this model. Please adjust your input and try again.'
+        else:
+            message = (f"This model's maximum context length is {window} tokens. However, you requested "
+                       f'{tokens + (output or 0)} tokens ({tokens} in the messages, {output or 0} in the completion). '
+                       'Please reduce the length of the messages or completion.')
+        return {'error': {'message': message, 'type': 'invalid_request_error',
+                          'param': 'input' if wire == RESPONSES else 'messages', 'code': 'context_length_exceeded'}}
     return None
 
 

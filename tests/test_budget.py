@@ -32,7 +32,7 @@ from ketch.context.budget import (
 def test_context_window_knows_common_families_and_prefixes():
     assert context_window("gpt-5") == 400_000
     assert context_window("openai:gpt-5-mini") == 400_000
-    assert context_window("gpt-4.1-nano") == 1_000_000
+    assert context_window("gpt-4.1-nano") == 1_047_576
     assert context_window("anthropic:claude-sonnet-4-5") == 200_000
     assert context_window("openrouter:anthropic/claude-opus-4") == 200_000
     assert context_window("deepseek-chat") == 128_000
@@ -114,3 +114,28 @@ def test_request_estimate_adds_instructions_and_tool_schemas():
     assert total == estimate_text(instructions) + estimate_messages(msgs) + estimate_tools([tool])
     assert estimate_tools([tool]) >= 150
     assert estimate_tools([{"name": "x", "parameters": {"type": "object"}}]) > 0
+
+
+def test_running_estimate_follows_a_pruning_that_shares_unchanged_messages():
+    """A pruned history keeps the messages it did not change: the running estimate must see
+    the one placeholdered in between, not only the ends (it once re-pruned every step)."""
+    from pydantic_ai.messages import ToolReturnPart
+
+    from ketch.context.budget import RunningEstimate, estimate_messages
+
+    grown = [
+        ModelRequest(parts=[UserPromptPart("x" * 100)]),
+        ModelResponse(parts=[TextPart("y")]),
+        ModelRequest(parts=[ToolReturnPart("t", "z" * 4000, tool_call_id="c")]),
+        ModelResponse(parts=[TextPart("w")]),
+        ModelRequest(parts=[UserPromptPart("q")]),
+        ModelResponse(parts=[TextPart("v")]),
+        ModelRequest(parts=[UserPromptPart("r")]),
+    ]
+    running = RunningEstimate()
+    assert running.tokens(grown) == estimate_messages(grown)
+    pruned = list(grown)
+    pruned[2] = ModelRequest(parts=[ToolReturnPart("t", "[pruned: t → 4,000 chars]", tool_call_id="c")])
+    assert running.tokens(pruned) == estimate_messages(pruned) < estimate_messages(grown)
+    longer = [*pruned, ModelResponse(parts=[TextPart("more")])]
+    assert running.tokens(longer) == estimate_messages(longer)

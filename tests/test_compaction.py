@@ -89,9 +89,18 @@ def test_long_tool_loop_in_a_small_window_keeps_its_memory(tmp_path: Path) -> No
     pruned = [req for req in requests if any(t.startswith("[pruned: read_file") for _, t in tool_results(req))]
     assert pruned and pruned[-1] is requests[-1], "the loop never needed pruning: the window is too large"
     first_pruned = requests.index(pruned[0])
-    # What is sent after pruning refers to no stored item of an earlier response.
-    assert not any("id" in item for item in _items(pruned[0], "function_call"))
-    assert not any("id" in item for item in _items(pruned[0], "reasoning"))
+    # After pruning, what was pruned goes inline without item ids; the newest response, and
+    # those that came after the last pruning, go back by their ids, each with its reasoning
+    # as the reasoning item it was (never as plain text).
+    for req in pruned:
+        calls, reasoning = _items(req, "function_call"), _items(req, "reasoning")
+        with_ids = [("id" in item) for item in calls]
+        assert with_ids == sorted(with_ids) and with_ids[-1], with_ids  # stripped prefix, then by id
+        assert len(reasoning) == sum(with_ids) and all(r["id"].startswith("rs_") for r in reasoning)
+        newest = len(tool_results(req)) - 1
+        assert reasoning[-1]["summary"][0]["text"] == f"Next I read file {newest}."
+        texts = [i for i in (req.body or {}).get("input", []) if i.get("role") == "assistant"]
+        assert not any("Next I read file" in json.dumps(t) for t in texts), "reasoning sent as plain text"
 
     compacted = [e for e in events if e["type"] == "compacted"]
     assert len(compacted) == 1, compacted

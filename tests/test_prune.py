@@ -106,11 +106,20 @@ async def responses_input(messages: list[ModelMessage]) -> list[dict[str, Any]]:
     return [dict(i) for i in items]
 
 
+def _is_user_side(item: dict[str, Any]) -> bool:
+    return item.get("role") == "user" or item.get("type") == "function_call_output"
+
+
 def assert_wire_consistent(items: list[dict[str, Any]]) -> None:
+    """No orphan outputs, no item references, and provider item ids only on the newest
+    response's items (the block after the last user-side item that precedes assistant items),
+    which go back as they came."""
+    last_user = max((n for n, i in enumerate(items) if _is_user_side(i) and any(not _is_user_side(j) for j in items[n + 1 :])), default=-1)
     calls_seen: set[str] = set()
-    for item in items:
+    for n, item in enumerate(items):
         assert item.get("type") != "item_reference", item
-        assert "id" not in item, f"provider item id sent after pruning: {item}"
+        if n <= last_user:
+            assert "id" not in item, f"provider item id sent after pruning: {item}"
         if item.get("type") == "function_call":
             calls_seen.add(item["call_id"])
         if item.get("type") == "function_call_output":
@@ -153,7 +162,8 @@ async def test_reasoning_stage_sends_earlier_items_inline_with_content_kept():
 
 async def test_tool_result_stage_keeps_recent_results_and_pairs_old_ones_with_placeholders():
     msgs = history(4)
-    result = await prune(msgs, limit=estimate_messages(msgs) // 2)
+    # A third: dropping every reasoning but the newest response's (which has none) is not enough.
+    result = await prune(msgs, limit=estimate_messages(msgs) // 3)
     assert result.stage == "tool_results"
     returns = [p for m in result.messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
     assert len(returns) == 8  # every result kept, paired with its call
@@ -161,7 +171,7 @@ async def test_tool_result_stage_keeps_recent_results_and_pairs_old_ones_with_pl
     assert returns[-1].content == "x\n" * 300  # the most recent run stays whole
     placeholders = [r.content.startswith("[pruned:") for r in returns]
     assert placeholders == sorted(placeholders, reverse=True)  # one old run, one recent run
-    assert result.tokens_after <= estimate_messages(msgs) // 2
+    assert result.tokens_after <= estimate_messages(msgs) // 3
     assert_wire_consistent(await responses_input(result.messages))
 
 
@@ -184,11 +194,12 @@ async def test_summary_stage_replaces_oldest_turns_and_keeps_current_prompt():
         seen.append(text)
         return "earlier: read several files"
 
-    result = await prune(msgs, limit=700, summarize=summarize)
+    result = await prune(msgs, limit=500, summarize=summarize)
     assert result.stage == "summary"
     first = result.messages[0]
     assert isinstance(first, ModelRequest)
-    assert first.parts[0].content == SUMMARY_HEADER + "earlier: read several files"
+    assert first.parts[0].content.startswith(SUMMARY_HEADER + "earlier: read several files\n\nSteps recorded by ketch:")
+    assert "Files touched: src/m0_0.py, src/m0_1.py" in first.parts[0].content
     assert "User: question 0" in seen[0] and "Tool call: read_file" in seen[0]
     prompts = [p.content for m in result.messages for p in m.parts if isinstance(p, UserPromptPart)]
     assert prompts[-1] == "question 4"
@@ -211,18 +222,18 @@ async def test_collector_runs_during_the_summarize_call_and_after_any_prune():
     async def failing(text: str) -> str:
         raise RuntimeError("summary model unavailable")
 
-    result = await prune(history(5), limit=700, summarize=summarize)
+    result = await prune(history(5), limit=500, summarize=summarize)
     assert result.stage == "summary" and during == [True]
     assert gc.isenabled()
-    with pytest.raises(RuntimeError, match="summary model unavailable"):
-        await prune(history(5), limit=700, summarize=failing)
+    failed = await prune(history(5), limit=500, summarize=failing)
+    assert failed.summary_error == "summary model unavailable"
     assert gc.isenabled()
-    for limit in (10**9, 2_500, 700):  # fits, placeholders, summary without a summarizer
+    for limit in (10**9, 2_500, 500):  # fits, placeholders, summary without a summarizer
         await prune(history(5), limit=limit)
         assert gc.isenabled()
     gc.disable()  # a process that runs with the collector off keeps it off
     try:
-        await prune(history(5), limit=700, summarize=summarize)
+        await prune(history(5), limit=500, summarize=summarize)
         assert not gc.isenabled()
     finally:
         gc.enable()
@@ -430,7 +441,9 @@ async def test_impossible_budget_still_keeps_the_current_turn(limit: int):
     result = await prune(msgs, limit=limit, summarize=summarize_stub)
     assert result.stage == "summary"
     prompts = [p.content for m in result.messages for p in m.parts if isinstance(p, UserPromptPart)]
-    assert prompts[-1] == "question 2"
+    # The current turn's own steps were summarized too; its prompt leads the summary, verbatim.
+    assert prompts[0] == "question 2" and prompts[1].startswith(SUMMARY_HEADER)
+    assert_wire_consistent(await responses_input(result.messages))
 
 
 def test_placeholder_text_says_what_each_kind_of_result_held():
@@ -513,4 +526,69 @@ async def test_an_earlier_summary_is_carried_whole_into_the_next_one():
     assert "[older conversation omitted]" in transcript  # the conversation since was capped
     assert transcript.count("fact 299 worth keeping") == 1
     assert len(transcript) <= 300_000 + 200
-    assert result.messages[0].parts[0].content == SUMMARY_HEADER + "new summary"
+    assert result.messages[0].parts[0].content.startswith(SUMMARY_HEADER + "new summary\n\nSteps recorded by ketch:")
+
+
+# ----------------------------------------------------------------------------- inside one turn
+
+
+def one_long_turn(steps: int) -> list[ModelMessage]:
+    msgs: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart("fix every module")])]
+    for step in range(steps):
+        msgs += reasoning_step(0, step)
+    return msgs
+
+
+async def test_a_turn_alone_over_budget_summarizes_its_own_older_steps():
+    msgs = one_long_turn(40)
+    seen: list[str] = []
+
+    async def summarize(text: str) -> str:
+        seen.append(text)
+        return "read modules 0 to 30; nothing fixed yet; next: module 31"
+
+    result = await prune(msgs, limit=estimate_messages(msgs) // 8, summarize=summarize)
+    assert result.stage == "summary" and result.tokens_after <= estimate_messages(msgs) // 8
+    head = result.messages[0]
+    assert [p.content for p in head.parts][0] == "fix every module"  # the prompt, verbatim
+    summary = head.parts[1].content
+    assert summary.startswith(SUMMARY_HEADER + "read modules 0 to 30")
+    assert "Files touched: " in summary and "src/m0_0.py" in summary
+    assert "User: fix every module" in seen[0] and "Tool call: read_file" in seen[0]
+    # The newest steps stay whole, the newest result above all; the tail starts at a response.
+    assert isinstance(result.messages[1], ModelResponse)
+    last = result.messages[-1].parts[-1]
+    assert isinstance(last, ToolReturnPart) and last.tool_call_id == "call_0_39" and last.content == "x\n" * 300
+    items = await responses_input(result.messages)
+    assert_wire_consistent(items)
+    # The newest response goes back as it came: its reasoning as a reasoning item with its id.
+    reasoning = [i for i in items if i.get("type") == "reasoning"]
+    assert [i["id"] for i in reasoning] == ["rs_0_39"]
+    assert not any(i.get("role") == "assistant" and "thinking thinking" in json.dumps(i) for i in items)
+
+
+async def test_older_reasoning_of_the_turn_goes_before_any_result():
+    msgs = one_long_turn(6)
+    thinking = sum(len(p.content) + len(p.signature or "") for m in msgs for p in m.parts if isinstance(p, ThinkingPart))
+    result = await prune(msgs, limit=estimate_messages(msgs) - thinking // 8)
+    assert result.stage == "reasoning"
+    kept = [p for m in result.messages for p in m.parts if isinstance(p, ThinkingPart)]
+    assert [p.id for p in kept] == ["rs_0_5"]  # only the newest response keeps its reasoning
+    returns = [p.content for m in result.messages for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert returns == ["x\n" * 300] * 6  # no result was shortened
+
+
+async def test_a_failed_summary_inside_a_turn_replaces_nothing():
+    msgs = one_long_turn(40)
+
+    async def failing(text: str) -> str:
+        raise RuntimeError("HTTP 400: prompt is too long")
+
+    result = await prune(msgs, limit=estimate_messages(msgs) // 8, summarize=failing)
+    assert result.summary_error == "HTTP 400: prompt is too long"
+    assert result.stage == "tool_results"
+    texts = [p.content for m in result.messages for p in m.parts if isinstance(p, UserPromptPart)]
+    assert texts == ["fix every module"]  # no summary, no failure text in its place
+    returns = [p for m in result.messages for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert len(returns) == 40 and returns[-1].content == "x\n" * 300  # every call kept, the newest whole
+    assert_wire_consistent(await responses_input(result.messages))

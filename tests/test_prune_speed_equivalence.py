@@ -131,9 +131,14 @@ def ids_stripped_chars(part: Any) -> int:
 class Reference:
     """Each message's tokens at every rung, computed the plain way (one message at a time)."""
 
-    def __init__(self, msgs: list[ModelMessage]) -> None:
+    def __init__(self, msgs: list[ModelMessage], thin_before: int | None = None) -> None:
         starts = turn_starts(msgs)
         self.current = starts[-1] if starts else 0
+        self.thin = self.current if thin_before is None else thin_before
+        self.newest = max((i for i, m in enumerate(msgs) if isinstance(m, ModelResponse)), default=-1)
+        result_requests = [i for i, m in enumerate(msgs) if isinstance(m, ModelRequest) and any(type(p) is ToolReturnPart for p in m.parts)]
+        self.whole_from = result_requests[-1] if result_requests and result_requests[-1] > self.newest else len(msgs)
+        self.has_steps = bool(result_requests) and result_requests[-1] > self.current
         calls = {p.tool_call_id: p for m in msgs if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, ToolCallPart)}
         self.placeholder = {
             id(p): text
@@ -146,7 +151,7 @@ class Reference:
         self.small: list[int] = []  # after stages 1 and 2
         for index, m in enumerate(msgs):
             if isinstance(m, ModelResponse):
-                if index < self.current:
+                if index < self.thin:
                     kept = [p for p in m.parts if not isinstance(p, ThinkingPart)]
                     thinned = chars_to_tokens(MESSAGE_OVERHEAD_CHARS + sum(map(ids_stripped_chars, kept))) if kept else 0
                 else:
@@ -166,9 +171,11 @@ class Reference:
         if pending:
             self.limit_index = min(self.current, max((s for s in starts if s <= pending[0]), default=0))
         self.candidates = [s for s in starts if 0 < s <= self.limit_index]
+        self.pending_at = pending[0] if pending else -1
 
     def results_cut(self, start: int, budget: int) -> int:
-        """Where whole results begin: the smallest cut whose placeholders make the tail fit."""
+        """Where whole results begin: the smallest cut whose placeholders make the tail fit,
+        never past the newest call's output."""
         excess = sum(self.tokens[start:]) - budget
         if excess <= 0:
             return start
@@ -176,9 +183,33 @@ class Reference:
         for index in range(start, len(self.tokens)):
             saved += self.saved[index]
             if saved >= excess:
-                return index + 1
+                return min(index + 1, self.whole_from)
         shrinking = [index for index in range(start, len(self.tokens)) if self.saved[index] > 0]
-        return shrinking[-1] + 1 if shrinking else start
+        return min(shrinking[-1] + 1 if shrinking else start, self.whole_from)
+
+    def fits_with_placeholders(self, start: int, budget: int) -> bool:
+        """Whether placeholdering every result from ``start`` up to the newest output fits."""
+        return sum(self.tokens[start:]) - sum(self.saved[start : self.whole_from]) <= budget
+
+    def step_start(self, msgs: list[ModelMessage], budget: int) -> int:
+        """Where the kept steps of the current turn begin when it alone is over budget (0: no cut)."""
+        reserve = min(SUMMARY_RESERVE_TOKENS, budget // 8)
+        room = budget - (reserve if self.current > 0 else 0)
+        if not self.has_steps or self.limit_index != self.current:
+            return 0
+        if sum(self.tokens[self.current :]) <= room or self.fits_with_placeholders(self.current, room):
+            return 0
+        last = self.pending_at if self.pending_at > self.current else self.newest
+        responses = [i for i in range(self.current + 1, last + 1) if isinstance(msgs[i], ModelResponse)]
+        if not responses:
+            return 0
+        target = int(budget * SUMMARY_TAIL_SHARE) - reserve
+        best = responses[-1]
+        for i in reversed(responses[:-1]):
+            if sum(self.tokens[i:]) > target:
+                break
+            best = i
+        return best
 
     def summary_start(self, budget: int) -> int:
         """The first turn whose tail, as sent, fits the kept share of the budget beside
@@ -191,10 +222,12 @@ class Reference:
 
 def reference_transcript(head: list[ModelMessage]) -> str:
     """Every line of the head rendered oldest first, then the newest kept within the cap;
-    an earlier summary at the start leads it whole."""
+    an earlier summary at the start leads it whole (the prompt sharing its message, if any,
+    is rendered as the first line)."""
     earlier = earlier_summary(head[0]) if head else None
     if earlier is not None:
-        head = head[1:]
+        others = [p for p in head[0].parts if not (isinstance(p, UserPromptPart) and p.content.startswith(SUMMARY_HEADER))]
+        head = ([ModelRequest(parts=others)] if others else []) + head[1:]
     cap = TRANSCRIPT_CAP - (len(earlier) if earlier is not None else 0)
     lines = [line for m in head for line in render_for_summary([m]).split("\n") if line]
     kept: list[str] = []
@@ -234,30 +267,44 @@ def check_against_reference(msgs: list[ModelMessage], limit: int, reserved: int)
         assert result.stage == "none" and out == msgs
         return
 
-    ref = Reference(msgs)
     budget = limit - reserved
+    ref = Reference(msgs)
+    thinned_all = False
+    if sum(ref.tokens) > budget and ref.newest > ref.current:  # the turn's older reasoning goes next
+        ref = Reference(msgs, ref.newest)
+        thinned_all = True
     index_of = {m.run_id: i for i, m in enumerate(msgs)}
     summarized = result.stage == "summary"
     kept = out[1:] if summarized else out
     sources = [index_of[m.run_id] for m in kept]
     assert sources == sorted(sources)
     start = sources[0] if sources else 0
+    in_turn = False
 
-    # Which rung: reasoning alone, placeholders, or a summary of whole earlier turns.
+    # Which rung: reasoning alone, placeholders, or a summary of whole earlier turns (and,
+    # when the current turn alone is over budget, of its older steps).
     if sum(ref.tokens) <= budget:
         assert result.stage == "reasoning"
-    elif sum(ref.small) <= budget:
+    elif ref.fits_with_placeholders(0, budget):
         assert result.stage == "tool_results"
     else:
         expected = ref.summary_start(budget)
+        if expected in (0, ref.current) and (step := ref.step_start(msgs, budget)):
+            expected, in_turn = step, True
         room = min(SUMMARY_RESERVE_TOKENS, sum(ref.tokens[:expected]) // 2) * 4 - len(SUMMARY_HEADER)
         if expected > 0 and room >= MIN_SUMMARY_CHARS:
             assert result.stage == "summary"
             assert start == expected, (start, expected)
             assert shown == [reference_transcript(msgs[:start])]
             assert isinstance(out[0], ModelRequest)
-            assert out[0].parts[0].content.startswith(SUMMARY_HEADER)
+            assert out[0].parts[-1].content.startswith(SUMMARY_HEADER)
+            if in_turn:  # the current turn's prompt leads the summary, verbatim
+                prompt = [p for p in msgs[ref.current].parts if isinstance(p, UserPromptPart) and not p.content.startswith(SUMMARY_HEADER)]
+                assert out[0].parts[:-1] == prompt
+            else:
+                assert len(out[0].parts) == 1
         else:
+            in_turn = False
             assert result.stage == "tool_results"
     if not summarized:
         start = 0
@@ -267,16 +314,18 @@ def check_against_reference(msgs: list[ModelMessage], limit: int, reserved: int)
     for index in set(range(start, len(msgs))) - set(sources):
         m = msgs[index]
         if isinstance(m, ModelResponse):
-            assert index < ref.current and all(isinstance(p, ThinkingPart) for p in m.parts)
+            assert index < ref.thin and all(isinstance(p, ThinkingPart) for p in m.parts)
         else:
             assert all(isinstance(p, (ToolReturnPart, RetryPromptPart)) for p in m.parts)
 
     # Placeholders replace the results of the oldest run of requests that makes the tail fit
-    # (the widest recent run stays whole), or every result that shrinks when nothing fits.
+    # (the widest recent run stays whole, the newest output always), or every result that
+    # shrinks when nothing fits.
     reserve = message_tokens(out[0]) if summarized else 0
     cut = start
     if result.stage in ("tool_results", "summary"):
         cut = ref.results_cut(start, budget - reserve)
+    assert thinned_all or ref.thin == ref.current
 
     # Each kept message: same attributes, reasoning gone before the current turn, no item ids,
     # results either whole or the placeholder saying what was there.
@@ -286,7 +335,11 @@ def check_against_reference(msgs: list[ModelMessage], limit: int, reserved: int)
         assert type(new) is type(old)
         assert {k: v for k, v in vars(new).items() if k != "parts"} == {k: v for k, v in vars(old).items() if k != "parts"}
         if isinstance(old, ModelResponse):
-            originals = [p for p in old.parts if not (index < ref.current and isinstance(p, ThinkingPart))]
+            if index == ref.newest and index >= ref.thin and not any(isinstance(p, ToolCallPart) and "|" in p.tool_call_id for p in old.parts):
+                assert new is old  # the newest response goes back as it came, item ids included
+                calls_sent.update(p.tool_call_id for p in old.parts if isinstance(p, ToolCallPart))
+                continue
+            originals = [p for p in old.parts if not (index < ref.thin and isinstance(p, ThinkingPart))]
             assert len(new.parts) == len(originals)
             for part, original in zip(new.parts, originals):
                 if isinstance(original, (NativeToolCallPart, NativeToolReturnPart)) and type(part) is TextPart:

@@ -15,7 +15,8 @@ providers bill them by size class rather than by their byte length.
 from __future__ import annotations
 
 import json
-import re
+import operator
+from itertools import islice
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -31,14 +32,14 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from ketch.context.windows import DEFAULT_CONTEXT_WINDOW as DEFAULT_CONTEXT_WINDOW  # re-exported
+from ketch.context.windows import limits_for
+
 CHARS_PER_TOKEN = 4
 """Characters counted as one token."""
 
 DEFAULT_THRESHOLD = 0.8
 """Fraction of the context window a request may fill before the pruning ladder runs."""
-
-DEFAULT_CONTEXT_WINDOW = 128_000
-"""Window assumed for a model this module does not know and no metadata describes."""
 
 BINARY_ITEM_TOKENS = 1_500
 """Flat cost of one image, audio clip or document attachment."""
@@ -48,44 +49,10 @@ PART_OVERHEAD_CHARS = 12
 MESSAGE_OVERHEAD_CHARS = 16
 """Framing counted for each message on top of its parts."""
 
-# Checked in order; the first family whose marker occurs in the model name wins, so the more
-# specific markers come first.
-_WINDOWS: tuple[tuple[str, int], ...] = (
-    ("gpt-5", 400_000),
-    ("gpt-4.1", 1_000_000),
-    ("gpt-4o", 128_000),
-    ("gpt-oss", 128_000),
-    ("claude", 200_000),
-    ("gemini", 1_000_000),
-    ("deepseek", 128_000),
-    ("grok", 256_000),
-    ("mistral", 128_000),
-    ("codestral", 256_000),
-    ("qwen", 32_768),
-    ("llama", 32_768),
-)
-
-
 def context_window(model_name: str, metadata_override: int | None = None) -> int:
-    """Tokens the model can take in one request.
-
-    Args:
-        model_name: The model id, with or without a ``provider:`` or ``vendor/`` prefix.
-        metadata_override: A window reported by the provider's model listing or set in
-            config; a positive value wins over the built-in table.
-
-    Returns:
-        The window in tokens; :data:`DEFAULT_CONTEXT_WINDOW` for an unknown model.
-    """
-    if metadata_override is not None and metadata_override > 0:
-        return int(metadata_override)
-    name = model_name.lower()
-    if any(seg.startswith(("o1", "o3", "o4")) for seg in re.split(r"[:/]", name)):
-        return 200_000
-    for marker, window in _WINDOWS:
-        if marker in name:
-            return window
-    return DEFAULT_CONTEXT_WINDOW
+    """Tokens the model can take in one request (input and output): the window of
+    ``windows.limits_for``, where a positive ``metadata_override`` (config, metadata) wins."""
+    return limits_for(model_name, context_window=metadata_override).window
 
 
 def token_limit(window: int, threshold: float = DEFAULT_THRESHOLD) -> int:
@@ -281,3 +248,39 @@ def estimate_request(
 ) -> int:
     """Estimated tokens of a whole request: instructions, history and tool schemas."""
     return estimate_text(instructions) + estimate_messages(messages) + estimate_tools(tool_defs)
+
+
+class RunningEstimate:
+    """Estimated tokens of a history that grows at its end, counted once per message.
+
+    Between two model requests of a turn the history only gains messages at its end (the
+    same message objects, shared), so the estimate of step n is that of step n-1 plus the new
+    messages: constant work per step however long the session is. Whenever the prefix is not
+    the one counted (pruned, rewritten, resumed) it is counted again in full.
+    """
+
+    def __init__(self) -> None:
+        self._counted: list[ModelMessage] = []
+        self._tokens: list[int] = []
+        self._total = 0
+
+    def _same_prefix(self, messages: Sequence[ModelMessage]) -> bool:
+        counted = self._counted
+        n = len(counted)
+        if n == 0 or len(messages) < n:
+            return False
+        # Every counted message must be the very object: a pruning shares the messages it did
+        # not change, so checking a few positions would miss a placeholder in between. An
+        # identity test per message is a pointer comparison, microseconds for thousands.
+        return all(map(operator.is_, islice(messages, n), counted))
+
+    def tokens(self, messages: Sequence[ModelMessage]) -> int:
+        """Estimated tokens of ``messages`` (as ``estimate_messages`` counts them)."""
+        if not self._same_prefix(messages):
+            self._counted, self._tokens, self._total = [], [], 0
+        for m in messages[len(self._counted) :]:
+            t = message_tokens(m) if isinstance(m, (ModelRequest, ModelResponse)) else 0
+            self._counted.append(m)
+            self._tokens.append(t)
+            self._total += t
+        return self._total

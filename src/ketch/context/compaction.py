@@ -23,9 +23,18 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import RetryModelRequest
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
-from ketch.core import events as ev
-from ketch.context.budget import DEFAULT_THRESHOLD, estimate_messages, estimate_text, estimate_tools, token_limit
+from ketch.context.budget import (
+    CHARS_PER_TOKEN,
+    DEFAULT_THRESHOLD,
+    RunningEstimate,
+    estimate_messages,
+    estimate_text,
+    estimate_tools,
+)
+from ketch.context.overflow import context_length_counts, is_context_length_error
 from ketch.context.prune import ITEM_REPLAY_PROVIDERS, PruneResult, Summarize, is_item_not_found, prune, strip_item_ids
+from ketch.context.windows import Limits, limits_for, limits_for_connection, thinking_floor
+from ketch.core import events as ev
 
 if TYPE_CHECKING:
     from ketch.core.session import Session
@@ -33,10 +42,11 @@ if TYPE_CHECKING:
 SUMMARY_INSTRUCTIONS = (
     "You condense the earlier part of a conversation between a user and a coding agent so the "
     "agent can continue the work without it. Write a compact, factual summary: the user's goals "
-    "and requests, decisions made, files read or changed (with paths), commands run and their "
-    "outcomes, errors met, and what was still open. Keep identifiers, paths and numbers exact. "
-    "When the transcript opens with a summary of what came before it, carry what still matters "
-    "from it into yours. Do not address the user and do not add advice."
+    "and requests (the latest one in their own words), decisions made, files read or changed "
+    "(with paths), commands run and their outcomes, errors met, and the open threads: what was "
+    "still to be done and what the agent was about to do next. Keep identifiers, paths and "
+    "numbers exact. When the transcript opens with a summary of what came before it, carry what "
+    "still matters from it into yours. Do not address the user and do not add advice."
 )
 """Instructions of the auxiliary summary call (stage 3 of the ladder)."""
 
@@ -53,8 +63,11 @@ def reserved_tokens(request_context: Any) -> int:
     return estimate_text(_instruction_text(request_context)) + estimate_tools(tools)
 
 
-def model_summarizer(model: Any, on_response: Callable[[ModelResponse], None] | None = None) -> Summarize:
-    """A summary call on ``model`` with no tools and no hosted search: a bare agent.
+def model_summarizer(
+    model: Any, on_response: Callable[[ModelResponse], None] | None = None, *, max_tokens: int = 4_096
+) -> Summarize:
+    """A summary call on ``model`` with no tools and no hosted search: a bare agent, asking
+    for at most ``max_tokens``.
 
     ``on_response`` sees each model response of the call (to count its tokens and cost).
     """
@@ -62,7 +75,7 @@ def model_summarizer(model: Any, on_response: Callable[[ModelResponse], None] | 
     async def summarize(transcript: str) -> str:
         from pydantic_ai import Agent
 
-        agent: Agent[None, str] = Agent(model, instructions=SUMMARY_INSTRUCTIONS)
+        agent: Agent[None, str] = Agent(model, instructions=SUMMARY_INSTRUCTIONS, model_settings={"max_tokens": max_tokens})
         result = await agent.run(transcript)
         if on_response is not None:
             for message in result.new_messages():
@@ -90,70 +103,152 @@ def _charge(session: Session) -> Callable[[ModelResponse], None]:
     return charge
 
 
-def _safe(summarize: Summarize) -> Summarize:
-    """A summarizer that never fails the turn: a failed call leaves a short note instead."""
+PRUNE_TARGET = 0.85
+"""Share of the prune limit a pruned request is cut to: about 15 % of the budget is then left
+for the steps that follow before the ladder has to run again."""
 
-    async def call(transcript: str) -> str:
-        try:
-            text = (await summarize(transcript)).strip()
-        except Exception as exc:  # noqa: BLE001 - compaction must not end the turn
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            return f"(The summary could not be written: {first[:200]}. Earlier turns were removed.)"
-        return text or "(The summary came back empty. Earlier turns were removed.)"
+SUMMARY_OUTPUT_TOKENS = 4_096
+"""``max_tokens`` of the summary call; the ladder keeps at most about 2,000 tokens of it."""
 
-    return call
+
+def summary_transcript_chars(limits: Limits) -> int:
+    """Characters of transcript the summary call may carry: what its window holds beside the
+    instructions, the summary's own output and the margin, counted strictly (a provider's
+    tokenizer may count a fifth more than ketch's estimate)."""
+    room = limits.window - limits.margin - SUMMARY_OUTPUT_TOKENS - estimate_text(SUMMARY_INSTRUCTIONS) - 200
+    room = min(room, limits.input_limit - limits.margin)
+    return max(0, int(room * CHARS_PER_TOKEN * 0.8))
 
 
 @dataclass
 class Compactor:
-    """Keeps a session's requests inside its model's context window.
+    """Keeps a session's requests inside its model's window, and sets their ``max_tokens``.
 
     Args:
-        window: The model's context window in tokens.
-        threshold: Share of the window a request may fill before the ladder runs.
+        window: The model's context window in tokens, when no ``limits`` are given.
+        threshold: Share of the input budget a request may fill before the ladder runs.
         summarize: The stage-3 summary call; by default a bare agent on the session's model.
         inline_native_from: Providers whose native tool items are replayed by id (see prune).
+        limits: The model's window, input limit and output reservation (``context.windows``).
+        connection: The resolved connection; with it the limits are resolved again from the
+            built model's profile at the first request, and when a server reports its window.
     """
 
-    window: int
+    window: int = 0
     threshold: float = DEFAULT_THRESHOLD
     summarize: Summarize | None = None
     inline_native_from: Collection[str] = field(default=ITEM_REPLAY_PROVIDERS)
+    limits: Limits | None = None
+    connection: Any = None
+    server_window: int | None = None
+    squeeze: float = 1.0
+    """Share of the usual prune limit in force after the provider said a request was too long."""
+    _resolved_for: Any = field(default=None, repr=False)
+    _running: RunningEstimate = field(default_factory=RunningEstimate, repr=False)
+    _summary_failed: str | None = field(default=None, repr=False)
+    """The turn in which a summary call failed (its requests are pruned without one)."""
+    _last_estimate: int = field(default=0, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.limits is None:
+            if self.connection is not None:
+                self.limits = limits_for_connection(self.connection, server_window=self.server_window)
+            else:
+                self.limits = limits_for("", context_window=self.window or None)
+        self.window = self.limits.window
 
     @property
     def limit(self) -> int:
-        """Tokens a request may hold before pruning."""
-        return token_limit(self.window, self.threshold)
+        """Tokens a request's input may hold before pruning."""
+        assert self.limits is not None
+        return int(self.limits.prune_limit(self.threshold) * self.squeeze)
+
+    def use_server_window(self, tokens: int) -> None:
+        """Take the window a model server reported (llama.cpp ``/props``, Ollama ``/api/show``)."""
+        if tokens > 0:
+            self.server_window = tokens
+            self._resolve(self._resolved_for, force=True)
+
+    def _resolve(self, model: Any, *, force: bool = False) -> None:
+        if self.connection is None or (model is self._resolved_for and not force):
+            return
+        self._resolved_for = model
+        self.limits = limits_for_connection(self.connection, model=model, server_window=self.server_window)
+        self.window = self.limits.window
 
     def capabilities(self, session: Session) -> list[AbstractCapability[Any]]:
         """Capabilities the session's agent needs for context management."""
-        return [ItemNotFoundRetry(session)]
+        return [ItemNotFoundRetry(session), ContextLengthRetry(session, self)]
 
     def _summarizer(self, session: Session) -> Summarize:
-        return _safe(self.summarize or model_summarizer(session.model, _charge(session)))
+        assert self.limits is not None
+        turn = session._turn
+        if self._summary_failed is not None and (turn is None or self._summary_failed == turn.turn_id):
+            return _failed_already  # not again in the same turn: one failed call, one warning
+        self._summary_failed = None
+        return self.summarize or model_summarizer(
+            session.model, _charge(session), max_tokens=min(SUMMARY_OUTPUT_TOKENS, self.limits.max_output)
+        )
 
-    async def _prune(self, session: Session, messages: Sequence[ModelMessage], *, limit: int, reserved: int) -> PruneResult:
-        return await prune(
+    async def _prune(
+        self, session: Session, messages: Sequence[ModelMessage], *, limit: int, reserved: int, warn: bool = True
+    ) -> PruneResult:
+        assert self.limits is not None
+        result = await prune(
             messages,
             limit=limit,
             reserved=reserved,
             summarize=self._summarizer(session),
             inline_native_from=self.inline_native_from,
+            summary_chars=summary_transcript_chars(self.limits),
         )
+        if warn and result.summary_error is not None and self._summary_failed is None:
+            turn = session._turn
+            self._summary_failed = turn.turn_id if turn is not None else ""
+            session._emit(ev.Notice(
+                level="warning",
+                text=f"The summary of earlier work could not be written ({result.summary_error}); the stored "
+                "history is kept as it was, and requests are shortened by dropping older reasoning and tool output.",
+            ))
+        return result
+
+    def _set_max_tokens(self, request_context: Any, input_tokens: int) -> None:
+        """``max_tokens`` of this request: the reservation, lowered so input plus output fit the
+        window, raised to what an Anthropic thinking budget needs."""
+        assert self.limits is not None
+        settings = dict(request_context.model_settings or {})
+        model = request_context.model
+        wire = "anthropic-messages" if getattr(model, "system", "") == "anthropic" else ""
+        floor = thinking_floor(wire, settings.get("thinking"))
+        settings["max_tokens"] = max(self.limits.max_tokens_for(input_tokens), floor)
+        request_context.model_settings = settings
 
     async def before_request(self, session: Session, ctx: Any, request_context: Any) -> Any:
-        """Prune the history about to be sent when it would pass the threshold.
+        """Prune the history about to be sent when it would pass the threshold, and set the
+        request's ``max_tokens``.
 
         The result replaces ``request_context.messages`` (this request) and ``ctx.messages``
         (the run's history, so the next step starts from it); the session is told to rewrite
         its stored history. Reports the turn's first pruning as a ``Compacted`` event.
         """
-        result = await self._prune(
-            session, request_context.messages, limit=self.limit, reserved=reserved_tokens(request_context)
-        )
+        self._resolve(getattr(request_context, "model", None))
+        reserved = reserved_tokens(request_context)
+        estimate = self._running.tokens(request_context.messages) + reserved
+        if estimate <= self.limit:  # the usual step: nothing to prune, and nothing walked twice
+            self._last_estimate = estimate
+            self._set_max_tokens(request_context, estimate)
+            return request_context
+        # Pruned below the limit, so the next steps send an unchanged, growing prefix (and skip
+        # the ladder) instead of re-pruning, and rewriting, the whole history every step.
+        target = int(self.limit * PRUNE_TARGET)
+        result = await self._prune(session, request_context.messages, limit=target, reserved=reserved)
+        self._last_estimate = result.tokens_after
+        self._set_max_tokens(request_context, result.tokens_after)
         if not result.changed:
             return request_context
         request_context.messages = list(result.messages)
+        if result.summary_error is not None:
+            return request_context  # this request only: a summary that failed replaces nothing stored
         ctx.messages[:] = result.messages
         session.history_rewritten = True
         turn = session._turn
@@ -162,22 +257,96 @@ class Compactor:
             session._emit(ev.Compacted(tokens_before=result.tokens_before, tokens_after=result.tokens_after, stage=result.stage))
         return request_context
 
+    async def squeezed(self, session: Session, request_context: Any, error: BaseException) -> None:
+        """After the provider rejected a request as too long: lower the limit for the rest of the
+        session (to what the error says the provider counted, or by a quarter of what was sent),
+        and prune this request's messages to 60 % of what was sent. Only the request changes,
+        not the run's history: if the retry fails too, nothing stored is replaced."""
+        assert self.limits is not None
+        sent = self._last_estimate or self.limit
+        counted = context_length_counts(error)
+        if counted is not None and counted[0] > 0:
+            target = sent * min(1.0, sent / counted[0]) * 0.9
+            if counted[1]:
+                self.server_window = min(counted[1], self.server_window or counted[1])
+                self._resolve(self._resolved_for, force=True)
+        else:
+            target = sent * 0.75
+        base = self.limits.prune_limit(self.threshold)
+        if base > 0:
+            self.squeeze = max(0.05, min(self.squeeze, target / base))
+        reserved = reserved_tokens(request_context)
+        result = await self._prune(
+            session, request_context.messages, limit=int(min(self.limit, sent) * 0.6), reserved=reserved
+        )
+        request_context.messages = list(result.messages)
+        self._last_estimate = result.tokens_after
+        self._set_max_tokens(request_context, result.tokens_after)
+
     async def compact_now(self, session: Session) -> list[ev.AgentEvent]:
         """Compact the session's history as far as the ladder goes (``/compact``, ``--compact``).
 
         Earlier turns become a summary, older tool results placeholders, reasoning of earlier
-        turns is dropped; the latest turn's prompt stays. The new history is stored at once.
+        turns is dropped; the latest turn's prompt stays. The new history is stored at once,
+        unless the summary failed (a warning says so and the history stays as it was).
         Token counts in the event cover the history only.
         """
         if not session.messages:
             return [ev.Notice(session_id=session.session_id, text="Nothing to compact yet.")]
         before = estimate_messages(session.messages)
-        result = await self._prune(session, session.messages, limit=0, reserved=0)
+        result = await self._prune(session, session.messages, limit=0, reserved=0, warn=False)
+        if result.summary_error is not None:
+            return [ev.Notice(
+                session_id=session.session_id,
+                level="warning",
+                text=f"Nothing was compacted: the summary could not be written ({result.summary_error}).",
+            )]
         session.history_rewritten = True
         session._persist(list(result.messages))
         session.last_request_tokens = 0  # the status estimates the new history until the next request
         after = estimate_messages(result.messages)
         return [ev.Compacted(session_id=session.session_id, tokens_before=before, tokens_after=after, stage=result.stage)]
+
+
+async def _failed_already(transcript: str) -> str:
+    raise RuntimeError("the summary failed earlier in this turn")
+
+
+class ContextLengthRetry(AbstractCapability[Any]):
+    """Answers a provider's "too long for the context window" by pruning harder and sending the
+    request once more, before any of its output (a rejection comes before the stream)."""
+
+    def __init__(self, session: Session, compactor: Compactor) -> None:
+        super().__init__()
+        self.session = session
+        self.compactor = compactor
+        self._retried: tuple[str, int] | None = None
+        self._squeeze_next: BaseException | None = None
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None
+
+    def _key(self, ctx: Any) -> tuple[str, int] | None:
+        turn = self.session._turn
+        return None if turn is None else (turn.turn_id, len(ctx.messages))
+
+    def _handles_model_request_error(self, ctx: Any, request_context: Any) -> bool:
+        return self._key(ctx) is not None and self._retried != self._key(ctx)
+
+    async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
+        if self._squeeze_next is not None:
+            error, self._squeeze_next = self._squeeze_next, None
+            await self.compactor.squeezed(self.session, request_context, error)
+        return request_context
+
+    async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> Any:
+        key = self._key(ctx)
+        if key is None or self._retried == key or not is_context_length_error(error):
+            raise error
+        self._retried = key
+        self._squeeze_next = error
+        raise RetryModelRequest()
 
 
 class ItemNotFoundRetry(AbstractCapability[Any]):
@@ -224,4 +393,4 @@ class ItemNotFoundRetry(AbstractCapability[Any]):
         raise RetryModelRequest()
 
 
-__all__ = ["Compactor", "ItemNotFoundRetry", "SUMMARY_INSTRUCTIONS", "model_summarizer", "reserved_tokens"]
+__all__ = ["Compactor", "ContextLengthRetry", "ItemNotFoundRetry", "SUMMARY_INSTRUCTIONS", "model_summarizer", "reserved_tokens"]

@@ -3,6 +3,9 @@
 Resolution, highest first: CLI flags > environment > project ``.ketch/config.toml`` >
 user config (platformdirs) > defaults. Every file is validated on its own so an unknown
 key is reported with the file and the key. Nothing here imports the model SDK.
+
+It is one thing, configuration: the schema, the layers merged in order, and the resolution
+of a connection from them (its window limits live in ``config_limits``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from ketch.core import strict_json
 from ketch.core.dirs import user_config_dir, user_data_dir
+from ketch.core.config_limits import limit_fields, take_limits
 from ketch.core.exceptions import ConfigError
 from ketch.sandbox.config import SandboxConfig, limit_project_layer
 from ketch.providers.presets import PRESETS, WIRES, Preset
@@ -53,6 +57,11 @@ class ConnectionConfig(_Strict):
     timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, allow_inf_nan=False)
     """Seconds to wait for the provider's next bytes (its first, or the next of a stream) before
     the request fails as timed out (and is retried); also the connect limit, capped at 30 s."""
+    context_window: int | None = Field(default=None, gt=0)
+    """Tokens one request may hold, input and output together; overrides what the model's
+    profile and ketch's table say (a repo's config may only lower it)."""
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    """``max_tokens`` each request sends (the output reservation); a repo's config may only lower it."""
     reasoning: bool | None = None
     """The models behind it reason: send the wire's thinking field for ``--think`` even where
     the SDK does not know the model to reason (``reasoning_effort``, ``reasoning.effort``,
@@ -62,8 +71,10 @@ class ConnectionConfig(_Strict):
 class ModelMeta(_Strict):
     """What ketch should assume about one model (``[models."conn:model"]``)."""
 
-    context_window: int | None = None
+    context_window: int | None = Field(default=None, gt=0)
     """Tokens the model accepts; defaults come from a table by model family."""
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    """``max_tokens`` each request to this model sends."""
     capabilities: dict[str, bool] = Field(default_factory=dict)
     """Explicit capability flags, e.g. ``web_search = true``."""
     reasoning: bool | None = None
@@ -108,7 +119,7 @@ class WebSearchConfig(_Strict):
 class CompactionConfig(_Strict):
     threshold: float = 0.8
     """Share of the context window at which pruning starts."""
-    context_window: int | None = None
+    context_window: int | None = Field(default=None, gt=0)
     """Override the model's context window (tokens)."""
 
 
@@ -153,6 +164,8 @@ class Config(_Strict):
     """Directories besides the workspace that file tools may touch."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig, validate_default=True)
     approval: Literal["ask", "auto", "never"] = "ask"  # auto: sandboxed commands need no prompt; never: deny what would ask
+    _limit_ceilings: dict[str, int] = PrivateAttr(default_factory=dict)
+    """Window and output limits a repo's own config set, which may only lower the others."""
     _project_trust: Any = PrivateAttr(default=None)
 
     @property
@@ -241,7 +254,8 @@ def load_config(
         merged = _merge(merged, _read_toml(user_file))
     root = find_project_root(cwd)
     ignored: list[str] = []  # (sandbox and approval keys: only what narrows the user's file, trusted or not)
-    split = _split_project_file(root, merged, ignored)
+    ceilings: dict[str, int] = {}  # window and output limits: only ever lower (ketch.context.windows)
+    split = _split_project_file(root, merged, ignored, ceilings)
     if split is not None:
         merged = merge_layer(merged, split.narrowing)
     standing = trust.standing_of(root, split, flag=trust_flag)
@@ -253,6 +267,7 @@ def load_config(
     merged = _merge(merged, flag_layer)
     config = Config.model_validate(merged, context={"ignored": ignored})
     config._project_trust = standing
+    config._limit_ceilings = ceilings
     return config
 
 
@@ -263,7 +278,9 @@ def project_split(cwd: Path) -> Any:
     return _split_project_file(find_project_root(cwd), user)
 
 
-def _split_project_file(root: Path, user: dict[str, Any], ignored: list[str] | None = None) -> Any:
+def _split_project_file(
+    root: Path, user: dict[str, Any], ignored: list[str] | None = None, ceilings: dict[str, int] | None = None
+) -> Any:
     from ketch.core.project_config import ProjectConfigError, split_project
 
     project_file = root / ".ketch" / "config.toml"
@@ -272,7 +289,11 @@ def _split_project_file(root: Path, user: dict[str, Any], ignored: list[str] | N
     keys = stored_keys()
     try:
         # a connection with a key variable (set now or later) or a stored key uses the user's key
-        project = limit_project_layer(_read_toml(project_file), user, str(project_file), ignored)
+        layer = _read_toml(project_file)
+        taken = take_limits(layer)
+        if ceilings is not None:
+            ceilings.update(taken)
+        project = limit_project_layer(layer, user, str(project_file), ignored)
         return split_project(project, user, project_file, has_user_key=lambda name, env: bool(env or keys.get(name)))
     except ProjectConfigError as exc:
         raise ConfigError(f"{project_file}: {exc}") from None
@@ -295,6 +316,14 @@ class Connection:
     max_retries: int = 2
     meta: ModelMeta | None = None
     timeout: float = DEFAULT_TIMEOUT
+    context_window: int | None = None
+    """The window config sets for this connection and model (None: the model's own)."""
+    max_output_tokens: int | None = None
+    """The output reservation config sets (None: the model's own)."""
+    window_ceiling: int | None = None
+    """The most window a repo's config allows (it may only lower the window)."""
+    output_ceiling: int | None = None
+    """The most output a repo's config allows."""
     reasoning: bool | None = None
     """The connection's ``reasoning`` flag (the model's own, in ``meta``, wins)."""
 
@@ -390,6 +419,7 @@ def resolve_connection(
         return Connection(
             name, preset, wire, base_url, model_name, key, api_key_env or "", retries, config.models.get(model_ref),
             timeout=timeout_override or DEFAULT_TIMEOUT,
+            **limit_fields(config, name, model_ref),
         )
     if wire is not None and wire not in WIRES:
         raise ConfigError(f"unknown wire '{wire}'; use one of: {', '.join(WIRES)}")
@@ -422,6 +452,7 @@ def resolve_connection(
     return Connection(
         name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref),
         timeout=timeout_override or conn_cfg.timeout, reasoning=conn_cfg.reasoning,
+        **limit_fields(config, name, model_ref),
     )
 
 

@@ -77,6 +77,13 @@ def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str,
             msg = f"{name} is rate limiting requests (HTTP 429) and retries ran out; wait and try again"
         elif status >= 500:
             msg = f"{name} failed with HTTP {status} after retries; try again later"
+        elif _too_long(exc):
+            where = f"context_window under [connections.{name}]" if name != "adhoc" else "context_window in config"
+            msg = (
+                f"{name} rejected the request as longer than the model's context window (HTTP {status}), "
+                f"also after ketch pruned the history harder and retried; nothing stored was changed. "
+                f"Run /compact or set a lower {where}"
+            )
         elif status == 404 and "model" in detail.lower():
             msg = f"{name} does not know model '{exc.model_name}' (HTTP 404); list models with 'ketch models {name}'"
         elif status in (404, 405) and (url := _request_url(exc)):
@@ -152,6 +159,12 @@ def _path_advice(url: str, connection: Any) -> str:
 
 
 _TOOL_RETRIES = re.compile(r"Tool '([^']+)' exceeded max retries count of (\d+)")
+
+
+def _too_long(exc: BaseException) -> bool:
+    from ketch.context.overflow import is_context_length_error
+
+    return is_context_length_error(exc)
 
 
 def _key_advice(connection: Any, name: str) -> str:

@@ -60,12 +60,11 @@ def _fallback_capability(conn: Connection, chat_model: Any) -> list[Any]:
 
 
 def _compactor(config: Config, conn: Connection) -> Any:
-    """The session's context manager: the window from config, model metadata or the table."""
-    from ketch.context.budget import context_window
+    """The session's context manager: window and output limits from config, the model's
+    profile or ketch's table (``context.windows``)."""
     from ketch.context.compaction import Compactor
 
-    override = config.compaction.context_window or (conn.meta.context_window if conn.meta else None)
-    return Compactor(window=context_window(conn.model_name, override), threshold=config.compaction.threshold)
+    return Compactor(connection=conn, threshold=config.compaction.threshold)
 
 
 @dataclasses.dataclass

@@ -51,6 +51,8 @@ def _openai_provider(conn: Connection, wire: str) -> Any:
     hooks: dict[str, list[Any]] = {"response": [sdk_warmup.wait_before_reading, *_response_hooks(wire)]}
     if wire == "openai-responses":
         hooks["request"] = [sdk_warmup.start_when_sending]  # at the latest, while the provider thinks
+    if wire == "openai-responses":
+        from ketch.providers.passthrough import PassthroughOpenAI as AsyncOpenAI  # noqa: N814
     client = AsyncOpenAI(
         base_url=conn.base_url,
         api_key=conn.api_key or _NO_KEY,

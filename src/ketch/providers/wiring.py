@@ -49,7 +49,7 @@ class ServerWindowReader(AbstractCapability[Any]):
         reading = await read_window(conn.preset.name, conn.base_url, conn.model_name, api_key=conn.api_key,
                                     timeout=min(conn.timeout, 5.0))
         if reading.window is not None:
-            self.compactor.window = reading.window
+            self.compactor.use_server_window(reading.window)
             self._say("info", f"{conn.name} runs {conn.model_name} with a context window of {reading.window:,} tokens ({reading.url})")
         else:
             self._say("warning", (
@@ -74,7 +74,9 @@ class ServerBehaviour:
 
     def __post_init__(self) -> None:
         self._streams = StreamRefusalFallback(switch=switch_for(connection_key(self.conn)), name=self.conn.name)
-        explicit = self.config.compaction.context_window or (self.conn.meta.context_window if self.conn.meta else None)
+        explicit = self.conn.context_window or self.conn.window_ceiling or self.config.compaction.context_window or (
+            self.conn.meta.context_window if self.conn.meta else None
+        )
         if self.conn.preset.name in WINDOW_PRESETS and not explicit:
             self._window = ServerWindowReader(conn=self.conn)
 

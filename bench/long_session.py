@@ -1,0 +1,202 @@
+"""Benchmark: ketch's CPU per step over a 1,000-step single turn, and where it goes.
+
+Run: ``.venv/bin/python bench/long_session.py [--steps 1000] [--wire responses|anthropic|both]``.
+
+One turn of ``--steps`` tool calls (``read_file`` of a 1 kB file each) against the fake
+provider on 127.0.0.1, at the model's default window (``gpt-5`` on Responses, 400k;
+``claude-sonnet-4-5`` on Anthropic, 200k), in this process: the session is built as the
+headless front end builds it and its events are read here, on the event loop's thread.
+
+Per step it records the CPU time of that thread (``time.thread_time``: the fake provider
+runs on other threads and is not counted) from one ``tool_call_started`` to the next: the
+end of the previous response, the tool, pruning and storing, and the building of the next
+request. The tool's own time is in it (a 1 kB read, well under a millisecond).
+
+At steps 10, 100, 500 and 1,000 the five steps after the mark are also profiled (cProfile,
+timed by the thread's CPU clock, so load on a shared machine does not skew it) and the
+profile is split three ways:
+
+- ``ketch``: every call into ``src/ketch`` from outside it, with everything it calls
+  (pruning, storing with its sqlite and JSON work, events, the loop's hooks, the tool);
+- ``sdk request``: building the request: pydantic-ai's message mapping (``_map_messages``,
+  ``_prepare_responses_create``) and the provider SDK's parameter transform and request build;
+- ``other``: the rest: pydantic-ai's agent graph between steps, reading the response stream,
+  httpx, asyncio.
+
+The split is the profile's share times the unprofiled median of those five steps.
+Targets (issue 17): ketch's share at step 1,000 under twice its step-10 figure, and the
+whole step under 100 ms, on both wires.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn  # noqa: E402
+
+MARKS = (10, 100, 500, 1000)
+WINDOW = 5
+TOP = int(os.environ.get("BENCH_TOP", "0"))
+"""With BENCH_TOP=N, print the N functions of most self time of each profiled window."""
+
+WIRES = {
+    "responses": ("openai-responses", "gpt-5", "/v1"),
+    "anthropic": ("anthropic-messages", "claude-sonnet-4-5", ""),
+}
+
+
+_REQUEST_BUILDING = frozenset({"_map_messages", "_map_message", "async_maybe_transform", "_build_request", "_prepare_responses_create"})
+"""Where the SDK builds a request: pydantic-ai's message mapping, the provider SDK's
+parameter transform and its HTTP request build."""
+
+
+def _is_ketch(func: tuple[str, int, str]) -> bool:
+    return "/src/ketch/" in func[0]
+
+
+def _is_request_building(func: tuple[str, int, str]) -> bool:
+    return func[2] in _REQUEST_BUILDING and ("/pydantic_ai/" in func[0] or "/openai/" in func[0] or "/anthropic/" in func[0])
+
+
+def _entered(stats: dict, inside: Callable[[tuple[str, int, str]], bool]) -> float:
+    """CPU time spent inside the functions ``inside`` selects, counted where they are entered
+    from outside (each call's cumulative time once, not again for calls among them)."""
+    total = 0.0
+    for func, (_cc, _nc, _tt, _ct, callers) in stats.items():
+        if inside(func):
+            total += sum(ct for caller, (_c, _n, _t, ct) in callers.items() if not inside(caller))
+    return total
+
+
+def _split(profile: cProfile.Profile) -> dict[str, float]:
+    """Shares of the profiled time: ketch's own code (every call into ``src/ketch`` from
+    outside it, with what it calls), the SDK's request building, and the rest."""
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    whole = sum(tt for (_cc, _nc, tt, _ct, _callers) in stats.values()) or 1.0
+    ketch = _entered(stats, _is_ketch)
+    request = _entered(stats, _is_request_building)
+    return {"ketch": ketch / whole, "sdk request": request / whole, "other": max(0.0, 1 - (ketch + request) / whole)}
+
+
+class Script:
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.n = 0
+
+    def __call__(self, req: RecordedRequest) -> Turn:
+        if not (req.body or {}).get("tools"):
+            return Turn(text="Summary: files were read.")
+        n, self.n = self.n, self.n + 1
+        if n >= self.steps:
+            return Turn(text=f"Read {n} files.")  # after the last mark's profiled window
+        return Turn(text=f"Reading file {n}.", tool_calls=[ToolCall("read_file", {"path": f"f{n % 50:02}.txt"})])
+
+
+async def _drive(args: argparse.Namespace, steps: int) -> tuple[list[float], dict[int, dict[str, float]]]:
+    from ketch.frontends.assemble import build_session
+
+    session = await build_session(args, interactive=False)
+    per_step: list[float] = []
+    splits: dict[int, dict[str, float]] = {}
+    profile: cProfile.Profile | None = None
+    last = time.thread_time()
+    step = 0
+    try:
+        async for event in session.run_turn("Read the files one by one."):
+            if event.type != "tool_call_started":
+                continue
+            now = time.thread_time()
+            if step and profile is None:
+                per_step.append(now - last)
+            elif step:
+                per_step.append(float("nan"))  # profiled: not a fair time
+            step += 1
+            # Steps mark-5 .. mark-1 are timed as they are; mark .. mark+4 are profiled.
+            if profile is not None and any(step == mark + WINDOW for mark in MARKS):
+                profile.disable()
+                splits[step - WINDOW] = _split(profile)
+                if TOP:
+                    pstats.Stats(profile).sort_stats("tottime").print_stats(TOP)
+                profile = None
+            if any(step == mark for mark in MARKS if mark <= steps):
+                profile = cProfile.Profile(time.thread_time)  # CPU of this thread: load elsewhere is not counted
+                profile.enable()
+            last = time.thread_time()  # the profiler's own bookkeeping stays out of the step
+    finally:
+        if profile is not None:
+            profile.disable()
+        await session.aclose()
+    return per_step, splits
+
+
+def run(wire_key: str, steps: int) -> None:
+    wire, model, suffix = WIRES[wire_key]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for n in range(50):
+            (root / f"f{n:02}.txt").write_text("".join(f"line {i} of file {n}: {'x' * 40}\n" for i in range(20)))
+        os.environ["KETCH_CONFIG_DIR"] = str(root / "config")
+        os.environ["KETCH_DATA_DIR"] = str(root / "data")
+        (root / "config").mkdir()
+        (root / "config" / "config.toml").write_text(f"titles = false\nmax_steps = {steps + 20}\n")
+        os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
+        os.environ.setdefault("ANTHROPIC_API_KEY", "sk-bench")
+        with FakeProvider([Script(steps + WINDOW + 1)] * (steps + 70)) as fake:
+            from ketch.frontends.cli import _main_parser
+
+            base = fake.base_url if suffix else fake.base_url.removesuffix("/v1")
+            args = _main_parser().parse_args(
+                ["-p", "x", "--base-url", base, "--wire", wire, "--model", model, "--output-format", "json"]
+            )
+            args.cwd = str(root)
+            os.chdir(root)
+            per_step, splits = asyncio.run(_drive(args, steps))
+    print(f"{wire_key} ({model}, {len(per_step)} steps measured), CPU per step of the loop's thread:")
+    for mark in MARKS:
+        if mark > len(per_step) + 1:
+            continue
+        window = [t for t in per_step[max(0, mark - 1 - WINDOW) : mark - 1] if t == t]
+        median = statistics.median(window) * 1000
+        split = splits.get(mark)
+        parts = (
+            ", ".join(f"{name} {share * median:.1f} ms ({share:.0%})" for name, share in split.items())
+            if split
+            else "no profile"
+        )
+        print(f"  step {mark:>5}: {median:6.1f} ms  [{parts}]")
+    if len(per_step) + 1 >= 1000 and 10 in splits and 1000 in splits:
+        at10 = statistics.median([t for t in per_step[4:9] if t == t])
+        at1000 = statistics.median([t for t in per_step[994:999] if t == t])
+        ketch10, ketch1000, whole = splits[10]["ketch"] * at10, splits[1000]["ketch"] * at1000, at1000 * 1000
+        print(
+            f"  targets: ketch at 1,000 {ketch1000 * 1000:.1f} ms vs 2 × step 10 {2 * ketch10 * 1000:.1f} ms: "
+            f"{'ok' if ketch1000 < 2 * ketch10 else 'MISSED'}; whole step {whole:.1f} ms < 100 ms: "
+            f"{'ok' if whole < 100 else 'MISSED'}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--wire", choices=["responses", "anthropic", "both"], default="both")
+    options = parser.parse_args()
+    for wire_key in ("responses", "anthropic") if options.wire == "both" else (options.wire,):
+        run(wire_key, options.steps)
+
+
+if __name__ == "__main__":
+    main()
