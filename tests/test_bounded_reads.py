@@ -197,7 +197,7 @@ async def test_a_file_growing_while_read_cannot_keep_the_read_going(tmp_path: Pa
 
 
 async def test_glob_stops_counting_at_its_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ketch.tools.files as module
+    import ketch.tools.listing as module
 
     monkeypatch.setattr(module, "GLOB_COUNT_LIMIT", 1200)
     for i in range(1600):

@@ -5,6 +5,10 @@ events. Tool approval goes through the SDK's deferred-approval mechanism: a hook
 every call before its body runs, the gate decides, and a denied call is answered by the
 SDK with the reason, never executed. Each finished step is committed to the store
 before the next model request.
+
+It is one thing at this length: a turn's lifecycle (the queue of events, driving the SDK
+agent, the ending of every kind) and the agent it drives; the gate bridge, persistence,
+stream translation, controls and checkpoints are mixins beside it.
 """
 
 from __future__ import annotations

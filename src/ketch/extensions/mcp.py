@@ -8,6 +8,9 @@ server's ``env`` and ``headers`` are treated as secrets: they never appear in a 
 
 pydantic-ai and fastmcp are imported only when servers are actually started, so a session without
 MCP never pays for them.
+
+It is one thing at this length: MCP servers as toolsets, started, namespaced, reported
+and stopped together; each transport's launch is a few lines of it.
 """
 
 from __future__ import annotations

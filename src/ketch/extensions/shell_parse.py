@@ -13,6 +13,10 @@ The grammar is a guess at what bash will do; where it reports an error or a miss
 (``error``), nothing about the command is proved and callers must ask.
 
 The tree-sitter modules are imported on first use, never at import time of this module.
+
+It is one thing at this length: one walk over one tree-sitter parse, producing the simple
+commands and the hazards together; split, the two halves would walk the tree twice and
+disagree about where a command starts.
 """
 
 from __future__ import annotations

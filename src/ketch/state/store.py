@@ -19,6 +19,9 @@ then a pick) leaves no row behind.
 The store refuses a file it cannot trust (not a database, or written by a newer ketch)
 with a ``StoreError`` that names the path; such a file is never modified or recreated
 (``store_schema``).
+
+It is one thing at this length: the store's file, its sessions and its transactions;
+schema, messages, prompt history and errors are modules beside it.
 """
 
 from __future__ import annotations

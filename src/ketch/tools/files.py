@@ -1,4 +1,4 @@
-"""File tools: read_file, write_file, edit_file, list_dir, glob.
+"""File tools: read_file, write_file, edit_file (list_dir and glob are in ``listing``).
 
 Every path goes through the workspace jail first. Writes are atomic (a temporary file in
 the same directory, then a rename) and keep the file's mode. ``edit_file`` takes either one
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import stat
-import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -23,15 +21,12 @@ from typing_extensions import NotRequired, TypedDict
 
 from ketch.sandbox.runtime import check_file_write
 from ketch.tools.bounded import bounded_lines, cut_note
-from ketch.tools.workspace import Workspace, compile_glob, glob_matches
+from ketch.tools.workspace import Workspace
 from ketch.tools.base import ToolDeps, ToolSpec
+from ketch.tools.disk import BINARY_SNIFF_BYTES, MAX_LINE_CHARS, is_binary, open_regular, read_text, write_atomic  # noqa: F401 - open_regular: search
+from ketch.tools.editor_io import EDITOR_READ_LINES, editor_of, numbered_editor_text, read_current, write_text
+from ketch.tools.listing import GLOB_COUNT_LIMIT, GLOB_LIMIT, LIST_LIMIT, glob, list_dir  # noqa: F401 - the tool list below; tests import them here
 
-BINARY_SNIFF_BYTES = 8192
-MAX_LINE_CHARS = 2000
-LIST_LIMIT = 1000
-GLOB_LIMIT = 1000
-GLOB_COUNT_LIMIT = 100_000
-"""glob stops walking (and counting) once this many files match."""
 
 
 class Edit(TypedDict):
@@ -65,52 +60,6 @@ def diff_counts(diff: str) -> tuple[int, int]:
         elif line.startswith("-") and not line.startswith("---"):
             removed += 1
     return added, removed
-
-
-def _is_binary(head: bytes) -> bool:
-    return b"\x00" in head
-
-
-def open_regular(path: Path | str, shown: str) -> BinaryIO:
-    """Open a file for binary reading, refusing FIFOs, devices and sockets without blocking."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ToolFailed(f"{shown} is not a regular file (a device, pipe or socket); it cannot be read.")
-    return os.fdopen(fd, "rb")
-
-
-def _read_text(path: Path, shown: str) -> str:
-    """The whole text of an existing file for editing; refuses binary and non-UTF-8."""
-    if path.is_dir():
-        raise ToolFailed(f"{shown} is a directory, not a file.")
-    try:
-        with open_regular(path, shown) as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise ToolFailed(f"Cannot read {shown}: {exc.strerror or exc}.") from exc
-    if _is_binary(data[:BINARY_SNIFF_BYTES]):
-        raise ToolFailed(f"{shown} is a binary file; only text files can be edited.")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ToolFailed(f"{shown} is not UTF-8 text; it cannot be edited safely.") from exc
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else None
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".ketch-tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-        if mode is not None:
-            os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
 
 
 def _closest_lines(text: str, needle: str) -> str:
@@ -197,7 +146,7 @@ def _planned_edit(workspace: Workspace, args: dict[str, Any]) -> tuple[Path, str
     path = workspace.resolve(str(args.get("path", "")))
     shown = workspace.relative(path)
     existed = path.exists()
-    old = _read_text(path, shown) if existed else ""
+    old = read_text(path, shown) if existed else ""
     edits = _edits_from_args(args)
     if not existed and any(e.get("old_string") for e in edits):
         raise ToolFailed(f"{shown} does not exist; create it with write_file.")
@@ -218,7 +167,7 @@ def preview_write(workspace: Workspace, args: dict[str, Any]) -> str:
     try:
         path = workspace.resolve(str(args.get("path", "")))
         shown = workspace.relative(path)
-        old = _read_text(path, shown) if path.exists() else ""
+        old = read_text(path, shown) if path.exists() else ""
     except ToolFailed as exc:
         return f"(this write would fail: {exc.message.splitlines()[0]})"
     return unified_diff(old, str(args.get("content", "")), shown)
@@ -239,31 +188,6 @@ def _change_summary(verb: str, shown: str, old: str, new: str, existed: bool) ->
 # ------------------------------------------------------------------------ tools
 
 
-def _editor(ctx: RunContext[ToolDeps]) -> Any:
-    """The editor's files (``ketch acp`` with a client that offers fs): reads see its unsaved
-    buffers and writes land in its undo history. None in the terminal."""
-    return ctx.deps.extras.get("editor_fs")
-
-
-async def _read_current(ctx: RunContext[ToolDeps], resolved: Path, shown: str) -> str:
-    editor = _editor(ctx)
-    if editor is not None and editor.can_read:
-        text = await editor.read(resolved)
-        if text is not None:
-            return text
-    return _read_text(resolved, shown)
-
-
-async def _write_text(ctx: RunContext[ToolDeps], resolved: Path, shown: str, text: str) -> None:
-    editor = _editor(ctx)
-    try:
-        if editor is not None and editor.can_write and await editor.write(resolved, text):
-            return
-        _write_atomic(resolved, text)
-    except OSError as exc:
-        raise ToolFailed(f"Cannot write {shown}: {exc.strerror or exc}.") from exc
-
-
 async def read_file(ctx: RunContext[ToolDeps], path: str, offset: int = 1, limit: int | None = None) -> str:
     """Read a text file, returning numbered lines (number, tab, text).
 
@@ -282,12 +206,12 @@ async def read_file(ctx: RunContext[ToolDeps], path: str, offset: int = 1, limit
     if limit is not None and limit < 1:
         raise ToolFailed("limit must be at least 1.")
     cap = ctx.deps.settings.read_max_bytes
-    editor = _editor(ctx)
+    editor = editor_of(ctx)
     if editor is not None and editor.can_read:
         # the editor is asked for the lines wanted only (one more, to know whether more follow)
         wanted = (limit if limit is not None else EDITOR_READ_LINES) + 1
         text = await editor.read(resolved, line=offset, limit=wanted) or ""
-        return _numbered_editor_text(text, shown, offset, wanted - 1, cap)
+        return numbered_editor_text(text, shown, offset, wanted - 1, cap)
     try:
         with open_regular(resolved, shown) as binary:
             return _numbered_lines(binary, shown, offset, limit, cap)
@@ -307,7 +231,7 @@ def _numbered_lines(binary: BinaryIO, shown: str, offset: int, limit: int | None
         raise ToolFailed(
             f"{shown} is {size:,} bytes, over the {cap:,}-byte read limit; read part of it with offset and limit."
         )
-    if _is_binary(binary.read(BINARY_SNIFF_BYTES)):
+    if is_binary(binary.read(BINARY_SNIFF_BYTES)):
         raise ToolFailed(f"{shown} is a binary file ({size:,} bytes); read_file only shows text.")
     binary.seek(0)
     out: list[str] = []
@@ -344,36 +268,6 @@ def _numbered_lines(binary: BinaryIO, shown: str, offset: int, limit: int | None
     return "\n".join(out)
 
 
-EDITOR_READ_LINES = 2000
-"""Lines asked of the editor when the model gave no limit (a read from disk is bounded by bytes)."""
-
-
-def _numbered_editor_text(text: str, shown: str, offset: int, limit: int, cap: int) -> str:
-    """``read_file`` over the editor's copy of a file: ``text`` is what the editor sent for the
-    range asked (the lines from ``offset``, at most ``limit`` and one more), bounded like a
-    read from disk."""
-    lines = text[: cap * 2].splitlines()
-    if not lines:
-        if offset > 1:
-            raise ToolFailed(f"offset {offset} is past the end of {shown}.")
-        return f"({shown} is empty)"
-    out: list[str] = []
-    used = 0
-    for index, line in enumerate(lines[:limit]):
-        number = offset + index
-        if len(line) > MAX_LINE_CHARS:
-            line = line[:MAX_LINE_CHARS] + f" … [{len(line) - MAX_LINE_CHARS} more characters]"
-        entry = f"{number:>6}\t{line}"
-        used += len(entry) + 1
-        if used > cap and out:
-            out.append(f"(more lines follow; continue with offset={number})")
-            return "\n".join(out)
-        out.append(entry)
-    if len(lines) > limit:
-        out.append(f"(more lines follow; continue with offset={offset + limit})")
-    return "\n".join(out)
-
-
 async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> str:
     """Write a whole file, creating it and its parent directories if needed.
 
@@ -386,9 +280,9 @@ async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> str:
     shown = workspace.relative(resolved)
     check_file_write(ctx.deps.settings, resolved, shown)
     existed = resolved.exists()
-    old = await _read_current(ctx, resolved, shown) if existed else ""
+    old = await read_current(ctx, resolved, shown) if existed else ""
     if old != content or not existed:
-        await _write_text(ctx, resolved, shown, content)
+        await write_text(ctx, resolved, shown, content)
     return _change_summary("Wrote", shown, old, content, existed)
 
 
@@ -418,74 +312,13 @@ async def edit_file(
     resolved, old, new, existed = _planned_edit(ctx.deps.workspace, args)
     shown = ctx.deps.workspace.relative(resolved)
     check_file_write(ctx.deps.settings, resolved, shown)
-    editor = _editor(ctx)
+    editor = editor_of(ctx)
     if editor is not None and editor.can_read and existed:  # the edit applies to the editor's buffer
-        buffer = await _read_current(ctx, resolved, shown)
+        buffer = await read_current(ctx, resolved, shown)
         if buffer != old:
             old, new = buffer, apply_edits(buffer, _edits_from_args(args), shown)
-    await _write_text(ctx, resolved, shown, new)
+    await write_text(ctx, resolved, shown, new)
     return _change_summary("Edited", shown, old, new, existed)
-
-
-async def list_dir(ctx: RunContext[ToolDeps], path: str = ".") -> str:
-    """List one directory: sub-directories end with '/'. Ignored files (.gitignore) are left out.
-
-    Args:
-        path: Directory, relative to the workspace root or absolute.
-    """
-    workspace: Workspace = ctx.deps.workspace
-    resolved = workspace.resolve(path, must_exist=True)
-    shown = workspace.relative(resolved)
-    if not resolved.is_dir():
-        raise ToolFailed(f"{shown} is a file, not a directory; use read_file.")
-    entries = list(
-        workspace.iter_paths(resolved, include_hidden=True, include_dirs=True, max_depth=1, limit=LIST_LIMIT + 1)
-    )
-    names = sorted((os.path.basename(p) + ("/" if os.path.isdir(p) else "") for p in entries[:LIST_LIMIT]),
-                   key=lambda n: (not n.endswith("/"), n))
-    if not names:
-        return f"{shown}/ is empty (or holds only ignored files)."
-    header = f"{shown}/" if shown != "." else "./"
-    lines = [header, *(f"  {name}" for name in names)]
-    if len(entries) > LIST_LIMIT:
-        lines.append(f"(listing stopped at {LIST_LIMIT} entries)")
-    return "\n".join(lines)
-
-
-async def glob(ctx: RunContext[ToolDeps], pattern: str, path: str = ".") -> str:
-    """Find files by name pattern, e.g. '**/*.py', 'src/**/test_*.py' or '*.{ts,tsx}'.
-
-    A pattern without '/' matches file names at any depth. Ignored files are skipped.
-
-    Args:
-        pattern: Glob pattern, relative to ``path``.
-        path: Directory to search from, relative to the workspace root or absolute.
-    """
-    workspace: Workspace = ctx.deps.workspace
-    base = workspace.resolve(path, must_exist=True)
-    if not base.is_dir():
-        raise ToolFailed(f"{workspace.relative(base)} is not a directory.")
-    compiled = compile_glob(pattern)
-    hidden = any(part.startswith(".") and part not in (".", "..") for part in pattern.split("/"))
-    prefix = len(str(base).rstrip(os.sep)) + 1
-    found: list[str] = []
-    total = 0
-    stopped = False
-    for file_path in workspace.iter_paths(base, include_hidden=hidden):
-        if glob_matches(compiled, pattern, file_path[prefix:]):
-            total += 1
-            if len(found) < GLOB_LIMIT:
-                found.append(workspace.relative(file_path))
-            elif total >= GLOB_COUNT_LIMIT:
-                stopped = True
-                break
-    if not found:
-        return f"No files match {pattern!r} under {workspace.relative(base)}."
-    found.sort()
-    if total > len(found):
-        more = f"{total - len(found)}" + ("+" if stopped else "")
-        found.append(f"({more} more files not shown; narrow the pattern)")
-    return "\n".join(found)
 
 
 TOOLS: list[ToolSpec] = [

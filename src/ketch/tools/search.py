@@ -28,7 +28,7 @@ from pydantic_ai.exceptions import ToolFailed
 from ketch.tools.workspace import Workspace, compile_glob, glob_matches
 from ketch.tools.base import ToolDeps, ToolSpec
 from ketch.tools.bounded import bounded_lines
-from ketch.tools.files import open_regular
+from ketch.tools.disk import open_regular
 
 MAX_LINE_CHARS = 400
 SCAN_LIMIT = 20_000

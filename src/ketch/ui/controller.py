@@ -2,6 +2,10 @@
 
 State that the drain reads (``queue``, ``busy``) lives on this object and is mutated only
 on the event loop, so a prompt submitted while a turn ends can never be lost.
+
+It is one thing at this length: the app's state machine. One object owns the queue, the
+turn, the overlays and the exit so their transitions happen on one loop; layout, keys,
+slash, outputs and replay take it as a parameter.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ Three decisions, kept apart:
 3. *Display* (``normalize_native_result``, in ``normalize``): the provider's opaque call/result parts stay in the
    history for native replay; the UI gets a normalized query and the source rows the provider
    actually returned (never synthesized).
+
+It is one thing at this length: the capability table (one row per provider and protocol)
+and the lookups over it; most of its lines are the rows.
 """
 
 from __future__ import annotations
