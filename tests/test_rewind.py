@@ -310,3 +310,12 @@ def test_two_processes_snapshotting_one_workspace_wait_for_each_other(tmp_path: 
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_the_checkpoint_stores_git_gets_no_key_of_the_user(tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ketch.checkpoints.shadow import ShadowRepo
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-never-reach-git")
+    env = ShadowRepo(tmp_path, isolated_home / "data" / "git")._env()
+    assert "OPENAI_API_KEY" not in env and not any("sk-should" in v for v in env.values())
+    assert env["GIT_CONFIG_GLOBAL"] == os.devnull and env["GIT_DIR"].endswith("git")

@@ -8,5 +8,6 @@ stashed or re-indexed. ``log`` keeps which snapshot belongs to which session, pr
 step; ``rewind`` plans and applies a restore.
 
 May import: core.config (the data dir), core.exceptions, state (the store, for conversation
-rewind), context (the history repairs), tools.workspace (the jail). Never frontends or ui.
+rewind), context (the history repairs), tools.workspace (the jail) and tools.gitsafe (git's
+allowlisted environment). Never frontends or ui.
 """

@@ -94,18 +94,20 @@ class ShadowRepo:
 
     # ------------------------------------------------------------------ git
     def _env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        """git reads' own allowlisted environment (``tools.gitsafe``: no keys, no transports),
+        pointed at the private store, with no user or system config at all."""
+        from ketch.tools.gitsafe import base_env
+
+        env = base_env()
         env.update(
             GIT_DIR=str(self.git_dir),
             GIT_WORK_TREE=str(self.root),
             GIT_CONFIG_NOSYSTEM="1",
             GIT_CONFIG_GLOBAL=os.devnull,
-            GIT_TERMINAL_PROMPT="0",
-            GIT_OPTIONAL_LOCKS="0",
             XDG_CONFIG_HOME=str(self.git_dir / "xdg"),  # no global ignore file of the user's
             HOME=str(self.git_dir / "xdg"),
-            LC_ALL="C",
         )
+        env.pop("GIT_CONFIG_SYSTEM", None)
         return env
 
     def git(self, *args: str, input: bytes | None = None, check: bool = True) -> bytes:
