@@ -136,7 +136,6 @@ def _rewind(args: Any, store: Any, row: Any, root: Path, cp: Any, messages: list
     if what in ("code", "both"):
         if args.undo:
             plan = plan_code_to(cp, row.id, undo_target(cp, row.id))
-            plan.files = [f for f in plan.files]  # the user's edits since are still left alone
         else:
             plan = plan_code(cp, row.id, args.to, step=args.step)
         if args.output_format == "text":
