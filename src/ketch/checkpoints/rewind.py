@@ -245,7 +245,7 @@ def plan_code_to(cp: Checkpointer, session_id: str, target: Checkpoint) -> CodeP
 def apply_code(cp: Checkpointer, plan: CodePlan, workspace: Any, *, include_outside: bool = False) -> dict[str, list[str]]:
     """Put the plan's files back. Returns what was ``restored``, ``deleted``, ``left`` (changed
     outside ketch, or outside the jail now) and ``unrestorable``."""
-    from ketch.tools.workspace import PathOutsideWorkspace
+    from pydantic_ai.exceptions import ToolFailed
 
     shadow = cp.shadow
     want = {rel: entry for rel, entry in plan.wanted.items() if entry is not None}
@@ -264,11 +264,12 @@ def apply_code(cp: Checkpointer, plan: CodePlan, workspace: Any, *, include_outs
         if item.changed_outside and not include_outside:
             done["left"].append(item.path)
             continue
+        if _through_symlink(root, item.path):  # git would not write through one either
+            done["left"].append(item.path)
+            continue
         try:
-            if _through_symlink(root, item.path):
-                raise PathOutsideWorkspace(item.path)  # git would not write through one either
             target = workspace.resolve(item.path) if workspace is not None else root / item.path
-        except Exception:  # noqa: BLE001 - a path that now leads out, or through a link, is left
+        except ToolFailed:  # a path that now leads out of the jail (or is not a path) is left
             done["left"].append(item.path)
             continue
         if item.action == "delete":
