@@ -64,12 +64,23 @@ _REQUEST_BUILDING = frozenset({"_map_messages", "_map_message", "async_maybe_tra
 parameter transform and its HTTP request build."""
 
 
+_SDK_SHIMS = ("passthrough.py", "responses_memo.py", "lookalike_memo.py", "history_scans.py")
+"""ketch's modules that stand in for parts of the SDK (``src/ketch/providers/``): their time, and
+that of the SDK code they call, is the SDK's, not ketch's own."""
+
+
+def _is_shim(func: tuple[str, int, str]) -> bool:
+    return "/src/ketch/providers/" in func[0] and func[0].endswith(_SDK_SHIMS)
+
+
 def _is_ketch(func: tuple[str, int, str]) -> bool:
-    return "/src/ketch/" in func[0]
+    return "/src/ketch/" in func[0] and not _is_shim(func)
 
 
 def _is_request_building(func: tuple[str, int, str]) -> bool:
-    return func[2] in _REQUEST_BUILDING and ("/pydantic_ai/" in func[0] or "/openai/" in func[0] or "/anthropic/" in func[0])
+    return func[2] in _REQUEST_BUILDING and (
+        "/pydantic_ai/" in func[0] or "/openai/" in func[0] or "/anthropic/" in func[0] or _is_shim(func)
+    )
 
 
 def _entered(stats: dict, inside: Callable[[tuple[str, int, str]], bool]) -> float:

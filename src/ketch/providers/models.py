@@ -88,6 +88,9 @@ def build_model(
     starts the Responses warm-up (``sdk_warmup``) at once, for the interactive app, which then
     waits for the user; otherwise it starts when the first request is sent."""
     wire = wire or conn.wire
+    from ketch.providers import history_scans
+
+    history_scans.install()  # the SDK's per-step scans of the whole history, skipped where they find nothing
     extra: dict[str, Any] = {"profile": profile} if profile else {}
     if wire == "anthropic-messages":
         from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
@@ -101,7 +104,10 @@ def build_model(
             timeout=_timeout(conn),
             http_client=DefaultAsyncHttpxClient(event_hooks={"response": _response_hooks(wire)}),
         )
-        return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
+        from ketch.providers.lookalike_memo import with_memo
+
+        model_class = with_memo(AnthropicModel)  # checks each request for frame lookalikes once, not every step
+        return model_class(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
     if wire == "gemini":
         from ketch.providers.gemini import gemini_model
 
@@ -109,6 +115,10 @@ def build_model(
     if wire == "openai-responses":
         from pydantic_ai.models.openai import OpenAIResponsesModel
 
+        from ketch.providers import history_scans, responses_memo
+
+        if history_scans.enabled() and responses_memo.usable():
+            OpenAIResponsesModel = responses_memo.MemoizedResponsesModel  # noqa: N806 - maps each message once
         if warm_up_now:
             from ketch.providers import sdk_warmup
 

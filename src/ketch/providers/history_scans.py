@@ -1,0 +1,245 @@
+"""Fast paths for pydantic-ai's scans of the whole history for state ketch's histories never hold.
+
+Before every model request pydantic-ai (2.68) derives run state from the whole history, part
+by part, with ``isinstance`` checks: where the latest compaction part is
+(``messages._post_compaction_window_start``, about eleven times a step), which capabilities a
+``load_capability`` exchange loaded and their instructions (``LoadedInstructionValues.of``,
+four times; ``_parse_loaded_capabilities``), and which tools a tool search discovered
+(``_discovered_tool_names_in_order``, six times). On a 1,000-step turn (2,000 messages) that
+is about 25 ms of CPU a step, growing with the history, for answers that are always empty:
+ketch sends no compaction parts, loads no deferred capabilities and has no tool search.
+
+Each of these scans reads parts of a few types only (:data:`_COMPACTION`, :data:`_LOADS`,
+:data:`_DISCOVERY`). :func:`install` wraps them so that a history holding none of the types a
+scan reads gets that scan's empty answer at once, and any other history the SDK's own function:
+the answer is the same either way (``tests/test_history_scans.py`` compares them on histories
+with and without such parts). What a message holds is remembered per message object
+(:class:`_Kinds`), checked against the message's current ``parts`` list and its length on
+every use, so a message whose parts were replaced or appended to is looked at again; an entry
+holds its message by weak reference and goes when the message does, so the memo is never
+larger than the live histories and a reused ``id()`` never matches.
+
+Nothing is wrapped unless every function is still bound where 2.68 binds it and has the
+signature it has there (:func:`install` returns False and the SDK runs as it is): an upgrade
+that renames or reshapes one of them falls back to the unwrapped SDK. ``KETCH_SDK_FASTPATHS=0``
+turns this off. The upstream fix would be the same kind of memo inside pydantic-ai (or the
+derived state kept incrementally on the run), so a step does not re-walk unchanged history.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+_COMPACTION = 1
+_LOADS = 2
+_DISCOVERY = 4
+_ALL = _COMPACTION | _LOADS | _DISCOVERY
+
+_installed: dict[tuple[Any, str], Any] = {}
+"""(owner, attribute) → the SDK's original, for :func:`uninstall`."""
+
+
+_REMEMBERED = 4
+"""Histories :class:`_Kinds` remembers: the run's, the request's and the prepared one, and one more."""
+
+
+class _Kinds:
+    """Which of the scanned part kinds a history holds, remembered for the last few histories.
+
+    A history is remembered as its messages, each message's ``parts`` list and that list's
+    length. A later history that starts with a remembered one (the same message objects,
+    ``parts`` lists and lengths, compared in C, by identity first) is classified only in what
+    follows that start: on a step, the newest request and response. Anything else (a pruned or
+    compacted history, whose messages are new objects; a message whose parts were replaced or
+    appended to) is classified again from the start. At most :data:`_REMEMBERED` histories are
+    held, so the memo is bounded by a few histories' worth of references."""
+
+    def __init__(self, classify: Callable[[Any], int]) -> None:
+        self._classify = classify
+        self._seen: list[tuple[tuple[Any, ...], tuple[Any, ...], tuple[int, ...], int]] = []
+
+    def kinds(self, messages: Sequence[Any]) -> int:
+        history = tuple(messages)
+        try:
+            parts = tuple(map(_parts_of, history))
+            lengths = tuple(map(len, parts))
+        except (AttributeError, TypeError):
+            return _ALL  # not messages the fast paths know: the SDK's own scans decide
+        classify = self._classify
+        for index, (seen, seen_parts, seen_lengths, seen_kinds) in enumerate(self._seen):
+            known = len(seen)
+            if known <= len(history) and history[:known] == seen and parts[:known] == seen_parts \
+                    and lengths[:known] == seen_lengths:
+                kinds = seen_kinds
+                for message in history[known:]:
+                    kinds |= classify(message)
+                del self._seen[index]
+                break
+        else:
+            kinds = 0
+            for message in history:
+                kinds |= classify(message)
+        self._seen.insert(0, (history, parts, lengths, kinds))
+        del self._seen[_REMEMBERED:]
+        return kinds
+
+    def none_of(self, messages: Sequence[Any], kinds: int) -> bool:
+        """Whether no message of ``messages`` holds a part of ``kinds``."""
+        return not self.kinds(messages) & kinds
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+def _parts_of(message: Any) -> Any:
+    return message.parts
+
+
+def _classifier() -> Callable[[Any], int]:
+    from pydantic_ai._deferred_capabilities import LoadCapabilityCallPart, LoadCapabilityReturnPart
+    from pydantic_ai.messages import (
+        CapabilityLoadDeltaPart,
+        CompactionPart,
+        InstructionBaselinePart,
+        InstructionDeltaPart,
+        ModelRequest,
+        ModelResponse,
+        NativeToolSearchReturnPart,
+        ToolAvailabilityDeltaPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai._tool_search import ToolSearchReturnPart
+    from pydantic_ai.toolsets._tool_search import _SEARCH_TOOLS_NAME
+
+    loads = (CapabilityLoadDeltaPart, LoadCapabilityCallPart, LoadCapabilityReturnPart, InstructionDeltaPart,
+             InstructionBaselinePart)
+    discovery = (ToolAvailabilityDeltaPart, ToolSearchReturnPart, NativeToolSearchReturnPart)
+
+    def classify(message: Any) -> int:
+        if not isinstance(message, (ModelRequest, ModelResponse)) or not isinstance(message.parts, list):
+            return _ALL  # not a shape the fast paths know: the SDK's own scans decide
+        kinds = 0
+        for part in message.parts:
+            if isinstance(part, CompactionPart):
+                kinds |= _COMPACTION
+            elif isinstance(part, loads):
+                kinds |= _LOADS
+            elif isinstance(part, discovery) or (isinstance(part, ToolReturnPart) and part.tool_name == _SEARCH_TOOLS_NAME):
+                kinds |= _DISCOVERY
+        return kinds
+
+    return classify
+
+
+def _targets() -> dict[str, Any]:
+    import pydantic_ai._agent_graph as agent_graph
+    import pydantic_ai._deferred_capabilities as deferred
+    import pydantic_ai._instructions as instructions
+    import pydantic_ai.messages as messages
+    import pydantic_ai.models as models
+    import pydantic_ai.toolsets._tool_search as tool_search
+
+    return {
+        "agent_graph": agent_graph,
+        "deferred": deferred,
+        "instructions": instructions,
+        "messages": messages,
+        "models": models,
+        "tool_search": tool_search,
+    }
+
+
+_EXPECTED_PARAMETERS = {
+    "_post_compaction_window_start": ["messages"],
+    "_discovered_tool_names_in_order": ["messages"],
+    "_parse_loaded_capabilities": ["messages"],
+    "of": ["messages"],
+}
+"""The parameters of each wrapped function in the SDK version the fast paths were written against."""
+
+
+def _parameters(function: Any) -> list[str]:
+    return list(inspect.signature(function).parameters)
+
+
+def enabled() -> bool:
+    """Whether ketch's fast paths around the SDK are on (``KETCH_SDK_FASTPATHS``, default on): these
+    scans, ``lookalike_memo`` and ``responses_memo``."""
+    return os.environ.get("KETCH_SDK_FASTPATHS", "1").strip() != "0"
+
+
+def install(kinds: _Kinds | None = None) -> bool:
+    """Wrap the SDK's history scans (once per process); False when the SDK does not have the
+    shape they were written against, or ``KETCH_SDK_FASTPATHS=0``, and nothing was changed."""
+    if _installed:
+        return True
+    if not enabled():
+        return False
+    try:
+        mods = _targets()
+        classify = _classifier()
+    except (ImportError, AttributeError):
+        return False
+    window_start = getattr(mods["messages"], "_post_compaction_window_start", None)
+    discovered = getattr(mods["tool_search"], "_discovered_tool_names_in_order", None)
+    parse_loads = getattr(mods["deferred"], "_parse_loaded_capabilities", None)
+    values = getattr(mods["instructions"], "LoadedInstructionValues", None)
+    of = getattr(values, "of", None)
+    sites = {
+        "_post_compaction_window_start": (window_start, [mods["messages"], mods["instructions"], mods["models"]]),
+        "_discovered_tool_names_in_order": (discovered, [mods["tool_search"], mods["agent_graph"]]),
+        "_parse_loaded_capabilities": (parse_loads, [mods["deferred"], mods["agent_graph"]]),
+    }
+    for name, (original, owners) in sites.items():
+        if original is None or any(getattr(owner, name, None) is not original for owner in owners):
+            return False
+        if _parameters(original) != _EXPECTED_PARAMETERS[name]:
+            return False
+    if of is None or _parameters(of) != _EXPECTED_PARAMETERS["of"] or not isinstance(values.__dict__.get("of"), classmethod):
+        return False
+    memo = kinds or _Kinds(classify)
+    none_of = memo.none_of
+
+    def fast_window_start(messages: Sequence[Any]) -> tuple[int, int]:
+        return (0, 0) if none_of(messages, _COMPACTION) else window_start(messages)
+
+    def fast_discovered(messages: Sequence[Any]) -> tuple[str, ...]:
+        return () if none_of(messages, _DISCOVERY) else discovered(messages)
+
+    def fast_parse_loads(messages: Sequence[Any]) -> set[str]:
+        return set() if none_of(messages, _LOADS) else parse_loads(messages)
+
+    original_of = values.__dict__["of"].__func__
+
+    def fast_of(cls: Any, messages: Sequence[Any]) -> Any:
+        return cls() if none_of(messages, _LOADS) else original_of(cls, messages)
+
+    replacements = {
+        "_post_compaction_window_start": fast_window_start,
+        "_discovered_tool_names_in_order": fast_discovered,
+        "_parse_loaded_capabilities": fast_parse_loads,
+    }
+    for name, (original, owners) in sites.items():
+        for owner in owners:
+            _installed[(owner, name)] = original
+            setattr(owner, name, replacements[name])
+    _installed[(values, "of")] = values.__dict__["of"]
+    values.of = classmethod(fast_of)
+    return True
+
+
+def uninstall() -> None:
+    """Put the SDK's own functions back (tests)."""
+    for (owner, name), original in _installed.items():
+        setattr(owner, name, original)
+    _installed.clear()
+
+
+def installed() -> bool:
+    return bool(_installed)
+
+
+__all__ = ["enabled", "install", "installed", "uninstall"]
