@@ -46,7 +46,8 @@ def _sdk_as_it_was() -> Any:
 def _steps(n: int) -> list[Any]:
     history: list[Any] = [ModelRequest(parts=[UserPromptPart("read them")])]
     for i in range(n):
-        history.append(ModelResponse(parts=[TextPart(f"step {i}"), ToolCallPart("read_file", {"path": f"f{i}"}, tool_call_id=f"c{i}")]))
+        history.append(ModelResponse(parts=[TextPart(f"step {i}"), ToolCallPart("read_file", {"path": f"f{i}"}, tool_call_id=f"c{i}")],
+                                     provider_name="openai"))
         history.append(ModelRequest(parts=[ToolReturnPart("read_file", f"content {i}", tool_call_id=f"c{i}")]))
     return history
 
@@ -77,9 +78,18 @@ def _histories() -> dict[str, list[Any]]:
     }
 
 
+def _accept_all(response: Any, part: Any) -> bool:
+    return True
+
+
 def _answers(history: list[Any]) -> tuple[Any, ...]:
     of = instructions.LoadedInstructionValues.of(history)
+    serving = next(m for m in reversed(history) if isinstance(m, ModelResponse))
     return (
+        models_module._trim_messages_before_compaction(history, _accept_all),
+        models_module._trim_messages_before_compaction(history, _accept_all, standing_prompt_retained=True),
+        messages_module._post_compaction_window_for_response(history, serving),
+        messages_module._post_compaction_window_for_response(history, serving, _accept_all),
         messages_module._post_compaction_window_start(history),
         messages_module.post_compaction_window(history),
         tool_search._discovered_tool_names_in_order(history),
@@ -93,13 +103,24 @@ def _answers(history: list[Any]) -> tuple[Any, ...]:
 def test_every_scan_answers_as_the_sdk_does_with_and_without_the_parts_it_reads() -> None:
     histories = _histories()
     expected = {name: _answers(history) for name, history in histories.items()}
-    assert any(answer[2] for answer in expected.values()) and any(answer[4] for answer in expected.values())
-    assert any(answer[0] != (0, 0) for answer in expected.values())
+    assert any(answer[6] for answer in expected.values()) and any(answer[8] for answer in expected.values())
+    assert any(answer[4] != (0, 0) for answer in expected.values())
+    assert any(len(answer[0]) < len(history) for answer, history in zip(expected.values(), histories.values()))
     assert history_scans.install()
     assert messages_module._post_compaction_window_start is not ORIGINALS["window"]
     for name, history in histories.items():
         assert _answers(history) == expected[name], name
         assert _answers(history) == expected[name], name  # and again, from the memo
+
+
+def test_a_serving_response_missing_from_the_history_fails_as_in_the_sdk() -> None:
+    history = _steps(3)
+    stranger = ModelResponse(parts=[TextPart("not in it")], provider_name="openai")
+    with pytest.raises(AssertionError):
+        messages_module._post_compaction_window_for_response(history, stranger)
+    assert history_scans.install()
+    with pytest.raises(AssertionError):
+        messages_module._post_compaction_window_for_response(history, stranger)
 
 
 def test_the_scans_are_wrapped_where_the_sdk_binds_them_and_put_back() -> None:
@@ -156,9 +177,9 @@ def test_the_switch_turns_everything_off(monkeypatch: pytest.MonkeyPatch) -> Non
     assert not history_scans.install()
     from pydantic_ai.models.anthropic import AnthropicModel
 
-    from ketch.providers.lookalike_memo import with_memo
+    from ketch.providers.models import build_model
 
-    assert with_memo(AnthropicModel) is AnthropicModel
+    assert type(build_model(_claude())) is AnthropicModel
 
 
 def test_the_model_memos_step_aside_for_other_signatures() -> None:
@@ -167,8 +188,15 @@ def test_the_model_memos_step_aside_for_other_signatures() -> None:
 
     from ketch.providers import lookalike_memo, responses_memo
 
-    assert responses_memo.usable() and lookalike_memo.usable(AnthropicModel)
-    assert lookalike_memo.with_memo(AnthropicModel).__name__ == "MemoizedAnthropicModel"
+    from ketch.providers import anthropic_memo
+
+    assert responses_memo.usable() and lookalike_memo.usable(AnthropicModel) and anthropic_memo.usable()
+
+    class Retyped(AnthropicModel):
+        async def _map_tool_return_part(self, part: Any, context: Any, *, extra: Any = None) -> Any:  # type: ignore[override]
+            return None
+
+    assert not anthropic_memo.usable(Retyped)
 
     class Reshaped(OpenAIResponsesModel):
         async def _map_model_request(self, message: Any, context: Any, extra: Any = None) -> None:  # type: ignore[override]
@@ -180,7 +208,15 @@ def test_the_model_memos_step_aside_for_other_signatures() -> None:
 
     assert not responses_memo.usable(Reshaped)
     assert not lookalike_memo.usable(Renamed)
-    assert lookalike_memo.with_memo(Renamed) is Renamed
+    assert not anthropic_memo.usable(Renamed)
+
+
+def _claude() -> Any:
+    from ketch.core.config import Connection
+    from ketch.providers.presets import PRESETS
+
+    return Connection(name="anthropic", preset=PRESETS["anthropic"], model_name="claude-sonnet-4-5",
+                      base_url="http://127.0.0.1:9", api_key="k", key_env="ANTHROPIC_API_KEY", wire="anthropic-messages")
 
 
 def test_build_model_uses_the_sdk_class_when_the_memo_cannot_be_used(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,3 +232,12 @@ def test_build_model_uses_the_sdk_class_when_the_memo_cannot_be_used(monkeypatch
     assert type(build_model(conn)) is responses_memo.MemoizedResponsesModel
     monkeypatch.setattr(responses_memo, "usable", lambda cls=OpenAIResponsesModel: False)
     assert type(build_model(conn)) is OpenAIResponsesModel
+
+    from pydantic_ai.models.anthropic import AnthropicModel
+
+    from ketch.providers import anthropic_memo
+
+    claude = _claude()
+    assert type(build_model(claude)) is anthropic_memo.MemoizedAnthropicModel
+    monkeypatch.setattr(anthropic_memo, "usable", lambda cls=AnthropicModel: False)
+    assert type(build_model(claude)) is AnthropicModel

@@ -86,7 +86,8 @@ async def _session_bodies(wire: str, cwd: Path, data: Path, monkeypatch: pytest.
     assert any(isinstance(e, ev.Compacted) for e in first), "the first turn was never pruned"
     assert script.summaries >= 1, "no summary was written"
     bodies = [json.dumps(r.body, ensure_ascii=False) for r in fake.model_requests]
-    return bodies, [type(model)]
+    remembered = len(getattr(model, "_memo_now", None) or getattr(model, "_blocks_now", None) or {})
+    return bodies, [type(model), remembered]
 
 
 @pytest.mark.parametrize("wire", ["openai-responses", "anthropic-messages"])
@@ -100,12 +101,13 @@ async def test_request_bodies_are_the_same_with_and_without_the_fast_paths(
     cwd = _project(tmp_path / "work")
     try:
         monkeypatch.setenv("KETCH_SDK_FASTPATHS", "1")
-        fast, (fast_class,) = await _session_bodies(wire, cwd, tmp_path / "data-fast", monkeypatch)
+        fast, (fast_class, remembered) = await _session_bodies(wire, cwd, tmp_path / "data-fast", monkeypatch)
         assert history_scans.installed()
         assert fast_class.__name__.startswith("Memoized"), fast_class
+        assert remembered > 0, "the memo was never used"
         history_scans.uninstall()
         monkeypatch.setenv("KETCH_SDK_FASTPATHS", "0")
-        plain, (plain_class,) = await _session_bodies(wire, cwd, tmp_path / "data-plain", monkeypatch)
+        plain, (plain_class, _) = await _session_bodies(wire, cwd, tmp_path / "data-plain", monkeypatch)
         assert not history_scans.installed()
         assert not plain_class.__name__.startswith("Memoized"), plain_class
     finally:

@@ -5,7 +5,9 @@ by part, with ``isinstance`` checks: where the latest compaction part is
 (``messages._post_compaction_window_start``, about eleven times a step), which capabilities a
 ``load_capability`` exchange loaded and their instructions (``LoadedInstructionValues.of``,
 four times; ``_parse_loaded_capabilities``), and which tools a tool search discovered
-(``_discovered_tool_names_in_order``, six times). On a 1,000-step turn (2,000 messages) that
+(``_discovered_tool_names_in_order``, six times), and where a compaction part cuts the history
+before a request or a tool call (``_trim_messages_before_compaction``,
+``_post_compaction_window_for_response``). On a 1,000-step turn (2,000 messages) that
 is about 25 ms of CPU a step, growing with the history, for answers that are always empty:
 ketch sends no compaction parts, loads no deferred capabilities and has no tool search.
 
@@ -154,6 +156,8 @@ def _targets() -> dict[str, Any]:
 
 _EXPECTED_PARAMETERS = {
     "_post_compaction_window_start": ["messages"],
+    "_post_compaction_window_for_response": ["messages", "serving_response", "accepts"],
+    "_trim_messages_before_compaction": ["messages", "accepts", "requires_encrypted_content", "standing_prompt_retained"],
     "_discovered_tool_names_in_order": ["messages"],
     "_parse_loaded_capabilities": ["messages"],
     "of": ["messages"],
@@ -188,8 +192,12 @@ def install(kinds: _Kinds | None = None) -> bool:
     parse_loads = getattr(mods["deferred"], "_parse_loaded_capabilities", None)
     values = getattr(mods["instructions"], "LoadedInstructionValues", None)
     of = getattr(values, "of", None)
+    window_for_response = getattr(mods["messages"], "_post_compaction_window_for_response", None)
+    trim = getattr(mods["models"], "_trim_messages_before_compaction", None)
     sites = {
         "_post_compaction_window_start": (window_start, [mods["messages"], mods["instructions"], mods["models"]]),
+        "_post_compaction_window_for_response": (window_for_response, [mods["messages"]]),
+        "_trim_messages_before_compaction": (trim, [mods["models"]]),
         "_discovered_tool_names_in_order": (discovered, [mods["tool_search"], mods["agent_graph"]]),
         "_parse_loaded_capabilities": (parse_loads, [mods["deferred"], mods["agent_graph"]]),
     }
@@ -206,6 +214,14 @@ def install(kinds: _Kinds | None = None) -> bool:
     def fast_window_start(messages: Sequence[Any]) -> tuple[int, int]:
         return (0, 0) if none_of(messages, _COMPACTION) else window_start(messages)
 
+    def fast_window_for_response(messages: Sequence[Any], serving_response: Any, accepts: Any = None) -> list[Any]:
+        if none_of(messages, _COMPACTION) and any(message is serving_response for message in reversed(messages)):
+            return list(messages)
+        return window_for_response(messages, serving_response, accepts)
+
+    def fast_trim(messages: list[Any], accepts: Any, **flags: Any) -> list[Any]:
+        return messages if none_of(messages, _COMPACTION) else trim(messages, accepts, **flags)
+
     def fast_discovered(messages: Sequence[Any]) -> tuple[str, ...]:
         return () if none_of(messages, _DISCOVERY) else discovered(messages)
 
@@ -219,6 +235,8 @@ def install(kinds: _Kinds | None = None) -> bool:
 
     replacements = {
         "_post_compaction_window_start": fast_window_start,
+        "_post_compaction_window_for_response": fast_window_for_response,
+        "_trim_messages_before_compaction": fast_trim,
         "_discovered_tool_names_in_order": fast_discovered,
         "_parse_loaded_capabilities": fast_parse_loads,
     }

@@ -14,8 +14,10 @@ the same. What is kept is what the last two ``_note_lookalike_frames`` calls use
 two histories' worth. Inside ``second_model_prompt()`` the SDK does not call it at all.
 
 :func:`usable` checks that the two private methods still have their pydantic-ai-slim 2.68
-signatures; ``build_model`` uses the SDK's own model class otherwise. ``KETCH_SDK_FASTPATHS=0``
-turns it off.
+signatures. It is mixed into ``responses_memo.MemoizedResponsesModel`` and
+``anthropic_memo.MemoizedAnthropicModel``, whose ``usable`` checks include this one, so
+``build_model`` uses the SDK's own model class when it fails. ``KETCH_SDK_FASTPATHS=0`` turns it
+off.
 """
 
 from __future__ import annotations
@@ -82,19 +84,4 @@ class LookalikeNotesMemo:
         return list(parts), frame_at
 
 
-_SUBCLASSES: dict[type, type] = {}
-
-
-def with_memo(cls: type) -> type:
-    """``cls`` with :class:`LookalikeNotesMemo` mixed in (one subclass per class), or ``cls`` itself
-    when the memo is off or the SDK's methods are not the ones it was written against."""
-    if not enabled() or not usable(cls):
-        return cls
-    if issubclass(cls, LookalikeNotesMemo):
-        return cls
-    if cls not in _SUBCLASSES:
-        _SUBCLASSES[cls] = type(f"Memoized{cls.__name__}", (LookalikeNotesMemo, cls), {"__module__": __name__})
-    return _SUBCLASSES[cls]
-
-
-__all__ = ["LookalikeNotesMemo", "usable", "with_memo"]
+__all__ = ["LookalikeNotesMemo", "usable"]

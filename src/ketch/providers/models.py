@@ -104,10 +104,11 @@ def build_model(
             timeout=_timeout(conn),
             http_client=DefaultAsyncHttpxClient(event_hooks={"response": _response_hooks(wire)}),
         )
-        from ketch.providers.lookalike_memo import with_memo
+        from ketch.providers import anthropic_memo, history_scans
 
-        model_class = with_memo(AnthropicModel)  # checks each request for frame lookalikes once, not every step
-        return model_class(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
+        if history_scans.enabled() and anthropic_memo.usable():
+            AnthropicModel = anthropic_memo.MemoizedAnthropicModel  # noqa: N806 - maps each tool result once
+        return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
     if wire == "gemini":
         from ketch.providers.gemini import gemini_model
 
