@@ -17,7 +17,10 @@ timed by the thread's CPU clock, so load on a shared machine does not skew it) a
 profile is split three ways:
 
 - ``ketch``: every call into ``src/ketch`` from outside it, with everything it calls
-  (pruning, storing with its sqlite and JSON work, events, the loop's hooks, the tool);
+  (pruning, storing with its sqlite and JSON work, events, the loop's hooks, the tool); not
+  ketch's modules that stand in for parts of the SDK (``_SDK_SHIMS``: the Responses passthrough,
+  the mapping memos, the history-scan fast paths), whose time and that of the SDK code they
+  call count as the SDK's;
 - ``sdk request``: building the request: pydantic-ai's message mapping (``_map_messages``,
   ``_prepare_responses_create``) and the provider SDK's parameter transform and request build;
 - ``other``: the rest: pydantic-ai's agent graph between steps, reading the response stream,
