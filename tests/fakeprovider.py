@@ -31,6 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import fake_gemini
+import fake_zai
 import pytest
 from fake_gemini import GEMINI
 
@@ -212,6 +213,8 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
                       'choices': [choice]}
 
     events = [chunk({'role': 'assistant', 'content': ''})]
+    if (zai_rows := fake_zai.web_search_rows(turn, body)) is not None:
+        events[0][1]['web_search'] = zai_rows  # Z.AI reports its chat search at the top level
     events += [chunk({'reasoning_content': p}) for p in _pieces(turn.reasoning)]
     events += [chunk({'content': p}) for p in _text_pieces(turn)]
     for index, (call_id, tc) in enumerate(calls):
@@ -232,6 +235,8 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
     final = {'id': cid, 'object': 'chat.completion', 'created': 1700000000, 'model': model,
              'choices': [{'index': 0, 'message': message, 'logprobs': None, 'finish_reason': finish}],
              'usage': usage}
+    if zai_rows is not None:
+        final['web_search'] = zai_rows
     return events, final
 
 

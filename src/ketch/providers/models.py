@@ -114,6 +114,14 @@ def build_model(
 
             sdk_warmup.start()
         return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
+    from ketch.providers.zai import speaks_zai
+
+    if speaks_zai(conn.preset.name, conn.base_url):
+        from ketch.providers.zai import ZaiSearchModel
+        from pydantic_ai.providers.zai import ZaiProvider
+
+        return ZaiSearchModel(conn.model_name, provider=ZaiProvider(openai_client=_openai_provider(conn, wire).client),
+                              **extra)
     from pydantic_ai.models.openai import OpenAIChatModel
 
     return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)

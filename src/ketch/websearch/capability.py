@@ -37,7 +37,7 @@ from ketch.websearch.normalize import (
 if TYPE_CHECKING:
     from ketch.tools.base import ToolSpec
 
-Protocol = Literal["openai-responses", "anthropic-messages", "openrouter", "gemini"]
+Protocol = Literal["openai-responses", "anthropic-messages", "openrouter", "gemini", "zai-chat"]
 Surface = Literal["tui", "headless", "child", "auxiliary"]
 
 OPT_IN_ENV = "KETCH_WEB_SEARCH_ENABLED"
@@ -46,6 +46,9 @@ _RESPONSES_WIRES = {"responses", "openai-responses"}
 _ANTHROPIC_WIRES = {"anthropic", "anthropic-messages", "messages", "anthropic-compatible"}
 _OPENROUTER_WIRES = {"openrouter"}
 _GEMINI_WIRES = {"gemini", "google", "gemini-generate-content"}
+_CHAT_WIRES = {"openai-chat", "chat", "chat-completions"}
+CHAT_PROTOCOLS: frozenset[str] = frozenset({"zai-chat"})
+"""Hosted-search protocols that run on the Chat Completions wire itself (a provider's own tool there)."""
 _PROTOCOL_BY_SETTING: dict[str, Protocol] = {"responses": "openai-responses", "anthropic": "anthropic-messages"}
 
 
@@ -88,15 +91,17 @@ class CapabilityRule:
     dynamic_models: str = ""
     """Anthropic only: the models (same syntax as ``models``) that take ``web_search_20260209``
     (dynamic filtering) on this row's official hosts; empty: none."""
+    paths: tuple[str, ...] = ()
+    """Base-URL path prefixes this row is limited to (one host, several endpoints); empty: any."""
 
     @property
     def supported(self) -> bool:
         return bool(self.protocols)
 
-    def covers_connection(self, preset: str, host: str) -> bool:
+    def covers_connection(self, preset: str, host: str, path: str = "") -> bool:
         if host:
-            return host in self.hosts
-        return preset in self.presets
+            return host in self.hosts and (not self.paths or path.startswith(self.paths))
+        return preset in self.presets and not self.paths
 
     def covers_model(self, model_name: str) -> bool:
         return re.match(self.models, _bare_model(model_name), re.IGNORECASE) is not None
@@ -153,8 +158,15 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
         note="compound models search; the Groq SDK is not installed",
     ),
     CapabilityRule(
-        "Z.AI / GLM", ("zai", "glm"), ("api.z.ai", "open.bigmodel.cn"), r".",
-        note="provider offers search; ketch adapter pending",
+        "Z.AI GLM Coding Plan", ("zai", "glm"), ("api.z.ai", "open.bigmodel.cn"), r".",
+        note="the coding endpoint (/api/coding/) offers search only as a separate MCP server, "
+        "not as its chat tool", paths=("/api/coding/",),
+    ),
+    CapabilityRule(
+        "Z.AI / GLM", ("zai", "glm"), ("api.z.ai", "open.bigmodel.cn"),
+        r"glm-(4\.[5-9]|5(\.\d+)?)(-[a-z]+)*$", ("zai-chat",),
+        "web_search tool of its chat endpoint (/api/paas/v4); never the standalone Web Search API",
+        "GLM-4.5+ and GLM-5 text models",
     ),
     CapabilityRule(
         "Mistral", ("mistral",), ("api.mistral.ai",), r".", note="agents connector only; adapter pending",
@@ -200,7 +212,7 @@ def capability_table() -> list[dict[str, str]]:
     ]
 
 
-_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini"})
+_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini", "zai-chat"})
 """Protocols whose wire ketch can build a session on (there is no OpenRouter wire yet)."""
 
 
@@ -223,6 +235,13 @@ def _host(base_url: str | None) -> str:
     if not base_url:
         return ""
     return (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower()
+
+
+def _path(base_url: str | None) -> str:
+    """The base URL's path with one trailing slash (``/api/paas/v4/``), for path-limited rows."""
+    if not base_url:
+        return ""
+    return (urlsplit(base_url if "//" in base_url else f"//{base_url}").path or "/").rstrip("/") + "/"
 
 
 def _wire_protocol(wire: str | None) -> Protocol | None:
@@ -280,6 +299,8 @@ def resolve_capability(
     if declared is False:
         return Capability(False, reason=f"model metadata for {model_name} turns hosted search off")
     if declared is True:
+        if wire_protocol is None and (wire or "").strip().lower() in _CHAT_WIRES:
+            wire_protocol = _chat_protocol_of(preset)  # a provider's own tool on Chat Completions (Z.AI)
         if wire_protocol is None:
             return Capability(
                 False, reason=f"{label} declares hosted search but speaks none of Responses, Anthropic Messages or Gemini"
@@ -290,8 +311,8 @@ def resolve_capability(
         dynamic = dynamic_opt_in or (dynamic_filtering and _preset_filters_dynamically(preset, model_name))
         return _capable(wire_protocol, dynamic, f"declared by model metadata ({wire_protocol})")
 
-    host, preset_name = _host(base_url), (preset or "").lower()
-    rule = next((r for r in CAPABILITY_RULES if r.covers_connection(preset_name, host)), None)
+    host, preset_name, path = _host(base_url), (preset or "").lower(), _path(base_url)
+    rule = next((r for r in CAPABILITY_RULES if r.covers_connection(preset_name, host, path)), None)
     if rule is None:
         return Capability(
             False,
@@ -308,6 +329,13 @@ def resolve_capability(
         return Capability(False, reason=why_not)
     dynamic = dynamic_opt_in or (dynamic_filtering and rule.filters_dynamically(model_name))
     return _capable(chosen, dynamic, f"{rule.provider} {model_name} over {chosen}")
+
+
+def _chat_protocol_of(preset: str | None) -> Protocol | None:
+    """The Chat Completions search protocol of a preset's own row (``zai`` -> ``zai-chat``), if any."""
+    name = (preset or "").lower()
+    rule = next((r for r in CAPABILITY_RULES if name in r.presets and set(r.protocols) & CHAT_PROTOCOLS), None)
+    return rule.protocols[0] if rule is not None else None
 
 
 def _preset_filters_dynamically(preset: str | None, model_name: str) -> bool:
@@ -336,7 +364,8 @@ def _choose_protocol(
         if wanted in rule.protocols:
             return wanted, ""
         return None, f"{rule.provider} has no {setting} hosted search"
-    if (wire or "").strip().lower() in {"", "auto"}:
+    normalized = (wire or "").strip().lower()
+    if normalized in {"", "auto"} or (rule.protocols[0] in CHAT_PROTOCOLS and normalized in _CHAT_WIRES):
         return rule.protocols[0], ""
     return None, f"{rule.provider} hosted search needs the {rule.protocols[0]} wire, not {wire}"
 
