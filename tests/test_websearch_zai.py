@@ -157,6 +157,31 @@ def test_a_child_gets_the_tool_only_when_its_tool_list_has_search(tmp_path, fake
     assert (search_tool(child) is not None) is searches
 
 
+async def test_titles_and_commit_messages_on_the_session_model_send_no_search(tmp_path, fake_provider, monkeypatch):
+    """The auxiliary helpers run on the session's own Z.AI model (the one that can search) and
+    send no ``web_search`` tool, while the session's turn does."""
+    from argparse import Namespace
+
+    from ketch.core.commit import propose_commit_message
+    from ketch.frontends.assemble import build_session
+    from ketch.state.titles import generate_title
+
+    fake = fake_provider([SEARCHED, Turn(text="A title"), Turn(text="Add a file")])
+    write_project_config(tmp_path, _config(fake))
+    monkeypatch.setenv("ZAI_API_KEY", "zk")
+    session = await build_session(Namespace(model=MODEL, cwd=str(tmp_path), web_search=False), interactive=True)
+    try:
+        async for _ in session.run_turn("hello"):
+            pass
+        await generate_title(session.model, "hello")
+        await propose_commit_message(session.model, "diff --git a/x b/x\n+hello\n")
+    finally:
+        await session.aclose()
+    root, title, commit = (r.body for r in fake.model_requests)
+    assert search_tool(root) is not None
+    assert not _any_search(title) and not _any_search(commit)
+
+
 @pytest.mark.parametrize(
     ("base_url", "model", "protocol"),
     [
@@ -201,3 +226,34 @@ def test_models_capabilities_shows_the_z_ai_rows(tmp_path):
     rows = {line.split("  ")[0].strip(): line for line in run.stdout.splitlines()}
     assert "zai-chat" in rows["Z.AI / GLM"] and "hosted search" in rows["Z.AI / GLM"]
     assert "no hosted search" in rows["Z.AI GLM Coding Plan"]
+
+
+# ----------------------------------------------------------------------------- Groq compound, Mistral
+
+
+@pytest.mark.parametrize(
+    ("preset", "model", "reason"),
+    [
+        ("groq", "groq/compound", "compound takes no function tools"),
+        ("groq", "groq/compound-mini", "compound takes no function tools"),
+        ("mistral", "mistral-medium-latest", "Conversations API"),
+    ],
+)
+def test_groq_compound_and_mistral_stay_without_hosted_search(tmp_path, fake_provider, preset, model, reason):
+    """Neither has a search ketch can run inside its own request: no tool, no Groq
+    ``search_settings``/``compound_custom``, no Mistral connector, and never Tavily instead."""
+    from ketch.websearch.capability import resolve_capability
+
+    official = {"groq": "https://api.groq.com/openai/v1", "mistral": "https://api.mistral.ai/v1"}[preset]
+    capability = resolve_capability(preset, preset, "openai-chat", official, model)
+    assert not capability.supported and reason in capability.reason
+
+    fake = fake_provider([Turn(text="ok")])
+    write_project_config(tmp_path, f'[connections.{preset}]\npreset = "{preset}"\nbase_url = "{fake.base_url}"\n'
+                                   "max_retries = 0\n[web_search]\nenabled = true\n")
+    run = run_ketch(["-p", "hi", "-m", f"{preset}:{model}", "--web-search"], tmp_path,
+                    env={"GROQ_API_KEY": "gk", "MISTRAL_API_KEY": "mk"})
+    assert run.code == 0, run.stderr
+    body = fake.model_requests[0].body
+    assert not _any_search(body)
+    assert not {"search_settings", "compound_custom"} & set(body)

@@ -155,7 +155,8 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
     ),
     CapabilityRule(
         "Groq", ("groq",), ("api.groq.com",), r".",
-        note="compound models search; the Groq SDK is not installed",
+        note="no adapter: compound takes no function tools (every ketch request has them) and searches "
+        "unasked, so privacy could not withhold it",
     ),
     CapabilityRule(
         "Z.AI GLM Coding Plan", ("zai", "glm"), ("api.z.ai", "open.bigmodel.cn"), r".",
@@ -169,7 +170,8 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
         "GLM-4.5+ and GLM-5 text models",
     ),
     CapabilityRule(
-        "Mistral", ("mistral",), ("api.mistral.ai",), r".", note="agents connector only; adapter pending",
+        "Mistral", ("mistral",), ("api.mistral.ai",), r".",
+        note="pending: web_search runs only in the Conversations API (/v1/conversations), a wire ketch lacks",
     ),
     CapabilityRule(
         "Moonshot", ("moonshot", "kimi"), ("api.moonshot.ai", "api.moonshot.cn"), r".",
@@ -239,9 +241,7 @@ def _host(base_url: str | None) -> str:
 
 def _path(base_url: str | None) -> str:
     """The base URL's path with one trailing slash (``/api/paas/v4/``), for path-limited rows."""
-    if not base_url:
-        return ""
-    return (urlsplit(base_url if "//" in base_url else f"//{base_url}").path or "/").rstrip("/") + "/"
+    return urlsplit(base_url if "//" in (base_url or "") else f"//{base_url or ''}").path.rstrip("/") + "/"
 
 
 def _wire_protocol(wire: str | None) -> Protocol | None:
