@@ -104,14 +104,19 @@ class ZaiSearchModel(ZaiModel):
 @dataclass
 class ZaiSearchStreamedResponse(ZaiStreamedResponse):
     """A Z.AI stream: a chunk's ``web_search`` rows become the search call and result, before the
-    text of that chunk."""
+    text of that chunk; the same rows repeated in a later chunk are one search, not two."""
 
     _pending_search: list[Any] = field(default_factory=list, init=False)
+    _seen_rows: set[str] = field(default_factory=set, init=False)
     _searches: int = field(default=0, init=False)
 
     def _map_chunk_provider_details(self, chunk: Any) -> dict[str, Any] | None:
+        import json
+
         rows = _web_search_field(chunk)
-        if rows:
+        key = json.dumps(rows, sort_keys=True, default=str) if rows else ""
+        if rows and key not in self._seen_rows:
+            self._seen_rows.add(key)
             self._pending_search.append((rows, getattr(chunk, "id", "") or ""))
         return super()._map_chunk_provider_details(chunk)
 
