@@ -257,3 +257,15 @@ def test_groq_compound_and_mistral_stay_without_hosted_search(tmp_path, fake_pro
     body = fake.model_requests[0].body
     assert not _any_search(body)
     assert not {"search_settings", "compound_custom"} & set(body)
+
+
+@pytest.mark.parametrize(("think", "sent"), [("high", "enabled"), ("off", "disabled")])
+def test_think_levels_reach_glm_as_its_thinking_field(tmp_path, fake_provider, think, sent):
+    """GLM-4.5+ thinks unless told not to: ``off`` sends ``thinking.type: disabled``, not silence."""
+    fake = fake_provider([Turn(text="ok")])
+    write_project_config(tmp_path, _config(fake))
+    run = run_ketch(["-p", "hi", "-m", MODEL, "--think", think], tmp_path, env={"ZAI_API_KEY": "zk"})
+    assert run.code == 0, run.stderr
+    body = fake.model_requests[0].body
+    assert body["thinking"]["type"] == sent
+    assert "reasoning_effort" not in body  # GLM-4.7 takes no effort level
