@@ -269,3 +269,16 @@ def test_think_levels_reach_glm_as_its_thinking_field(tmp_path, fake_provider, t
     body = fake.model_requests[0].body
     assert body["thinking"]["type"] == sent
     assert "reasoning_effort" not in body  # GLM-4.7 takes no effort level
+
+
+def test_hostile_web_search_fields_give_no_invented_rows():
+    from ketch.providers.zai import search_parts
+    from ketch.websearch.normalize import normalize_native_result
+
+    assert search_parts("not a list", "c") is None
+    assert search_parts([1, "x", None], "c") is None
+    call, result = search_parts([{"title": "t", "link": 7}, {"link": ""}, "junk",
+                                 {"title": "ok", "link": "https://ok.example", "content": ["not text"]},
+                                 {"title": "dup", "link": "https://ok.example"}], "c")
+    assert normalize_native_result(result, call=call)["sources"] == [
+        {"title": "ok", "url": "https://ok.example", "snippet": ""}]
