@@ -151,14 +151,6 @@ def build_layout(ctl: KetchApp) -> Layout:
 
 def live_answer_rows(screen_rows: int) -> int:
     """How many rows of the open Markdown block the live region shows (its tail; the whole
-    block goes to the scrollback when it closes): at most half the screen less the region's
-    other rows, so that a terminal narrowed to half its width re-wraps the region within the
-    screen, where the next frame can erase it, instead of pushing its top into the scrollback."""
-    return max(3, min(screen_rows - RESERVED_ROWS, screen_rows // 2 - RESERVED_ROWS // 2))
-
-
-def live_answer_rows(screen_rows: int) -> int:
-    """How many rows of the open Markdown block the live region shows (its tail; the whole
     block goes to the scrollback when it closes): at most about half the screen, so that a
     terminal narrowed to half its width re-wraps the region within the screen, where the
     next frame can erase it, instead of pushing its top into the scrollback."""
