@@ -214,6 +214,10 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
     events = [chunk({'role': 'assistant', 'content': ''})]
     events += [chunk({'reasoning_content': p}) for p in _pieces(turn.reasoning)]
     events += [chunk({'content': p}) for p in _text_pieces(turn)]
+    annotations = openrouter_annotations(turn, body)
+    if annotations:  # OpenRouter sends the search's sources on a delta once the text is out
+        events.append(chunk({'annotations': annotations}))
+        usage['server_tool_use'] = {'web_search_requests': 1}
     for index, (call_id, tc) in enumerate(calls):
         head = {'index': index, 'id': call_id, 'type': 'function', 'function': {'name': tc.name, 'arguments': ''}}
         events.append(chunk({'tool_calls': [head]}))
@@ -223,6 +227,8 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
     events.append((None, {'id': cid, 'object': 'chat.completion.chunk', 'created': 1700000000, 'model': model,
                           'choices': [], 'usage': usage}))
     message: dict[str, Any] = {'role': 'assistant', 'content': turn.text or None, 'refusal': None}
+    if annotations:
+        message['annotations'] = annotations
     if turn.reasoning:
         message['reasoning_content'] = turn.reasoning
     if calls:
@@ -232,7 +238,34 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
     final = {'id': cid, 'object': 'chat.completion', 'created': 1700000000, 'model': model,
              'choices': [{'index': 0, 'message': message, 'logprobs': None, 'finish_reason': finish}],
              'usage': usage}
+    if '/' in model:  # an OpenRouter slug (vendor/model): OpenRouter names the upstream it routed to
+        final['provider'] = 'FakeUpstream'
+        for _, data in events:
+            data['provider'] = 'FakeUpstream'
     return events, final
+
+
+def openrouter_searches(body: dict[str, Any]) -> bool:
+    """Whether a Chat Completions request asks OpenRouter to search: its `openrouter:web_search`
+    server tool, the (deprecated) `web` plugin, or a model slug with the `:online` variant."""
+    tools = body.get('tools') or []
+    plugins = body.get('plugins') or []
+    model = str(body.get('model') or '')
+    return (any(isinstance(t, dict) and t.get('type') == 'openrouter:web_search' for t in tools)
+            or any(isinstance(p, dict) and p.get('id') == 'web' for p in plugins)
+            or 'online' in model.split(':')[1:])
+
+
+def openrouter_annotations(turn: Turn, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `url_citation` annotations OpenRouter attaches to a searched answer (none when the
+    request did not ask for search, as OpenRouter would not have searched)."""
+    search = turn.native_search
+    if search is None or not turn.text or not openrouter_searches(body):
+        return []
+    return [{'type': 'url_citation', 'url_citation': {'url': s['url'], 'title': s.get('title', ''),
+                                                      'content': s.get('snippet', ''),
+                                                      'start_index': 0, 'end_index': len(turn.text)}}
+            for s in search.sources]
 
 
 # ---------------------------------------------------------------- Responses

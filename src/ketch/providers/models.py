@@ -10,6 +10,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ketch.core.config import Connection
+from ketch.providers.openrouter import speaks_openrouter
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -64,6 +65,8 @@ def _openai_provider(conn: Connection, wire: str) -> Any:
         from pydantic_ai.providers.openai import OpenAIProvider
 
         return OpenAIProvider(openai_client=client)
+    if wire == "openai-chat" and speaks_openrouter(conn.preset.name, wire, conn.base_url):
+        return client  # ``openrouter_model`` wraps it in the SDK's OpenRouter provider
     dedicated = _DEDICATED_OPENAI_PROVIDERS.get(conn.preset.name)
     if dedicated:
         import importlib
@@ -114,6 +117,10 @@ def build_model(
 
             sdk_warmup.start()
         return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
+    if speaks_openrouter(conn.preset.name, wire, conn.base_url):
+        from ketch.providers.openrouter import openrouter_model
+
+        return openrouter_model(conn.model_name, _openai_provider(conn, wire), profile)
     from pydantic_ai.models.openai import OpenAIChatModel
 
     return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)

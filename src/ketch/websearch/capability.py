@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+from ketch.providers.openrouter import speaks_openrouter
 from ketch.websearch.normalize import (
     SEARCH_TOOL_NAME,
     is_native_search,
@@ -135,12 +136,17 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
     ),
     CapabilityRule(
         "OpenRouter", ("openrouter",), ("openrouter.ai",), r".", ("openrouter",),
-        "server tool; needs the native OpenRouter wire", "routed models",
+        "openrouter:web_search server tool on the SDK's OpenRouter model (Chat Completions); a model "
+        "id ending in :online counts as the opt-in and is sent without the tag (search on the wire once)",
+        "routed models (search runs at OpenRouter)",
     ),
     CapabilityRule(
         "Alibaba Model Studio", ("qwen", "dashscope", "alibaba"),
-        ("dashscope.aliyuncs.com", "dashscope-intl.aliyuncs.com"), r".",
-        note="provider offers search; ketch adapter pending",
+        ("dashscope.aliyuncs.com", "dashscope-intl.aliyuncs.com"), r"qwen3\.5-(plus|flash)\b",
+        ("openai-responses",),
+        "Responses web_search, the OpenAI tool shape; needs wire = openai-responses and the "
+        "/api/v2/apps/protocols/compatible-mode/v1 base URL",
+        "Qwen 3.5 Plus/Flash",
     ),
     CapabilityRule(
         "Google Gemini", ("gemini", "google"), ("generativelanguage.googleapis.com",),
@@ -200,8 +206,9 @@ def capability_table() -> list[dict[str, str]]:
     ]
 
 
-_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini"})
-"""Protocols whose wire ketch can build a session on (there is no OpenRouter wire yet)."""
+_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini", "openrouter"})
+"""Protocols whose wire ketch can build a session on (``openrouter``: Chat Completions on the SDK's
+OpenRouter model, ``providers.openrouter``)."""
 
 
 def _state(rule: CapabilityRule) -> str:
@@ -215,8 +222,14 @@ def _state(rule: CapabilityRule) -> str:
 
 
 def _bare_model(model_name: str) -> str:
-    """``openai:gpt-5`` or ``deepseek/deepseek-v4-pro`` -> the model id itself, lowercased."""
-    return re.split(r"[:/]", model_name.strip())[-1].lower()
+    """``openai:gpt-5`` or ``deepseek/deepseek-v4-pro`` -> the model id itself, lowercased
+    (an OpenRouter variant tag such as ``:online`` or ``:free`` is not the id)."""
+    parts = [p for p in re.split(r"[:/]", model_name.strip()) if p.lower() not in _VARIANT_TAGS]
+    return (parts[-1] if parts else model_name).lower()
+
+
+_VARIANT_TAGS = frozenset({"online", "free", "nitro", "floor", "thinking", "extended", "exacto"})
+"""OpenRouter's model variants (``vendor/model:online``)."""
 
 
 def _host(base_url: str | None) -> str:
@@ -276,13 +289,16 @@ def resolve_capability(
     """
     declared, dynamic_opt_in, meta_protocol = _metadata_flags(metadata)
     wire_protocol = _wire_protocol(wire) or meta_protocol
+    if wire_protocol is None and speaks_openrouter(preset, wire, base_url):
+        wire_protocol = "openrouter"  # Chat Completions on OpenRouter: its own server tool
     label = connection_name or preset or "this connection"
     if declared is False:
         return Capability(False, reason=f"model metadata for {model_name} turns hosted search off")
     if declared is True:
         if wire_protocol is None:
             return Capability(
-                False, reason=f"{label} declares hosted search but speaks none of Responses, Anthropic Messages or Gemini"
+                False, reason=f"{label} declares hosted search but speaks none of Responses, Anthropic Messages, "
+                "Gemini or OpenRouter"
             )
         if wire_protocol == "gemini" and re.match(r"gemini-[12]\.", _bare_model(model_name)):
             return Capability(False, reason=f"{model_name} cannot combine Google Search with function tools "
