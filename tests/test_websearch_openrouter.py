@@ -300,3 +300,13 @@ def test_a_model_name_openrouter_refuses_is_one_line(tmp_path, fake_provider):
     assert run.code == 2, run.stderr
     assert "openrouter:gpt-5" in one_line_error(run.stderr)
     assert fake.model_requests == []
+
+
+def test_models_capabilities_shows_the_openrouter_and_alibaba_rows_as_built(tmp_path):
+    run = run_ketch(["models", "--capabilities"], tmp_path)
+    assert run.code == 0, run.stderr
+    rows = {line.split("  ")[0]: line for line in run.stdout.splitlines()[2:]}
+    assert "hosted search" in rows["OpenRouter"] and "pending" not in rows["OpenRouter"]
+    assert ":online" in rows["OpenRouter"] and "openrouter.ai" in rows["OpenRouter"]
+    alibaba = rows["Alibaba Model Studio"]
+    assert "hosted search" in alibaba and "Qwen 3.5 Plus/Flash" in alibaba and "openai-responses" in alibaba
