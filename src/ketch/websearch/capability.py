@@ -222,14 +222,8 @@ def _state(rule: CapabilityRule) -> str:
 
 
 def _bare_model(model_name: str) -> str:
-    """``openai:gpt-5`` or ``deepseek/deepseek-v4-pro`` -> the model id itself, lowercased
-    (an OpenRouter variant tag such as ``:online`` or ``:free`` is not the id)."""
-    parts = [p for p in re.split(r"[:/]", model_name.strip()) if p.lower() not in _VARIANT_TAGS]
-    return (parts[-1] if parts else model_name).lower()
-
-
-_VARIANT_TAGS = frozenset({"online", "free", "nitro", "floor", "thinking", "extended", "exacto"})
-"""OpenRouter's model variants (``vendor/model:online``)."""
+    """``openai:gpt-5`` or ``deepseek/deepseek-v4-pro`` -> the model id itself, lowercased."""
+    return re.split(r"[:/]", model_name.strip())[-1].lower()
 
 
 def _host(base_url: str | None) -> str:
