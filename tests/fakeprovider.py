@@ -3,7 +3,8 @@
 One `FakeProvider` speaks three wires the way the official APIs do, streaming (SSE) or not:
 OpenAI Chat Completions (`/v1/chat/completions`), OpenAI Responses (`/v1/responses`) and
 Anthropic Messages (`/v1/messages`), Gemini (`/v1beta/models/{model}:streamGenerateContent`
-and `:generateContent`, see `fake_gemini`), plus `GET /v1/models`. Each model request plays the next
+and `:generateContent`, see `fake_gemini`), plus `GET /v1/models`. A Chat Completions request
+carrying Z.AI's `web_search` tool gets its `web_search` rows (see `fake_zai`). Each model request plays the next
 `Turn` of a script; every request is recorded. A missing or doubled `/v1` prefix is tolerated
 unless `exact_paths` asks for a real server's routing; the path actually received is recorded.
 Server behaviours of real local servers can be switched on: `refuse_stream_with_tools`,
@@ -31,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import fake_gemini
+import fake_zai
 import pytest
 from fake_gemini import GEMINI
 
@@ -212,6 +214,8 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
                       'choices': [choice]}
 
     events = [chunk({'role': 'assistant', 'content': ''})]
+    if (zai_rows := fake_zai.web_search_rows(turn, body)) is not None:
+        events[0][1]['web_search'] = zai_rows  # Z.AI reports its chat search at the top level
     events += [chunk({'reasoning_content': p}) for p in _pieces(turn.reasoning)]
     events += [chunk({'content': p}) for p in _text_pieces(turn)]
     annotations = openrouter_annotations(turn, body)
@@ -242,6 +246,8 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
         final['provider'] = 'FakeUpstream'
         for _, data in events:
             data['provider'] = 'FakeUpstream'
+    if zai_rows is not None:
+        final['web_search'] = zai_rows
     return events, final
 
 

@@ -122,6 +122,14 @@ def build_model(
         return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
     if speaks_openrouter(conn.preset.name, wire, conn.base_url):
         return openrouter_model(conn.model_name, _openai_client(conn, wire), profile)
+    from ketch.providers.zai import speaks_zai
+
+    if speaks_zai(conn.preset.name, conn.base_url):
+        from ketch.providers.zai import ZaiSearchModel
+        from pydantic_ai.providers.zai import ZaiProvider
+
+        return ZaiSearchModel(conn.model_name, provider=ZaiProvider(openai_client=_openai_provider(conn, wire).client),
+                              **extra)
     from pydantic_ai.models.openai import OpenAIChatModel
 
     return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)

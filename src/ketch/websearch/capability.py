@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from ketch.providers.openrouter import speaks_openrouter
 from ketch.websearch.normalize import (
     SEARCH_TOOL_NAME,
     is_native_search,
@@ -38,7 +37,7 @@ from ketch.websearch.normalize import (
 if TYPE_CHECKING:
     from ketch.tools.base import ToolSpec
 
-Protocol = Literal["openai-responses", "anthropic-messages", "openrouter", "gemini"]
+Protocol = Literal["openai-responses", "anthropic-messages", "openrouter", "gemini", "zai-chat"]
 Surface = Literal["tui", "headless", "child", "auxiliary"]
 
 OPT_IN_ENV = "KETCH_WEB_SEARCH_ENABLED"
@@ -47,6 +46,9 @@ _RESPONSES_WIRES = {"responses", "openai-responses"}
 _ANTHROPIC_WIRES = {"anthropic", "anthropic-messages", "messages", "anthropic-compatible"}
 _OPENROUTER_WIRES = {"openrouter"}
 _GEMINI_WIRES = {"gemini", "google", "gemini-generate-content"}
+_CHAT_WIRES = {"openai-chat", "chat", "chat-completions"}
+CHAT_PROTOCOLS: frozenset[str] = frozenset({"zai-chat", "openrouter"})
+"""Hosted-search protocols that run on the Chat Completions wire itself (a provider's own tool there)."""
 _PROTOCOL_BY_SETTING: dict[str, Protocol] = {"responses": "openai-responses", "anthropic": "anthropic-messages"}
 
 
@@ -89,15 +91,17 @@ class CapabilityRule:
     dynamic_models: str = ""
     """Anthropic only: the models (same syntax as ``models``) that take ``web_search_20260209``
     (dynamic filtering) on this row's official hosts; empty: none."""
+    paths: tuple[str, ...] = ()
+    """Base-URL path prefixes this row is limited to (one host, several endpoints); empty: any."""
 
     @property
     def supported(self) -> bool:
         return bool(self.protocols)
 
-    def covers_connection(self, preset: str, host: str) -> bool:
+    def covers_connection(self, preset: str, host: str, path: str = "") -> bool:
         if host:
-            return host in self.hosts
-        return preset in self.presets
+            return host in self.hosts and (not self.paths or path.startswith(self.paths))
+        return preset in self.presets and not self.paths
 
     def covers_model(self, model_name: str) -> bool:
         return re.match(self.models, _bare_model(model_name), re.IGNORECASE) is not None
@@ -156,14 +160,23 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
     ),
     CapabilityRule(
         "Groq", ("groq",), ("api.groq.com",), r".",
-        note="compound models search; the Groq SDK is not installed",
+        note="no adapter: compound takes no function tools (every ketch request has them) and searches "
+        "unasked, so privacy could not withhold it",
     ),
     CapabilityRule(
-        "Z.AI / GLM", ("zai", "glm"), ("api.z.ai", "open.bigmodel.cn"), r".",
-        note="provider offers search; ketch adapter pending",
+        "Z.AI GLM Coding Plan", ("zai", "glm"), ("api.z.ai", "open.bigmodel.cn"), r".",
+        note="the coding endpoint (/api/coding/) offers search only as a separate MCP server, "
+        "not as its chat tool", paths=("/api/coding/",),
     ),
     CapabilityRule(
-        "Mistral", ("mistral",), ("api.mistral.ai",), r".", note="agents connector only; adapter pending",
+        "Z.AI / GLM", ("zai", "glm"), ("api.z.ai", "open.bigmodel.cn"),
+        r"glm-(4\.[5-9]|5(\.\d+)?)(-[a-z]+)*$", ("zai-chat",),
+        "web_search tool of its chat endpoint (/api/paas/v4); never the standalone Web Search API",
+        "GLM-4.5+ and GLM-5 text models",
+    ),
+    CapabilityRule(
+        "Mistral", ("mistral",), ("api.mistral.ai",), r".",
+        note="pending: web_search runs only in the Conversations API (/v1/conversations), a wire ketch lacks",
     ),
     CapabilityRule(
         "Moonshot", ("moonshot", "kimi"), ("api.moonshot.ai", "api.moonshot.cn"), r".",
@@ -206,7 +219,7 @@ def capability_table() -> list[dict[str, str]]:
     ]
 
 
-_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini", "openrouter"})
+_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini", "zai-chat", "openrouter"})
 """Protocols whose wire ketch can build a session on (``openrouter``: Chat Completions on the SDK's
 OpenRouter model, ``providers.openrouter``)."""
 
@@ -230,6 +243,11 @@ def _host(base_url: str | None) -> str:
     if not base_url:
         return ""
     return (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower()
+
+
+def _path(base_url: str | None) -> str:
+    """The base URL's path with one trailing slash (``/api/paas/v4/``), for path-limited rows."""
+    return urlsplit(base_url if "//" in (base_url or "") else f"//{base_url or ''}").path.rstrip("/") + "/"
 
 
 def _wire_protocol(wire: str | None) -> Protocol | None:
@@ -283,12 +301,12 @@ def resolve_capability(
     """
     declared, dynamic_opt_in, meta_protocol = _metadata_flags(metadata)
     wire_protocol = _wire_protocol(wire) or meta_protocol
-    if wire_protocol is None and speaks_openrouter(preset, wire, base_url):
-        wire_protocol = "openrouter"  # Chat Completions on OpenRouter: its own server tool
     label = connection_name or preset or "this connection"
     if declared is False:
         return Capability(False, reason=f"model metadata for {model_name} turns hosted search off")
     if declared is True:
+        if wire_protocol is None and (wire or "").strip().lower() in _CHAT_WIRES:
+            wire_protocol = _chat_protocol_of(preset)  # a provider's own tool on Chat Completions (Z.AI, OpenRouter)
         if wire_protocol is None:
             return Capability(
                 False, reason=f"{label} declares hosted search but speaks none of Responses, Anthropic Messages, "
@@ -300,8 +318,8 @@ def resolve_capability(
         dynamic = dynamic_opt_in or (dynamic_filtering and _preset_filters_dynamically(preset, model_name))
         return _capable(wire_protocol, dynamic, f"declared by model metadata ({wire_protocol})")
 
-    host, preset_name = _host(base_url), (preset or "").lower()
-    rule = next((r for r in CAPABILITY_RULES if r.covers_connection(preset_name, host)), None)
+    host, preset_name, path = _host(base_url), (preset or "").lower(), _path(base_url)
+    rule = next((r for r in CAPABILITY_RULES if r.covers_connection(preset_name, host, path)), None)
     if rule is None:
         return Capability(
             False,
@@ -318,6 +336,13 @@ def resolve_capability(
         return Capability(False, reason=why_not)
     dynamic = dynamic_opt_in or (dynamic_filtering and rule.filters_dynamically(model_name))
     return _capable(chosen, dynamic, f"{rule.provider} {model_name} over {chosen}")
+
+
+def _chat_protocol_of(preset: str | None) -> Protocol | None:
+    """The Chat Completions search protocol of a preset's own row (``zai`` -> ``zai-chat``), if any."""
+    name = (preset or "").lower()
+    rule = next((r for r in CAPABILITY_RULES if name in r.presets and set(r.protocols) & CHAT_PROTOCOLS), None)
+    return rule.protocols[0] if rule is not None else None
 
 
 def _preset_filters_dynamically(preset: str | None, model_name: str) -> bool:
@@ -346,7 +371,8 @@ def _choose_protocol(
         if wanted in rule.protocols:
             return wanted, ""
         return None, f"{rule.provider} has no {setting} hosted search"
-    if (wire or "").strip().lower() in {"", "auto"}:
+    normalized = (wire or "").strip().lower()
+    if normalized in {"", "auto"} or (rule.protocols[0] in CHAT_PROTOCOLS and normalized in _CHAT_WIRES):
         return rule.protocols[0], ""
     return None, f"{rule.provider} hosted search needs the {rule.protocols[0]} wire, not {wire}"
 

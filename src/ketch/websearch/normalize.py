@@ -105,8 +105,9 @@ def _query_from_args(args: Mapping[str, Any]) -> str:
 
 
 def _sources(content: Any) -> list[dict[str, str]]:
-    """Source rows from Anthropic (a list of result blocks), Responses (``{'sources': [...]}``) or
-    Gemini grounding (the SDK's list of ``groundingChunks[].web``: ``uri`` and ``title``)."""
+    """Source rows from Anthropic (a list of result blocks), Responses (``{'sources': [...]}``),
+    Gemini grounding (the SDK's list of ``groundingChunks[].web``: ``uri`` and ``title``) or Z.AI's
+    ``web_search`` rows (``link``, ``title``, ``content``)."""
     if isinstance(content, dict):
         rows = content.get("sources") or content.get("results") or []
     elif isinstance(content, list):
@@ -118,7 +119,7 @@ def _sources(content: Any) -> list[dict[str, str]]:
     for row in rows:
         if not isinstance(row, dict):
             continue
-        url = row.get("url") if isinstance(row.get("url"), str) else row.get("uri")
+        url = next((row[k] for k in ("url", "uri", "link") if isinstance(row.get(k), str) and row[k]), None)
         if not isinstance(url, str) or not url or url in seen:
             continue
         seen.add(url)

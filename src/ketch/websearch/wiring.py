@@ -22,6 +22,7 @@ from ketch.core.events import WebSearchResult
 from ketch.providers.openrouter import is_online, speaks_openrouter
 from ketch.websearch.normalize import annotated_search
 from ketch.websearch.capability import (
+    CHAT_PROTOCOLS,
     SEARCH_TOOL_NAME,
     Capability,
     SearchRoute,
@@ -148,18 +149,19 @@ def session_search(
     return SessionSearch(settings, capability, route, surface, opt_in, wire, notice)
 
 
-def protocol_wire(protocol: str) -> str:
-    """The connection wire a hosted-search protocol runs on (OpenRouter's on Chat Completions)."""
-    return "openai-chat" if protocol == "openrouter" else protocol
-
-
 def _session_wire(conn_wire: str, protocol: str | None) -> tuple[str, str]:
     """(wire for the session model, reason hosted search cannot run on this connection or "")."""
-    if protocol is None or protocol_wire(protocol) == conn_wire:
+    if protocol is None or _runs_on(protocol) == conn_wire:
         return conn_wire, ""
     if protocol == "openai-responses" and conn_wire == "openai-chat":
         return "openai-responses", ""  # the primary request moves with the search; never the search alone
     return conn_wire, f"hosted search over {protocol} needs a connection on that wire, not {conn_wire}"
+
+
+def _runs_on(protocol: str) -> str:
+    """The connection wire a hosted-search protocol runs on: its own, or Chat Completions for a
+    provider's own tool there (Z.AI's ``web_search``)."""
+    return "openai-chat" if protocol in CHAT_PROTOCOLS else protocol
 
 
 def child_search_route(
@@ -179,7 +181,7 @@ def child_search_route(
         capability = connection_capability(
             connection, parent.settings.protocol, dynamic_filtering=parent.settings.anthropic_dynamic_filtering
         )
-        if capability.protocol is not None and protocol_wire(capability.protocol) != connection.wire:
+        if capability.protocol is not None and _runs_on(capability.protocol) != connection.wire:
             capability = Capability(False, reason=f"hosted search needs the {capability.protocol} wire")
     return route_web_search(
         parent.settings,
