@@ -310,3 +310,21 @@ def test_models_capabilities_shows_the_openrouter_and_alibaba_rows_as_built(tmp_
     assert ":online" in rows["OpenRouter"] and "openrouter.ai" in rows["OpenRouter"]
     alibaba = rows["Alibaba Model Studio"]
     assert "hosted search" in alibaba and "Qwen 3.5 Plus/Flash" in alibaba and "openai-responses" in alibaba
+
+
+def test_online_tags_are_recognised_only_as_openrouter_variants():
+    import dataclasses
+
+    from ketch.core.config import Config, resolve_connection
+    from ketch.frontends.slash_actions import _online_note
+    from ketch.providers.openrouter import is_online, speaks_openrouter, without_online
+
+    assert is_online("openai/gpt-5:online") and is_online("openai/gpt-oss-20b:free:online")
+    assert not is_online("openai/gpt-5") and not is_online("vendor/online-model")
+    assert without_online("openai/gpt-oss-20b:free:online") == "openai/gpt-oss-20b:free"
+    assert speaks_openrouter("openai-compatible", "openai-chat", "https://openrouter.ai/api/v1")
+    assert not speaks_openrouter("openrouter", "openai-responses", "https://openrouter.ai/api/v1")
+    assert not speaks_openrouter("openai-compatible", "openai-chat", "https://notopenrouter.ai/v1")
+    conn = resolve_connection(Config(), ONLINE, environ={"OPENROUTER_API_KEY": KEY})
+    assert ":online" in _online_note(conn)  # /model keeps the session's route, and says so
+    assert _online_note(dataclasses.replace(conn, model_name="openai/gpt-5")) == ""
