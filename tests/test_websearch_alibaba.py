@@ -82,18 +82,27 @@ async def test_web_search_goes_on_the_responses_wire_and_the_answer_is_replayed_
     assert "previous_response_id" not in second
 
 
-def test_privacy_and_a_child_without_the_tool_get_no_search():
+async def test_privacy_and_a_child_without_the_tool_send_no_search(fake_provider):
+    from ketch.providers.models import build_model
+
     environ = {"DASHSCOPE_API_KEY": "sk-ds"}
+    fake = fake_provider([Turn(text="ok")] * 3)
+
+    async def sent_tools(conn, route) -> list[dict]:
+        model = build_model(dataclasses.replace(conn, base_url=fake.base_url), "openai-responses")
+        await Agent(model, capabilities=route.capabilities()).run("hi")
+        return fake.model_requests[-1].body.get("tools") or []
+
     private = _config(privacy=True)
     conn = resolve_connection(private, "qwen:qwen3.5-plus", environ=environ)
-    assert session_search(private, conn, interactive=False, flag=True, environ={}).route.has_search is False
+    assert await sent_tools(conn, session_search(private, conn, interactive=False, flag=True, environ={}).route) == []
 
     config = _config()
     conn = resolve_connection(config, "qwen:qwen3.5-plus", environ=environ)
     parent = session_search(config, conn, interactive=False, flag=True, environ={})
-    assert parent.route.native_tool is not None
-    assert child_search_route(parent, ["read_file", "grep"]).has_search is False
-    assert child_search_route(parent, ["read_file", "web_search"]).native_tool is not None
+    assert await sent_tools(conn, child_search_route(parent, ["read_file", "grep"])) == []
+    assert await sent_tools(conn, child_search_route(parent, ["read_file", "web_search"])) == [
+        {"type": "web_search", "search_context_size": "medium"}]
 
 
 def test_metadata_can_still_turn_it_off():

@@ -91,8 +91,7 @@ def test_server_tool_goes_on_the_wire_and_annotations_become_source_rows(tmp_pat
     roles = [m["role"] for m in two.body["messages"] if m["role"] != "system"]
     assert roles == ["user", "assistant", "user"]
     assistant = next(m for m in two.body["messages"] if m["role"] == "assistant")
-    assert assistant["content"] == SEARCHED.text
-    assert "tool_calls" not in assistant
+    assert assistant == {"role": "assistant", "content": SEARCHED.text}  # no tool_calls, nothing invented
     assert not tool_results(two)
     assert user_texts(two)[-1] == "are you sure?"
 
@@ -158,16 +157,16 @@ def test_online_variant_with_search_withheld_runs_without_search_and_says_so(tmp
 
 
 @pytest.mark.parametrize(
-    ("config_kwargs", "flags"),
+    ("config_kwargs", "flags", "client_tool"),
     [
-        pytest.param({}, ["--web-search", "--privacy"], id="privacy-flag"),
-        pytest.param({"extra": "privacy = true"}, ["--web-search"], id="privacy-config"),
-        pytest.param({"declared": False}, ["--web-search"], id="not-openrouter-ai-without-metadata"),
-        pytest.param({}, [], id="headless-no-opt-in"),
-        pytest.param({"search": "enabled = true\nsource = 'tavily'"}, ["--web-search"], id="tavily-source"),
+        pytest.param({}, ["--web-search", "--privacy"], False, id="privacy-flag"),
+        pytest.param({"extra": "privacy = true"}, ["--web-search"], False, id="privacy-config"),
+        pytest.param({"declared": False}, ["--web-search"], False, id="not-openrouter-ai-without-metadata"),
+        pytest.param({}, [], False, id="headless-no-opt-in"),
+        pytest.param({"search": "enabled = true\nsource = 'tavily'"}, ["--web-search"], True, id="tavily-source"),
     ],
 )
-def test_no_server_tool_is_sent(tmp_path, fake_provider, config_kwargs, flags):
+def test_no_server_tool_is_sent(tmp_path, fake_provider, config_kwargs, flags, client_tool):
     fake = fake_provider([SEARCHED])
     text = _config(fake, **{k: v for k, v in config_kwargs.items() if k != "extra"})
     if "extra" in config_kwargs:
@@ -176,6 +175,11 @@ def test_no_server_tool_is_sent(tmp_path, fake_provider, config_kwargs, flags):
     events = _ketch(tmp_path, "hi", *flags)
     body = fake.model_requests[0].body
     assert not _server_tools(body) and "plugins" not in body and ":online" not in body["model"]
+    # Tavily only when it is the chosen source, never as a fallback for a pair that cannot search.
+    clients = [t for t in body.get("tools") or [] if t.get("type") == "function" and t["function"]["name"] == "web_search"]
+    assert bool(clients) is client_tool
+    if not client_tool:
+        assert not _any_search(body)
     assert not [e for e in events if e["type"] == "web_search_result"]  # OpenRouter did not search
 
 
@@ -328,3 +332,37 @@ def test_online_tags_are_recognised_only_as_openrouter_variants():
     conn = resolve_connection(Config(), ONLINE, environ={"OPENROUTER_API_KEY": KEY})
     assert ":online" in _online_note(conn)  # /model keeps the session's route, and says so
     assert _online_note(dataclasses.replace(conn, model_name="openai/gpt-5")) == ""
+
+
+@pytest.mark.parametrize(("model", "flag", "searches"), [
+    ("openai/gpt-5", True, True),      # the table's own row, on openrouter.ai: the tool goes out
+    ("openai/gpt-5", False, False),    # headless without the opt-in: it does not
+    ("openai/gpt-5:online", False, True),  # the :online variant is the opt-in
+])
+async def test_the_table_row_on_openrouter_ai_decides_the_wire(fake_provider, model, flag, searches):
+    """The decision is taken for the real openrouter.ai connection (no metadata); the requests then
+    go to the fake, so what is asserted is that the row's answer is exactly what reaches the wire."""
+    import dataclasses
+
+    from pydantic_ai import Agent
+
+    from ketch.core.config import Config, resolve_connection
+    from ketch.providers.models import build_model
+    from ketch.websearch.wiring import NativeSearchTracker, session_search
+
+    fake = fake_provider([SEARCHED])
+    config = Config()
+    conn = resolve_connection(config, f"openrouter:{model}", environ={"OPENROUTER_API_KEY": KEY})
+    search = session_search(config, conn, interactive=False, flag=flag, environ={})
+    assert search.capability.protocol == "openrouter"
+    agent = Agent(build_model(dataclasses.replace(conn, base_url=fake.base_url), search.wire),
+                  capabilities=search.route.capabilities())
+    tracker, rows = NativeSearchTracker(), []
+    async with agent.run_stream_events("what is ketch?") as stream:
+        async for item in stream:
+            if (found := tracker.observe(item)) is not None:
+                rows.append(found.sources)
+    body = fake.model_requests[0].body
+    assert body["model"] == "openai/gpt-5"
+    assert len(_server_tools(body)) == (1 if searches else 0)
+    assert rows == ([ROWS] if searches else [])
