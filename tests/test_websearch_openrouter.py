@@ -366,3 +366,25 @@ async def test_the_table_row_on_openrouter_ai_decides_the_wire(fake_provider, mo
     assert body["model"] == "openai/gpt-5"
     assert len(_server_tools(body)) == (1 if searches else 0)
     assert rows == ([ROWS] if searches else [])
+
+
+def test_annotations_become_rows_only_where_openrouter_supplied_a_url():
+    from pydantic_ai.messages import TextPart
+
+    from ketch.websearch.normalize import annotated_search
+
+    hostile = [
+        "not an object", {"type": "file", "file": {"name": "a.pdf"}}, {"type": "url_citation"},
+        {"type": "url_citation", "url_citation": {"title": "no url"}},
+        {"type": "url_citation", "url_citation": {"url": "https://a.example/", "title": 7, "content": ["x"]}},
+        {"type": "url_citation", "url_citation": {"url": "https://a.example/", "title": "again"}},
+        {"type": "url_citation", "url_citation": {"url": "https://b.example/", "content": "snip"}},
+    ]
+    found = annotated_search(TextPart("answer", provider_details={"annotations": hostile}))
+    assert found is not None and found["query"] == ""
+    assert found["sources"] == [{"title": "7", "url": "https://a.example/", "snippet": ""},
+                                {"title": "", "url": "https://b.example/", "snippet": "snip"}]
+    other = annotated_search(TextPart("another answer", provider_details={"annotations": hostile}))
+    assert other["call_id"] != found["call_id"]  # one search per answer, even with the same sources
+    assert annotated_search(TextPart("plain")) is None
+    assert annotated_search(TextPart("files only", provider_details={"annotations": hostile[:2]})) is None

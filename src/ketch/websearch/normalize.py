@@ -36,7 +36,8 @@ def annotated_search(part: Any) -> dict[str, Any] | None:
     variant) returns no call or result parts: the sources arrive as annotations of the answer
     (``{"type": "url_citation", "url_citation": {url, title, content, ...}}``), which the SDK
     keeps in the text part's ``provider_details["annotations"]``. The query is not reported, so
-    it stays empty; the call id is derived from the sources so a replay names the same search.
+    it stays empty; the call id is derived from the answer and its sources, so it is the same
+    wherever the stored answer is read again.
     None when the part carries no such annotation."""
     if getattr(part, "part_kind", "") != "text":
         return None
@@ -53,7 +54,8 @@ def annotated_search(part: Any) -> dict[str, Any] | None:
     sources = _sources(rows)
     if not sources:
         return None
-    digest = hashlib.sha256("\n".join(s["url"] for s in sources).encode()).hexdigest()[:16]
+    basis = "\n".join([str(getattr(part, "content", "")), *(s["url"] for s in sources)])
+    digest = hashlib.sha256(basis.encode()).hexdigest()[:16]
     return {"call_id": f"openrouter-{digest}", "query": "", "sources": sources}
 
 
