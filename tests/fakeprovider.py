@@ -4,7 +4,10 @@ One `FakeProvider` speaks three wires the way the official APIs do, streaming (S
 OpenAI Chat Completions (`/v1/chat/completions`), OpenAI Responses (`/v1/responses`) and
 Anthropic Messages (`/v1/messages`), Gemini (`/v1beta/models/{model}:streamGenerateContent`
 and `:generateContent`, see `fake_gemini`), plus `GET /v1/models`. A Chat Completions request
-carrying Z.AI's `web_search` tool gets its `web_search` rows (see `fake_zai`). Each model request plays the next
+carrying Z.AI's `web_search` tool gets its `web_search` rows (see `fake_zai`); one asking OpenRouter
+to search (its `openrouter:web_search` server tool, the `web` plugin or an `:online` model) gets a
+turn's `native_search` sources as `url_citation` annotations, on a delta after the text and on the
+message, and a model slug with a `/` gets OpenRouter's `provider` field. Each model request plays the next
 `Turn` of a script; every request is recorded. A missing or doubled `/v1` prefix is tolerated
 unless `exact_paths` asks for a real server's routing; the path actually received is recorded.
 Server behaviours of real local servers can be switched on: `refuse_stream_with_tools`,
