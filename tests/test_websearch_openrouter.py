@@ -388,3 +388,27 @@ def test_annotations_become_rows_only_where_openrouter_supplied_a_url():
     assert other["call_id"] != found["call_id"]  # one search per answer, even with the same sources
     assert annotated_search(TextPart("plain")) is None
     assert annotated_search(TextPart("files only", provider_details={"annotations": hostile[:2]})) is None
+
+
+@pytest.mark.parametrize(("extra", "annotated"), [
+    ({"tools": [{"type": "openrouter:web_search"}]}, True),
+    ({"plugins": [{"id": "web"}]}, True),
+    ({"model": "openai/gpt-5:online"}, True),
+    ({"tools": [{"type": "function", "function": {"name": "web_search", "parameters": {}}}]}, False),
+    ({}, False),
+])
+def test_the_fake_annotates_only_a_request_that_asked_openrouter_to_search(fake_provider, extra, annotated):
+    import httpx
+
+    fake = fake_provider([SEARCHED, SEARCHED])
+    body = {"model": "openai/gpt-5", "messages": [{"role": "user", "content": "hi"}], **extra}
+    whole = httpx.post(f"{fake.base_url}/chat/completions", json=body).json()
+    assert whole["provider"] and bool(whole["choices"][0]["message"].get("annotations")) is annotated
+    streamed = httpx.post(f"{fake.base_url}/chat/completions", json={**body, "stream": True}).text
+    chunks = [json.loads(line[6:]) for line in streamed.splitlines() if line.startswith("data: {")]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    found = [a["url_citation"]["url"] for d in deltas for a in d.get("annotations", [])]
+    assert found == ([s["url"] for s in SOURCES] if annotated else [])
+    if annotated:  # after the whole text, as OpenRouter sends them
+        last_text = max(i for i, d in enumerate(deltas) if d.get("content"))
+        assert all(i > last_text for i, d in enumerate(deltas) if d.get("annotations"))
