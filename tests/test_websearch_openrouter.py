@@ -412,3 +412,23 @@ def test_the_fake_annotates_only_a_request_that_asked_openrouter_to_search(fake_
     if annotated:  # after the whole text, as OpenRouter sends them
         last_text = max(i for i, d in enumerate(deltas) if d.get("content"))
         assert all(i > last_text for i, d in enumerate(deltas) if d.get("annotations"))
+
+
+def test_text_coalescing_never_merges_away_annotations():
+    """OpenRouter may put the annotations on a chunk that also carries text: merging text deltas
+    below the SDK must keep that chunk (and its sources) whole."""
+    from ketch.providers.coalesce import coalesce_events
+
+    def frame(delta: dict) -> bytes:
+        chunk = {"id": "g", "object": "chat.completion.chunk", "model": "openai/gpt-5",
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        return f"data: {json.dumps(chunk)}\n\n".encode()
+
+    annotation = {"type": "url_citation", "url_citation": {"url": SOURCES[0]["url"], "title": "t"}}
+    merged, _ = coalesce_events([frame({"content": "Ketch "}), frame({"content": "is"}),
+                                 frame({"content": " a terminal agent.", "annotations": [annotation]})])
+    datas = [json.loads(line[6:]) for line in merged.decode().splitlines() if line.startswith("data: ")]
+    deltas = [d["choices"][0]["delta"] for d in datas]
+    assert "".join(d.get("content", "") for d in deltas) == "Ketch is a terminal agent."
+    assert [d.get("annotations") for d in deltas if "annotations" in d] == [[annotation]]
+    assert len(deltas) == 2  # the plain text merged, the annotated chunk kept whole
