@@ -4,7 +4,10 @@ One `FakeProvider` speaks three wires the way the official APIs do, streaming (S
 OpenAI Chat Completions (`/v1/chat/completions`), OpenAI Responses (`/v1/responses`) and
 Anthropic Messages (`/v1/messages`), Gemini (`/v1beta/models/{model}:streamGenerateContent`
 and `:generateContent`, see `fake_gemini`), plus `GET /v1/models`. A Chat Completions request
-carrying Z.AI's `web_search` tool gets its `web_search` rows (see `fake_zai`). Each model request plays the next
+carrying Z.AI's `web_search` tool gets its `web_search` rows (see `fake_zai`); one asking OpenRouter
+to search (its `openrouter:web_search` server tool, the `web` plugin or an `:online` model) gets a
+turn's `native_search` sources as `url_citation` annotations, on a delta after the text and on the
+message, and a model slug with a `/` gets OpenRouter's `provider` field. Each model request plays the next
 `Turn` of a script; every request is recorded. A missing or doubled `/v1` prefix is tolerated
 unless `exact_paths` asks for a real server's routing; the path actually received is recorded.
 Server behaviours of real local servers can be switched on: `refuse_stream_with_tools`,
@@ -218,6 +221,10 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
         events[0][1]['web_search'] = zai_rows  # Z.AI reports its chat search at the top level
     events += [chunk({'reasoning_content': p}) for p in _pieces(turn.reasoning)]
     events += [chunk({'content': p}) for p in _text_pieces(turn)]
+    annotations = openrouter_annotations(turn, body)
+    if annotations:  # OpenRouter sends the search's sources on a delta once the text is out
+        events.append(chunk({'annotations': annotations}))
+        usage['server_tool_use'] = {'web_search_requests': 1}
     for index, (call_id, tc) in enumerate(calls):
         head = {'index': index, 'id': call_id, 'type': 'function', 'function': {'name': tc.name, 'arguments': ''}}
         events.append(chunk({'tool_calls': [head]}))
@@ -227,6 +234,8 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
     events.append((None, {'id': cid, 'object': 'chat.completion.chunk', 'created': 1700000000, 'model': model,
                           'choices': [], 'usage': usage}))
     message: dict[str, Any] = {'role': 'assistant', 'content': turn.text or None, 'refusal': None}
+    if annotations:
+        message['annotations'] = annotations
     if turn.reasoning:
         message['reasoning_content'] = turn.reasoning
     if calls:
@@ -236,9 +245,36 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
     final = {'id': cid, 'object': 'chat.completion', 'created': 1700000000, 'model': model,
              'choices': [{'index': 0, 'message': message, 'logprobs': None, 'finish_reason': finish}],
              'usage': usage}
+    if '/' in model:  # an OpenRouter slug (vendor/model): OpenRouter names the upstream it routed to
+        final['provider'] = 'FakeUpstream'
+        for _, data in events:
+            data['provider'] = 'FakeUpstream'
     if zai_rows is not None:
         final['web_search'] = zai_rows
     return events, final
+
+
+def openrouter_searches(body: dict[str, Any]) -> bool:
+    """Whether a Chat Completions request asks OpenRouter to search: its `openrouter:web_search`
+    server tool, the (deprecated) `web` plugin, or a model slug with the `:online` variant."""
+    tools = body.get('tools') or []
+    plugins = body.get('plugins') or []
+    model = str(body.get('model') or '')
+    return (any(isinstance(t, dict) and t.get('type') == 'openrouter:web_search' for t in tools)
+            or any(isinstance(p, dict) and p.get('id') == 'web' for p in plugins)
+            or 'online' in model.split(':')[1:])
+
+
+def openrouter_annotations(turn: Turn, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `url_citation` annotations OpenRouter attaches to a searched answer (none when the
+    request did not ask for search, as OpenRouter would not have searched)."""
+    search = turn.native_search
+    if search is None or not turn.text or not openrouter_searches(body):
+        return []
+    return [{'type': 'url_citation', 'url_citation': {'url': s['url'], 'title': s.get('title', ''),
+                                                      'content': s.get('snippet', ''),
+                                                      'start_index': 0, 'end_index': len(turn.text)}}
+            for s in search.sources]
 
 
 # ---------------------------------------------------------------- Responses

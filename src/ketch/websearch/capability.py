@@ -47,7 +47,7 @@ _ANTHROPIC_WIRES = {"anthropic", "anthropic-messages", "messages", "anthropic-co
 _OPENROUTER_WIRES = {"openrouter"}
 _GEMINI_WIRES = {"gemini", "google", "gemini-generate-content"}
 _CHAT_WIRES = {"openai-chat", "chat", "chat-completions"}
-CHAT_PROTOCOLS: frozenset[str] = frozenset({"zai-chat"})
+CHAT_PROTOCOLS: frozenset[str] = frozenset({"zai-chat", "openrouter"})
 """Hosted-search protocols that run on the Chat Completions wire itself (a provider's own tool there)."""
 _PROTOCOL_BY_SETTING: dict[str, Protocol] = {"responses": "openai-responses", "anthropic": "anthropic-messages"}
 
@@ -140,12 +140,17 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
     ),
     CapabilityRule(
         "OpenRouter", ("openrouter",), ("openrouter.ai",), r".", ("openrouter",),
-        "server tool; needs the native OpenRouter wire", "routed models",
+        "openrouter:web_search server tool on the SDK's OpenRouter model (Chat Completions); a model "
+        "id ending in :online counts as the opt-in and is sent without the tag (search on the wire once)",
+        "routed models (search runs at OpenRouter)",
     ),
     CapabilityRule(
         "Alibaba Model Studio", ("qwen", "dashscope", "alibaba"),
-        ("dashscope.aliyuncs.com", "dashscope-intl.aliyuncs.com"), r".",
-        note="provider offers search; ketch adapter pending",
+        ("dashscope.aliyuncs.com", "dashscope-intl.aliyuncs.com"), r"qwen3\.5-(plus|flash)\b",
+        ("openai-responses",),
+        "Responses web_search, the OpenAI tool shape; needs wire = openai-responses and the "
+        "/api/v2/apps/protocols/compatible-mode/v1 base URL",
+        "Qwen 3.5 Plus/Flash",
     ),
     CapabilityRule(
         "Google Gemini", ("gemini", "google"), ("generativelanguage.googleapis.com",),
@@ -214,8 +219,9 @@ def capability_table() -> list[dict[str, str]]:
     ]
 
 
-_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini", "zai-chat"})
-"""Protocols whose wire ketch can build a session on (there is no OpenRouter wire yet)."""
+_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini", "zai-chat", "openrouter"})
+"""Protocols whose wire ketch can build a session on (``openrouter``: Chat Completions on the SDK's
+OpenRouter model, ``providers.openrouter``)."""
 
 
 def _state(rule: CapabilityRule) -> str:
@@ -300,10 +306,11 @@ def resolve_capability(
         return Capability(False, reason=f"model metadata for {model_name} turns hosted search off")
     if declared is True:
         if wire_protocol is None and (wire or "").strip().lower() in _CHAT_WIRES:
-            wire_protocol = _chat_protocol_of(preset)  # a provider's own tool on Chat Completions (Z.AI)
+            wire_protocol = _chat_protocol_of(preset)  # a provider's own tool on Chat Completions (Z.AI, OpenRouter)
         if wire_protocol is None:
             return Capability(
-                False, reason=f"{label} declares hosted search but speaks none of Responses, Anthropic Messages or Gemini"
+                False, reason=f"{label} declares hosted search but speaks none of Responses, Anthropic Messages, "
+                "Gemini or OpenRouter"
             )
         if wire_protocol == "gemini" and re.match(r"gemini-[12]\.", _bare_model(model_name)):
             return Capability(False, reason=f"{model_name} cannot combine Google Search with function tools "

@@ -6,6 +6,7 @@ normalized query and the source rows the provider actually returned (never synth
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,36 @@ def normalize_native_result(part: Any, *, call: Any = None) -> dict[str, Any]:
     query = _query_from_args(_args(call_part)) if call_part is not None else ""
     sources = [] if _is_call(part) else _sources(getattr(part, "content", None))
     return {"call_id": str(getattr(part, "tool_call_id", "") or ""), "query": query, "sources": sources}
+
+
+def annotated_search(part: Any) -> dict[str, Any] | None:
+    """A search OpenRouter ran for an answer, from the ``url_citation`` annotations on its text part.
+
+    OpenRouter's web search (its ``openrouter:web_search`` server tool, or the ``:online``
+    variant) returns no call or result parts: the sources arrive as annotations of the answer
+    (``{"type": "url_citation", "url_citation": {url, title, content, ...}}``), which the SDK
+    keeps in the text part's ``provider_details["annotations"]``. The query is not reported, so
+    it stays empty; the call id is derived from the answer and its sources, so it is the same
+    wherever the stored answer is read again.
+    None when the part carries no such annotation."""
+    if getattr(part, "part_kind", "") != "text":
+        return None
+    details = getattr(part, "provider_details", None) or {}
+    annotations = details.get("annotations") if isinstance(details, dict) else None
+    if not isinstance(annotations, list):
+        return None
+    rows = []
+    for annotation in annotations:
+        if isinstance(annotation, dict) and annotation.get("type") == "url_citation":
+            cited = annotation.get("url_citation")
+            if isinstance(cited, dict):
+                rows.append({**cited, "snippet": cited.get("content") or ""})
+    sources = _sources(rows)
+    if not sources:
+        return None
+    basis = "\n".join([str(getattr(part, "content", "")), *(s["url"] for s in sources)])
+    digest = hashlib.sha256(basis.encode()).hexdigest()[:16]
+    return {"call_id": f"openrouter-{digest}", "query": "", "sources": sources}
 
 
 def is_native_search(part: Any) -> bool:
