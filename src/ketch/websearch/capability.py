@@ -48,6 +48,9 @@ _GEMINI_WIRES = {"gemini", "google", "gemini-generate-content"}
 _CHAT_WIRES = {"openai-chat", "chat", "chat-completions"}
 CHAT_PROTOCOLS: frozenset[str] = frozenset({"zai-chat"})
 """Hosted-search protocols that run on the Chat Completions wire itself (a provider's own tool there)."""
+FROM_CHAT_PROTOCOLS: frozenset[str] = CHAT_PROTOCOLS | {"mistral-conversations"}
+"""Hosted-search protocols a Chat Completions connection of that provider can use: its own tool on the
+wire (Z.AI), or its session moved to the API that has the search (Mistral's Conversations)."""
 _PROTOCOL_BY_SETTING: dict[str, Protocol] = {"responses": "openai-responses", "anthropic": "anthropic-messages"}
 
 
@@ -96,7 +99,8 @@ def capability_table() -> list[dict[str, str]]:
     ]
 
 
-_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini", "zai-chat"})
+_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini", "zai-chat",
+                                              "mistral-conversations"})
 """Protocols whose wire ketch can build a session on (there is no OpenRouter wire yet)."""
 
 
@@ -209,9 +213,10 @@ def resolve_capability(
 
 
 def _chat_protocol_of(preset: str | None) -> Protocol | None:
-    """The Chat Completions search protocol of a preset's own row (``zai`` -> ``zai-chat``), if any."""
+    """The Chat Completions search protocol of a preset's own row (``zai`` -> ``zai-chat``, ``mistral`` ->
+    ``mistral-conversations``), if any."""
     name = (preset or "").lower()
-    rule = next((r for r in CAPABILITY_RULES if name in r.presets and set(r.protocols) & CHAT_PROTOCOLS), None)
+    rule = next((r for r in CAPABILITY_RULES if name in r.presets and set(r.protocols) & FROM_CHAT_PROTOCOLS), None)
     return rule.protocols[0] if rule is not None else None
 
 
@@ -242,7 +247,7 @@ def _choose_protocol(
             return wanted, ""
         return None, f"{rule.provider} has no {setting} hosted search"
     normalized = (wire or "").strip().lower()
-    if normalized in {"", "auto"} or (rule.protocols[0] in CHAT_PROTOCOLS and normalized in _CHAT_WIRES):
+    if normalized in {"", "auto"} or (rule.protocols[0] in FROM_CHAT_PROTOCOLS and normalized in _CHAT_WIRES):
         return rule.protocols[0], ""
     return None, f"{rule.provider} hosted search needs the {rule.protocols[0]} wire, not {wire}"
 

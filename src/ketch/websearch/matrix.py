@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-Protocol = Literal["openai-responses", "anthropic-messages", "openrouter", "gemini", "zai-chat"]
+Protocol = Literal["openai-responses", "anthropic-messages", "openrouter", "gemini", "zai-chat", "mistral-conversations"]
 
 
 def bare_model(model_name: str) -> str:
@@ -118,8 +118,9 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
         "GLM-4.5+ and GLM-5 text models",
     ),
     CapabilityRule(
-        "Mistral", ("mistral",), ("api.mistral.ai",), r".",
-        note="pending: web_search runs only in the Conversations API (/v1/conversations), a wire ketch lacks",
+        "Mistral", ("mistral",), ("api.mistral.ai",), r".", ("mistral-conversations",),
+        "web_search connector of the Conversations API (/v1/conversations, store: false); a searching "
+        "session's requests move there from Chat Completions", "any Mistral model (per its websearch docs)",
     ),
     CapabilityRule(
         "Moonshot", ("moonshot", "kimi"), ("api.moonshot.ai", "api.moonshot.cn"), r".",
