@@ -28,6 +28,9 @@ A search maps to pydantic-ai's parts this way: a ``tool.execution`` named ``web_
 chunks of the answer that follows it are that call's ``NativeToolReturnPart`` (the chunks kept as
 they came). Replay sends them back as the provider's own entries: ``tool.execution``, then the
 ``message.output`` whose content is the text and the same ``tool_reference`` chunks.
+
+It is one thing at this length: one wire in both directions (history -> entries, stream -> parts),
+which must agree on the same entry shapes to replay what they read.
 """
 
 from __future__ import annotations
