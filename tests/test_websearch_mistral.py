@@ -304,3 +304,62 @@ def test_version_and_help_import_neither_the_conversations_model_nor_mistralai()
             "print('BAD', bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert "BAD []" in out, out
+
+
+def test_a_later_turn_without_search_replays_the_searched_turn_on_chat_completions(tmp_path, fake_provider):
+    """Privacy mode on the next turn: the session is back on Chat Completions, which gets the answer
+    text and no search part of any kind (never a tool message for Mistral's search)."""
+    fake = fake_provider([SEARCHED, Turn(text="private answer")])
+    write_project_config(tmp_path, _config(fake))
+    _ketch(tmp_path, "what is ketch?", "--web-search")
+    _ketch(tmp_path, "and now privately", "--web-search", "--privacy", "--continue")
+    second = fake.model_requests[1]
+    assert second.wire == "chat" and not _any_search(second)
+    messages = [m for m in second.body["messages"] if m["role"] != "system"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"] == SEARCHED.text and not messages[1].get("tool_calls")
+
+
+async def test_hostile_stream_events_give_no_invented_rows():
+    """References without a URL, from another connector, or not objects; executions of other tools;
+    unknown events: none becomes a source row, and nothing crashes."""
+    from pydantic_ai.messages import PartStartEvent
+    from pydantic_ai.models import ModelRequestParameters
+
+    from ketch.providers.mistral_conversations import ConversationsStream
+    from ketch.websearch.normalize import normalize_native_result
+
+    frames = [
+        {"type": "tool.execution.started", "id": "ex1", "name": "web_search", "arguments": '{"query": "q"}'},
+        {"type": "tool.execution.started", "id": "ex2", "name": "code_interpreter", "arguments": "print(1)"},
+        {"type": "message.output.delta", "id": "m", "content": "answer"},
+        {"type": "message.output.delta", "id": "m", "content": {"type": "tool_reference", "tool": "web_search",
+                                                                "title": "no url"}},
+        {"type": "message.output.delta", "id": "m", "content": {"type": "tool_reference", "tool": "document_library",
+                                                                "title": "lib", "url": "https://lib.example"}},
+        {"type": "message.output.delta", "id": "m", "content": {"type": "tool_reference", "tool": "web_search",
+                                                                "title": 7, "url": "https://ok.example",
+                                                                "description": ["not text"]}},
+        {"type": "message.output.delta", "id": "m", "content": ["not", "a", "chunk"]},
+        {"type": "agent.handoff.started", "id": "h"},
+        {"type": "conversation.response.done", "usage": {"prompt_tokens": "many", "completion_tokens": 3,
+                                                          "connector_tokens": 9, "connectors": {"web_search": 1}}},
+    ]
+
+    class Body:
+        async def aiter_lines(self):
+            for frame in frames:
+                yield f"event: {frame['type']}"
+                yield "data: " + json.dumps(frame)
+                yield ""
+
+    stream = ConversationsStream(model_request_parameters=ModelRequestParameters(), _response=Body(), _model_name="m")
+    starts = [e.part for e in [e async for e in stream] if isinstance(e, PartStartEvent)]
+    calls = [p for p in starts if p.part_kind == "builtin-tool-call"]
+    results = [p for p in starts if p.part_kind == "builtin-tool-return"]
+    assert [c.tool_call_id for c in calls] == ["ex1"]  # only the search connector is a search
+    assert normalize_native_result(results[0], call=calls[0]) == {
+        "call_id": "ex1", "query": "q", "sources": [{"title": "7", "url": "https://ok.example", "snippet": ""}]}
+    response = stream.get()
+    assert response.usage.input_tokens == 0 and response.usage.output_tokens == 3
+    assert response.usage.details == {"connector_tokens": 9, "connector_calls.web_search": 1}
