@@ -363,3 +363,23 @@ async def test_hostile_stream_events_give_no_invented_rows():
     response = stream.get()
     assert response.usage.input_tokens == 0 and response.usage.output_tokens == 3
     assert response.usage.details == {"connector_tokens": 9, "connector_calls.web_search": 1}
+
+
+@pytest.mark.parametrize(("think", "reasoning", "sent"), [("high", "true", "high"), ("max", "true", "high"),
+                                                          ("off", "true", None), ("high", "false", None)])
+def test_think_levels_reach_the_conversations_request(tmp_path, fake_provider, think, reasoning, sent):
+    fake = fake_provider([Turn(text="ok")])
+    write_project_config(tmp_path, _config(fake, metadata=f"web_search = true }}\nreasoning = {reasoning}\n#"))
+    _ketch(tmp_path, "hi", "--web-search", "--think", think)
+    body = fake.model_requests[0].body
+    assert (body.get("completion_args") or {}).get("reasoning_effort") == sent
+
+
+def test_a_rate_limited_request_is_retried_within_max_retries(tmp_path, fake_provider):
+    fake = fake_provider([SEARCHED])
+    fake.fail_path("/v1/conversations", 429, times=1)
+    write_project_config(tmp_path, _config(fake).replace("max_retries = 0", "max_retries = 1"))
+    events = _ketch(tmp_path, "hi", "--web-search")
+    assert events[-1]["type"] == "turn_finished" and events[-1]["text"] == SEARCHED.text
+    assert [r.wire for r in fake.requests] == ["mistral", "mistral"]
+    assert fake.requests[0].body == fake.requests[1].body  # the same request, not another protocol
