@@ -122,6 +122,7 @@ def test_a_tool_using_turn_end_to_end(tmp_path, fake_provider):
     assert fake.rejections["mistral_invalid_inputs"] == 0
     usage = [e for e in events if e["type"] == "usage"]
     assert [(u["input_tokens"], u["output_tokens"]) for u in usage] == [(20, 7), (40, 9)]
+    assert all(isinstance(u["cost_usd"], float) and u["cost_usd"] > 0 for u in usage)  # genai-prices prices it
 
 
 @pytest.mark.parametrize(
@@ -383,3 +384,22 @@ def test_a_rate_limited_request_is_retried_within_max_retries(tmp_path, fake_pro
     assert events[-1]["type"] == "turn_finished" and events[-1]["text"] == SEARCHED.text
     assert [r.wire for r in fake.requests] == ["mistral", "mistral"]
     assert fake.requests[0].body == fake.requests[1].body  # the same request, not another protocol
+
+
+def test_a_search_then_a_tool_call_replays_in_mistrals_order(tmp_path, fake_provider):
+    """The references go back inside the answer that cited them, before the function call, so no
+    entry sits between a ``function.call`` and its ``function.result``."""
+    (tmp_path / "notes.txt").write_text("MARKER-7\n")
+    fake = fake_provider([
+        Turn(text="Found it; reading the file.", native_search=SEARCHED.native_search,
+             tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="xyzXYZ789")]),
+        Turn(text="done"),
+    ])
+    write_project_config(tmp_path, _config(fake))
+    events = _ketch(tmp_path, "look it up then read notes.txt", "--web-search", "--yolo")
+    assert [len(e["sources"]) for e in events if e["type"] == "web_search_result"] == [2]
+    inputs = fake.model_requests[1].body["inputs"]
+    assert [e["type"] for e in inputs] == ["message.input", "tool.execution", "message.output", "function.call",
+                                           "function.result"]
+    assert [c["type"] for c in inputs[2]["content"]] == ["text", "tool_reference", "tool_reference"]
+    assert inputs[3]["tool_call_id"] == inputs[4]["tool_call_id"] == "xyzXYZ789"

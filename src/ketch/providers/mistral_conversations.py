@@ -114,11 +114,18 @@ def _request_entries(message: ModelRequest) -> Iterator[dict[str, Any]]:
 
 
 def _response_entries(message: ModelResponse) -> Iterator[dict[str, Any]]:
-    """One ``ModelResponse`` as Mistral's own entries, in the order the provider produced them."""
+    """One ``ModelResponse`` as Mistral's own entries: each ``tool.execution`` of a search, then the
+    ``message.output`` after it with its text and that search's ``tool_reference`` chunks as they came
+    (the stream reports them last; they go back inside the answer they cited), then function calls."""
     ours = message.provider_name == PROVIDER
+    references = {p.tool_call_id: [c for c in p.content if isinstance(c, dict)] for p in message.parts
+                  if isinstance(p, NativeToolReturnPart) and p.provider_name == PROVIDER and isinstance(p.content, list)}
     chunks: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
 
     def flush() -> Iterator[dict[str, Any]]:
+        chunks.extend(pending)
+        pending.clear()
         if chunks:
             yield {"object": "entry", "type": "message.output", "role": "assistant", "content": list(chunks)}
             chunks.clear()
@@ -128,16 +135,12 @@ def _response_entries(message: ModelResponse) -> Iterator[dict[str, Any]]:
             chunks.append({"type": "text", "text": part.content})
         elif isinstance(part, ThinkingPart) and ours and part.content:  # [SDK] thinkchunk
             chunks.append({"type": "thinking", "thinking": [{"type": "text", "text": part.content}]})
-        elif isinstance(part, NativeToolReturnPart) and part.provider_name == PROVIDER and isinstance(part.content, list):
-            chunks.extend(c for c in part.content if isinstance(c, dict))  # the tool_reference chunks as they came
         elif isinstance(part, NativeToolCallPart) and part.provider_name == PROVIDER:
             yield from flush()
-            details = part.provider_details or {}
-            entry = {"object": "entry", "type": "tool.execution", "name": details.get("name", "web_search"),
-                     "arguments": part.args_as_json_str() if part.args else ""}
-            if isinstance(details.get("info"), dict):
-                entry["info"] = details["info"]
-            yield entry
+            name = (part.provider_details or {}).get("name", "web_search")
+            yield {"object": "entry", "type": "tool.execution", "name": name,
+                   "arguments": part.args_as_json_str() if part.args else ""}
+            pending.extend(references.get(part.tool_call_id, []))
         elif isinstance(part, ToolCallPart):
             yield from flush()
             yield {"object": "entry", "type": "function.call", "tool_call_id": part.tool_call_id,
