@@ -203,8 +203,7 @@ class MistralConversationsModel(Model[Any]):
         return merge_profile(mistral_model_profile(self._model_name),
                              ModelProfile(supported_native_tools=frozenset({WebSearchTool})))
 
-    def body(self, messages: list[ModelMessage], settings: dict[str, Any], params: ModelRequestParameters,
-             *, stream: bool = True) -> dict[str, Any]:
+    def body(self, messages: list[ModelMessage], settings: dict[str, Any], params: ModelRequestParameters) -> dict[str, Any]:
         """The JSON of one Conversations request for ``messages``."""
         inputs: list[dict[str, Any]] = []
         system: list[str] = []
@@ -215,7 +214,7 @@ class MistralConversationsModel(Model[Any]):
             elif isinstance(message, ModelResponse):
                 inputs.extend(_response_entries(message))
         system += [p.content for p in self._get_instruction_parts(messages, params) or [] if p.content]
-        body: dict[str, Any] = {"model": self._model_name, "inputs": inputs, "stream": stream, "store": False}
+        body: dict[str, Any] = {"model": self._model_name, "inputs": inputs, "stream": True, "store": False}
         if system:
             body["instructions"] = "\n\n".join(system)
         if tools := _tools(params):
@@ -271,16 +270,21 @@ class MistralConversationsModel(Model[Any]):
         headers = {"authorization": f"Bearer {self._api_key}", "content-type": "application/json",
                    "accept": "text/event-stream"}
         url = f"{self._base_url}/conversations"
+        try:
+            content = json.dumps(body, allow_nan=False)  # strict JSON, as every server parses it
+        except ValueError as exc:
+            raise UnexpectedModelBehavior(f"the request holds a number JSON cannot carry ({exc})") from None
         for attempt in range(self._max_retries + 1):
             last = attempt == self._max_retries
             try:
-                request = client.build_request("POST", url, headers=headers, content=json.dumps(body))
+                request = client.build_request("POST", url, headers=headers, content=content)
                 response = await client.send(request, stream=True)
             except httpx2.TimeoutException as exc:
                 if not last and isinstance(exc, httpx2.ConnectTimeout):
                     await asyncio.sleep(_backoff(attempt, None))
                     continue
-                phase = "connect" if isinstance(exc, httpx2.ConnectTimeout) else "read"
+                phase = ("connect" if isinstance(exc, httpx2.ConnectTimeout) else
+                         "write" if isinstance(exc, httpx2.WriteTimeout) else "read")
                 raise ModelTimeoutError(self._model_name, str(exc) or type(exc).__name__, phase=phase) from exc
             except httpx2.TransportError as exc:
                 if not last and isinstance(exc, httpx2.ConnectError):
