@@ -65,18 +65,10 @@ from pydantic_ai.profiles import ModelProfile, merge_profile
 from pydantic_ai.usage import RequestUsage
 
 PROVIDER = "mistral"
-HOSTS = frozenset({"api.mistral.ai"})
 SEARCH_CONNECTORS = frozenset({"web_search", "web_search_premium"})  # [SDK] builtinconnectors
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _EFFORT = {False: "none"}  # [SDK] reasoningeffort; any other level asks for thinking as Mistral's own model does
 _TERMINAL = frozenset({"conversation.response.done", "conversation.response.error"})
-
-
-def speaks_conversations(preset: str, base_url: str | None) -> bool:
-    """Whether a connection is Mistral's own API (its preset, or its official host)."""
-    from urllib.parse import urlsplit
-
-    return preset == PROVIDER or (urlsplit(base_url or "").hostname or "").lower() in HOSTS
 
 
 # ---------------------------------------------------------------- request: history -> inputs
