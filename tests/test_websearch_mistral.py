@@ -403,3 +403,29 @@ def test_a_search_then_a_tool_call_replays_in_mistrals_order(tmp_path, fake_prov
                                            "function.result"]
     assert [c["type"] for c in inputs[2]["content"]] == ["text", "tool_reference", "tool_reference"]
     assert inputs[3]["tool_call_id"] == inputs[4]["tool_call_id"] == "xyzXYZ789"
+
+
+async def test_search_arguments_streamed_in_deltas_join_into_the_query():
+    from pydantic_ai.models import ModelRequestParameters
+
+    from ketch.providers.mistral_conversations import ConversationsStream
+    from ketch.websearch.normalize import normalize_native_result
+
+    frames = [{"type": "tool.execution.started", "id": "e", "name": "web_search_premium", "arguments": '{"query": '},
+              {"type": "tool.execution.delta", "id": "e", "name": "web_search_premium", "arguments": '"abc"}'},
+              {"type": "tool.execution.done", "id": "e", "name": "web_search_premium"},
+              {"type": "message.output.delta", "id": "m", "content": "hi"},
+              {"type": "conversation.response.done", "usage": {"prompt_tokens": 1, "completion_tokens": 1}}]
+
+    class Body:
+        async def aiter_lines(self):
+            for frame in frames:
+                yield "data: " + json.dumps(frame)
+                yield ""
+
+    stream = ConversationsStream(model_request_parameters=ModelRequestParameters(), _response=Body(), _model_name="m")
+    async for _ in stream:
+        pass
+    call, text, result = stream.get().parts
+    assert normalize_native_result(result, call=call)["query"] == "abc" and text.content == "hi"
+    assert call.provider_details == {"name": "web_search_premium"}  # replayed under the connector's own name
