@@ -7,7 +7,8 @@ and `:generateContent`, see `fake_gemini`), plus `GET /v1/models`. A Chat Comple
 carrying Z.AI's `web_search` tool gets its `web_search` rows (see `fake_zai`); one asking OpenRouter
 to search (its `openrouter:web_search` server tool, the `web` plugin or an `:online` model) gets a
 turn's `native_search` sources as `url_citation` annotations, on a delta after the text and on the
-message, and a model slug with a `/` gets OpenRouter's `provider` field. Each model request plays the next
+message, and a model slug with a `/` gets OpenRouter's `provider` field. Mistral's Conversations
+API (`POST /v1/conversations`, see `fake_mistral`) is the fifth model endpoint. Each model request plays the next
 `Turn` of a script; every request is recorded. A missing or doubled `/v1` prefix is tolerated
 unless `exact_paths` asks for a real server's routing; the path actually received is recorded.
 Server behaviours of real local servers can be switched on: `refuse_stream_with_tools`,
@@ -35,9 +36,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import fake_gemini
+import fake_mistral
 import fake_zai
 import pytest
 from fake_gemini import GEMINI
+from fake_mistral import MISTRAL
 
 __all__ = [
     'FakeProvider',
@@ -55,7 +58,7 @@ __all__ = [
 
 CHAT, RESPONSES, ANTHROPIC, MODELS = 'chat', 'responses', 'anthropic', 'models'
 _ROUTES = {'/chat/completions': CHAT, '/responses': RESPONSES, '/messages': ANTHROPIC, '/models': MODELS,
-           '/v1beta/models': MODELS}
+           '/v1beta/models': MODELS, fake_mistral.PATH: MISTRAL}
 
 
 @dataclass
@@ -179,6 +182,8 @@ def default_error_body(wire: str | None, status: int, message: str | None = None
     message = message or f'fake provider error {status}'
     if wire == GEMINI:
         return fake_gemini.error_body(status, message)
+    if wire == MISTRAL:
+        return fake_mistral.error_body(status, message)
     if wire == ANTHROPIC:
         kind = _ANTHROPIC_ERRORS.get(status, 'api_error')
         return {'type': 'error', 'error': {'type': kind, 'message': message}, 'request_id': 'req_fake'}
@@ -454,11 +459,18 @@ def gemini_render(turn: Turn, body: dict[str, Any], new_id: _Ids, path: str = ''
     return fake_gemini.render(turn, body, new_id, model=model, pieces=_pieces)
 
 
-_RENDERERS = {CHAT: chat_render, RESPONSES: responses_render, ANTHROPIC: anthropic_render, GEMINI: gemini_render}
+def mistral_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Event], dict[str, Any]]:
+    """Events of a Mistral Conversations stream and the equivalent whole `conversation.response`."""
+    return fake_mistral.render(turn, body, new_id, _pieces)  # type: ignore[return-value]
+
+
+_RENDERERS = {CHAT: chat_render, RESPONSES: responses_render, ANTHROPIC: anthropic_render, GEMINI: gemini_render,
+              MISTRAL: mistral_render}
 _GARBAGE = {CHAT: 'data: {"choices": [oops\n\n',
             RESPONSES: 'event: response.output_text.delta\ndata: {oops not json\n\n',
             ANTHROPIC: 'event: content_block_delta\ndata: {oops not json\n\n',
-            GEMINI: 'data: {"candidates": [oops\n\n'}
+            GEMINI: 'data: {"candidates": [oops\n\n',
+            MISTRAL: 'event: message.output.delta\ndata: {oops not json\n\n'}
 
 
 # ---------------------------------------------------------------- Responses item rules
@@ -768,6 +780,11 @@ class _Handler(BaseHTTPRequestHandler):
                 fake.rejections['context_length_exceeded'] += 1
             self._json(400, refusal)
             return
+        if wire == MISTRAL and (refused := fake_mistral.rejection(body)) is not None:
+            with fake._lock:
+                fake.rejections['mistral_invalid_inputs'] += 1
+            self._json(422, refused)
+            return
         context: set[str] = set()
         if wire == RESPONSES and fake.strict_responses:
             try:
@@ -981,6 +998,8 @@ def tool_results(req: RecordedRequest) -> list[tuple[str, str]]:
     wire = wire_of(req)
     if wire == GEMINI:
         return fake_gemini.tool_results(req.body or {})
+    if wire == MISTRAL:
+        return fake_mistral.tool_results(req.body or {})
     out: list[tuple[str, str]] = []
     for msg in _messages(req):
         if wire == CHAT and msg.get('role') == 'tool':
@@ -998,6 +1017,8 @@ def tool_names(req: RecordedRequest) -> list[str]:
     wire = wire_of(req)
     if wire == GEMINI:
         return fake_gemini.tool_names(req.body or {})
+    if wire == MISTRAL:
+        return fake_mistral.tool_names(req.body or {})
     names: list[str] = []
     for tool in (req.body or {}).get('tools') or []:
         if wire == CHAT and 'function' in tool:
@@ -1012,6 +1033,8 @@ def instructions(req: RecordedRequest) -> str:
     wire, body = wire_of(req), req.body or {}
     if wire == GEMINI:
         return fake_gemini.instructions(body)
+    if wire == MISTRAL:
+        return fake_mistral.instructions(body)
     parts: list[str] = []
     if wire == RESPONSES and body.get('instructions'):
         parts.append(body['instructions'])
@@ -1027,6 +1050,8 @@ def user_texts(req: RecordedRequest) -> list[str]:
     """The text of each user message, in order (tool results excluded)."""
     if wire_of(req) == GEMINI:
         return fake_gemini.user_texts(req.body or {})
+    if wire_of(req) == MISTRAL:
+        return fake_mistral.user_texts(req.body or {})
     texts: list[str] = []
     for msg in _messages(req):
         if msg.get('role') != 'user':

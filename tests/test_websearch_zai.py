@@ -236,7 +236,6 @@ def test_models_capabilities_shows_the_z_ai_rows(tmp_path):
     [
         ("groq", "groq/compound", "compound takes no function tools"),
         ("groq", "groq/compound-mini", "compound takes no function tools"),
-        ("mistral", "mistral-medium-latest", "Conversations API"),
     ],
 )
 def test_groq_compound_and_mistral_stay_without_hosted_search(tmp_path, fake_provider, preset, model, reason):

@@ -112,6 +112,12 @@ def build_model(
         from ketch.providers.gemini import gemini_model
 
         return gemini_model(conn, _response_hooks(wire), **extra)
+    if wire == "mistral-conversations":  # only a Mistral session whose route searches (websearch.wiring)
+        from ketch.providers.mistral_conversations import MistralConversationsModel
+
+        return MistralConversationsModel(conn.model_name, base_url=conn.base_url, api_key=conn.api_key or "",
+                                         timeout=conn.timeout, max_retries=conn.max_retries,
+                                         response_hooks=_response_hooks(wire), **extra)
     if wire == "openai-responses":
         from pydantic_ai.models.openai import OpenAIResponsesModel
 

@@ -108,8 +108,9 @@ def _query_from_args(args: Mapping[str, Any]) -> str:
 
 def _sources(content: Any) -> list[dict[str, str]]:
     """Source rows from Anthropic (a list of result blocks), Responses (``{'sources': [...]}``),
-    Gemini grounding (the SDK's list of ``groundingChunks[].web``: ``uri`` and ``title``) or Z.AI's
-    ``web_search`` rows (``link``, ``title``, ``content``)."""
+    Gemini grounding (the SDK's list of ``groundingChunks[].web``: ``uri`` and ``title``), Z.AI's
+    ``web_search`` rows (``link``, ``title``, ``content``) or Mistral's ``tool_reference`` chunks (``url``,
+    ``title``, ``description``)."""
     if isinstance(content, dict):
         rows = content.get("sources") or content.get("results") or []
     elif isinstance(content, list):
@@ -125,7 +126,7 @@ def _sources(content: Any) -> list[dict[str, str]]:
         if not isinstance(url, str) or not url or url in seen:
             continue
         seen.add(url)
-        snippet = row.get("snippet") or row.get("content") or row.get("text") or ""
+        snippet = row.get("snippet") or row.get("content") or row.get("text") or row.get("description") or ""
         sources.append({
             "title": str(row.get("title") or ""),
             "url": url,

@@ -153,8 +153,8 @@ def _session_wire(conn_wire: str, protocol: str | None) -> tuple[str, str]:
     """(wire for the session model, reason hosted search cannot run on this connection or "")."""
     if protocol is None or _runs_on(protocol) == conn_wire:
         return conn_wire, ""
-    if protocol == "openai-responses" and conn_wire == "openai-chat":
-        return "openai-responses", ""  # the primary request moves with the search; never the search alone
+    if protocol in ("openai-responses", "mistral-conversations") and conn_wire == "openai-chat":
+        return protocol, ""  # the primary request moves with the search; never the search alone
     return conn_wire, f"hosted search over {protocol} needs a connection on that wire, not {conn_wire}"
 
 
