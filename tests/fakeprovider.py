@@ -4,7 +4,8 @@ One `FakeProvider` speaks three wires the way the official APIs do, streaming (S
 OpenAI Chat Completions (`/v1/chat/completions`), OpenAI Responses (`/v1/responses`) and
 Anthropic Messages (`/v1/messages`), Gemini (`/v1beta/models/{model}:streamGenerateContent`
 and `:generateContent`, see `fake_gemini`), plus `GET /v1/models`. A Chat Completions request
-carrying Z.AI's `web_search` tool gets its `web_search` rows (see `fake_zai`). Each model request plays the next
+carrying Z.AI's `web_search` tool gets its `web_search` rows (see `fake_zai`); Groq's SDK path
+`/openai/v1/chat/completions` gets Groq's dialect (`x_groq` usage, compound `executed_tools`, see `fake_groq`). Each model request plays the next
 `Turn` of a script; every request is recorded. A missing or doubled `/v1` prefix is tolerated
 unless `exact_paths` asks for a real server's routing; the path actually received is recorded.
 Server behaviours of real local servers can be switched on: `refuse_stream_with_tools`,
@@ -32,6 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import fake_gemini
+import fake_groq
 import fake_zai
 import pytest
 from fake_gemini import GEMINI
@@ -145,6 +147,8 @@ def _normalize(path: str) -> str:
     path = path.split('?', 1)[0].rstrip('/') or '/'
     while path == '/v1' or path.startswith('/v1/'):
         path = path[3:] or '/'
+    if path.startswith('/openai/v1/'):  # Groq's SDK path
+        return _normalize(path[len('/openai'):])
     return path
 
 
@@ -755,6 +759,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self._json(500, {'error': {'code': 500, 'message': 'Cannot use tools with stream', 'type': 'server_error'}})
             return
+        if wire == CHAT and (groq_refusal := fake_groq.refusal(request.path, body)) is not None:
+            self._json(400, groq_refusal)
+            return
         turn = fake._next_turn(request)
         fake._wait(turn.delay)
         if turn.status != 200:
@@ -764,6 +771,8 @@ class _Handler(BaseHTTPRequestHandler):
             events, final = gemini_render(turn, body, fake._ids, request.path)
         else:
             events, final = _RENDERERS[wire](turn, body, fake._ids)
+            if wire == CHAT and fake_groq.is_groq(request.path):
+                events, final = fake_groq.groq_render(turn, body, events, final)
         if wire == RESPONSES and not (turn.truncate or turn.malformed or turn.end_early):
             with fake._lock:
                 fake.ledger.record(final, context)

@@ -114,7 +114,13 @@ def build_model(
 
             sdk_warmup.start()
         return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
+    from ketch.providers.groq import speaks_groq
     from ketch.providers.zai import speaks_zai
+
+    if speaks_groq(conn.preset.name, conn.base_url):
+        from ketch.providers.groq_model import groq_model
+
+        return groq_model(conn, _response_hooks(wire), **extra)
 
     if speaks_zai(conn.preset.name, conn.base_url):
         from ketch.providers.zai import ZaiSearchModel

@@ -37,7 +37,7 @@ from ketch.websearch.normalize import (
 if TYPE_CHECKING:
     from ketch.tools.base import ToolSpec
 
-Protocol = Literal["openai-responses", "anthropic-messages", "openrouter", "gemini", "zai-chat"]
+Protocol = Literal["openai-responses", "anthropic-messages", "openrouter", "gemini", "zai-chat", "groq-compound"]
 Surface = Literal["tui", "headless", "child", "auxiliary"]
 
 OPT_IN_ENV = "KETCH_WEB_SEARCH_ENABLED"
@@ -47,7 +47,7 @@ _ANTHROPIC_WIRES = {"anthropic", "anthropic-messages", "messages", "anthropic-co
 _OPENROUTER_WIRES = {"openrouter"}
 _GEMINI_WIRES = {"gemini", "google", "gemini-generate-content"}
 _CHAT_WIRES = {"openai-chat", "chat", "chat-completions"}
-CHAT_PROTOCOLS: frozenset[str] = frozenset({"zai-chat"})
+CHAT_PROTOCOLS: frozenset[str] = frozenset({"zai-chat", "groq-compound"})
 """Hosted-search protocols that run on the Chat Completions wire itself (a provider's own tool there)."""
 _PROTOCOL_BY_SETTING: dict[str, Protocol] = {"responses": "openai-responses", "anthropic": "anthropic-messages"}
 
@@ -154,9 +154,13 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
         "Gemini 3+ (2.x cannot combine Google Search with function tools)",
     ),
     CapabilityRule(
+        "Groq compound", ("groq",), ("api.groq.com",), r"compound(-beta)?(-mini)?$", ("groq-compound",),
+        "the model searches by itself (executed_tools); it takes no function tools, so ketch sends none",
+        "groq/compound, groq/compound-mini",
+    ),
+    CapabilityRule(
         "Groq", ("groq",), ("api.groq.com",), r".",
-        note="no adapter: compound takes no function tools (every ketch request has them) and searches "
-        "unasked, so privacy could not withhold it",
+        note="no hosted search: Groq does not document browser_search (gpt-oss) together with function tools",
     ),
     CapabilityRule(
         "Z.AI GLM Coding Plan", ("zai", "glm"), ("api.z.ai", "open.bigmodel.cn"), r".",
@@ -214,7 +218,7 @@ def capability_table() -> list[dict[str, str]]:
     ]
 
 
-_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini", "zai-chat"})
+_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini", "zai-chat", "groq-compound"})
 """Protocols whose wire ketch can build a session on (there is no OpenRouter wire yet)."""
 
 
@@ -300,7 +304,7 @@ def resolve_capability(
         return Capability(False, reason=f"model metadata for {model_name} turns hosted search off")
     if declared is True:
         if wire_protocol is None and (wire or "").strip().lower() in _CHAT_WIRES:
-            wire_protocol = _chat_protocol_of(preset)  # a provider's own tool on Chat Completions (Z.AI)
+            wire_protocol = _chat_protocol_of(preset, model_name)  # a provider's own tool on Chat Completions (Z.AI)
         if wire_protocol is None:
             return Capability(
                 False, reason=f"{label} declares hosted search but speaks none of Responses, Anthropic Messages or Gemini"
@@ -331,10 +335,12 @@ def resolve_capability(
     return _capable(chosen, dynamic, f"{rule.provider} {model_name} over {chosen}")
 
 
-def _chat_protocol_of(preset: str | None) -> Protocol | None:
-    """The Chat Completions search protocol of a preset's own row (``zai`` -> ``zai-chat``), if any."""
+def _chat_protocol_of(preset: str | None, model_name: str) -> Protocol | None:
+    """The Chat Completions search protocol of a preset's own row (``zai`` -> ``zai-chat``), if any;
+    Groq's is the compound models' nature, never a tool metadata can add to another model."""
     name = (preset or "").lower()
-    rule = next((r for r in CAPABILITY_RULES if name in r.presets and set(r.protocols) & CHAT_PROTOCOLS), None)
+    rule = next((r for r in CAPABILITY_RULES if name in r.presets and set(r.protocols) & CHAT_PROTOCOLS
+                 and ("groq-compound" not in r.protocols or r.covers_model(model_name))), None)
     return rule.protocols[0] if rule is not None else None
 
 
