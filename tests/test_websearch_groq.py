@@ -107,8 +107,13 @@ def test_a_whole_completion_reports_the_same_rows(tmp_path, fake_provider):
 
     fake = fake_provider([SEARCHED])
     model = build_model(_conn(fake, COMPOUND))
-    params = ModelRequestParameters(native_tools=[WebSearchTool()])
+    from pydantic_ai.tools import ToolDefinition
+
+    # A function tool in the request (a caller that did not drop them) still never reaches compound.
+    read = ToolDefinition(name="read_file", parameters_json_schema={"type": "object", "properties": {}})
+    params = ModelRequestParameters(native_tools=[WebSearchTool()], function_tools=[read])
     response = asyncio.run(model.request([ModelRequest(parts=[UserPromptPart("q")])], None, params))
+    assert not {"tools", "tool_choice"} & set(fake.model_requests[0].body)
     call, result, *rest = response.parts
     assert (call.part_kind, result.part_kind) == ("builtin-tool-call", "builtin-tool-return")
     assert rest[-1].content == SEARCHED.text

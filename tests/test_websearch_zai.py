@@ -228,20 +228,18 @@ def test_models_capabilities_shows_the_z_ai_rows(tmp_path):
     assert "no hosted search" in rows["Z.AI GLM Coding Plan"]
 
 
-# ----------------------------------------------------------------------------- Groq compound, Mistral
+# ----------------------------------------------------------------------------- Mistral (Groq: test_websearch_groq)
 
 
 @pytest.mark.parametrize(
     ("preset", "model", "reason"),
     [
-        ("groq", "groq/compound", "compound takes no function tools"),
-        ("groq", "groq/compound-mini", "compound takes no function tools"),
         ("mistral", "mistral-medium-latest", "Conversations API"),
     ],
 )
 def test_groq_compound_and_mistral_stay_without_hosted_search(tmp_path, fake_provider, preset, model, reason):
-    """Neither has a search ketch can run inside its own request: no tool, no Groq
-    ``search_settings``/``compound_custom``, no Mistral connector, and never Tavily instead."""
+    """Mistral has no search ketch can run inside its own request: no tool, no Mistral connector,
+    and never Tavily instead."""
     from ketch.websearch.capability import resolve_capability
 
     official = {"groq": "https://api.groq.com/openai/v1", "mistral": "https://api.mistral.ai/v1"}[preset]
