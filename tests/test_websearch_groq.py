@@ -339,3 +339,29 @@ def test_a_fast_groq_stream_reaches_the_sdk_merged(fake_provider):
     got = asyncio.run(events())
     texts = [e for e in got if isinstance(e, PartDeltaEvent) or (isinstance(e, PartStartEvent) and isinstance(e.part, TextPart))]
     assert len(texts) < len(pieces) / 4, f"{len(texts)} events for {len(pieces)} tokens"
+
+
+# ------------------------------------------------------------------------------ the interactive app
+
+
+async def test_the_app_runs_compound_with_its_notice_and_refuses_switching_to_it(tmp_path, fake_provider, monkeypatch):
+    from test_interactive import running
+
+    monkeypatch.setenv("GROQ_API_KEY", "gk")
+    fake = fake_provider([SEARCHED, Turn(text="from gpt-oss")])
+    write_project_config(tmp_path, _config(fake, "[web_search]\nenabled = true\n"))
+    async with running(tmp_path, "-m", COMPOUND) as (h, _):
+        await h.type("what is ketch?\r")
+        await h.wait_text(SEARCHED.text)
+        await h.idle()
+        shown = " ".join(line.strip() for line in h.sink.all_lines())
+        assert "takes no function tools" in shown, shown
+    async with running(tmp_path, "-m", GPT_OSS) as (h, _):
+        await h.idle()
+        await h.type(f"/model {COMPOUND}\r")
+        await h.wait_text("/model failed: groq:groq/compound is a Groq compound system")
+        await h.idle()
+        await h.type("hello\r")
+        await h.wait_text("from gpt-oss")
+    assert [r.body["model"] for r in fake.model_requests] == ["groq/compound", "openai/gpt-oss-120b"]
+    assert "tools" not in fake.model_requests[0].body and fake.model_requests[1].body["tools"]

@@ -60,6 +60,12 @@ def refusal(model_name: str, why: str) -> str:
             f"built-in search for it (e.g. -m {OTHER_MODEL}), or allow web search")
 
 
+def switch_refusal(ref: str) -> str:
+    """One line for ``/model`` to a compound system: a running session has tools and its own search route."""
+    return (f"{ref} is a Groq compound system: it takes no function tools and searches on its own, so a session "
+            f"cannot switch to it; start one on it (ketch -m {ref}, with web search allowed)")
+
+
 TOOLS_OFF = ("{model} takes no function tools (Groq compound): this session runs without ketch's tools "
              "(files, shell, subagents, MCP) and without generated titles; the model searches and answers")
 
