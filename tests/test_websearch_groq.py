@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from fakeprovider import NativeSearch, ToolCall, Turn, tool_results, user_texts
-from kettle import run_ketch, write_project_config
+from kettle import one_line_error, run_ketch, write_project_config
 
 SOURCES = [
     {"title": "Ketch docs", "url": "https://docs.example.org/ketch", "snippet": "A terminal agent."},
@@ -263,12 +263,44 @@ def test_a_stream_cut_before_its_end_is_an_error(tmp_path, fake_provider):
     assert not any(e["type"] == "turn_finished" and e.get("reason") == "done" for e in events)
 
 
-def test_a_refused_key_is_one_line(tmp_path, fake_provider):
-    fake = fake_provider([Turn(status=401)])
+@pytest.mark.parametrize(
+    ("status", "needle"),
+    [(401, "rejected the API key"), (429, "rate limiting"), (500, "HTTP 500")],
+)
+def test_provider_http_errors_are_one_line_without_the_key(tmp_path, fake_provider, status, needle):
+    secret = "gsk_secret_abcdef0123456789"
+    fake = fake_provider([Turn(status=status, error_body={"error": {"message": f"bad key {secret}"}})])
+    write_project_config(tmp_path, _config(fake))
+    run = run_ketch(["-p", "hi", "-m", GPT_OSS], tmp_path, env={"GROQ_API_KEY": secret})
+    assert run.code == 1
+    assert needle in one_line_error(run.stderr)
+    assert secret not in run.stderr + run.stdout
+    assert fake.model_requests[0].headers["authorization"] == f"Bearer {secret}"
+
+
+@pytest.mark.parametrize("kind", ["truncate", "malformed"])
+def test_a_broken_stream_is_a_provider_error(tmp_path, fake_provider, kind):
+    fake = fake_provider([Turn(text="partial answer that never ends", **{kind: True})])
     write_project_config(tmp_path, _config(fake))
     run = run_ketch(["-p", "hi", "-m", GPT_OSS], tmp_path, env=ENV)
-    assert run.code == 1 and "Traceback" not in run.stderr
-    assert len(run.stderr.strip().splitlines()) == 1 and "401" in run.stderr
+    assert run.code == 1, (run.stdout, run.stderr)
+    one_line_error(run.stderr)
+
+
+@pytest.mark.parametrize("yolo", [True, False])
+def test_a_write_lands_only_when_allowed_and_stream_json_has_the_documented_types(tmp_path, fake_provider, yolo):
+    from ketch.core import events as ev
+
+    fake = fake_provider([Turn(tool_calls=[ToolCall("write_file", {"path": "hello.txt", "content": "hi\n"})]),
+                          Turn(text="Wrote the file.")])
+    write_project_config(tmp_path, _config(fake))
+    lines, _ = _ketch(tmp_path, "create hello.txt", GPT_OSS, *(["--yolo"] if yolo else []))
+    assert (tmp_path / "hello.txt").exists() is yolo
+    [(_, content)] = tool_results(fake.model_requests[1])
+    assert ("hello.txt" in content) if yolo else ("needs the user's approval" in content)
+    types = [line["type"] for line in lines]
+    assert types[0] == "turn_started" and types[-1] == "turn_finished" and set(types) <= set(ev.EVENT_TYPES)
+    assert {"tool_call_started", "tool_call_finished", "text_delta", "usage"} <= set(types)
 
 
 # ------------------------------------------------------------------------------ table, capability, imports
