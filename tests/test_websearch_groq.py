@@ -93,8 +93,12 @@ def test_the_stored_session_and_its_export_keep_the_rows(tmp_path, fake_provider
     session_id = next(e for e in events if e.get("session_id"))["session_id"]
     export = run_ketch(["export", session_id, "--format", "json"], tmp_path, env=ENV)
     assert export.code == 0, export.stderr
-    text = export.stdout
-    assert all(s["url"] in text for s in SOURCES) and "what is ketch" in text
+    record = json.loads(export.stdout)
+    rows = [e for e in record["events"] if e.get("type") == "web_search_result"]
+    assert [(r["query"], r["sources"]) for r in rows] == [("what is ketch", SOURCES)], record["events"]
+    # ...and the history keeps Groq's own result (search_results as it came) for the model's side.
+    returns = [p for m in record["messages"] for p in m["parts"] if p.get("part_kind") == "builtin-tool-return"]
+    assert [r["content"]["results"][0]["url"] for r in returns] == [SOURCES[0]["url"]]
 
 
 def test_a_whole_completion_reports_the_same_rows(tmp_path, fake_provider):
