@@ -15,11 +15,14 @@ Each of these scans reads parts of a few types only (:data:`_COMPACTION`, :data:
 :data:`_DISCOVERY`). :func:`install` wraps them so that a history holding none of the types a
 scan reads gets that scan's empty answer at once, and any other history the SDK's own function:
 the answer is the same either way (``tests/test_history_scans.py`` compares them on histories
-with and without such parts). What a message holds is remembered per message object
-(:class:`_Kinds`), checked against the message's current ``parts`` list and its length on
-every use, so a message whose parts were replaced or appended to is looked at again; an entry
-holds its message by weak reference and goes when the message does, so the memo is never
-larger than the live histories and a reused ``id()`` never matches.
+with and without such parts). What a history holds is remembered for the last few histories
+(:class:`_Kinds`): their messages, each message's ``parts`` list and its length, held by strong
+reference (so no ``id()`` is reused while remembered) and at most four histories. A history that
+starts with a remembered one is classified only past it; a message whose ``parts`` list was
+replaced or appended to, and a pruned or compacted history (new message objects), are classified
+again. Not seen: a part swapped in place inside the same list at the same length. pydantic-ai
+does that only in its realtime sessions, and ketch never does (pruning, compaction and repairs
+build new messages and lists; ``strict_args`` replaces the list).
 
 Nothing is wrapped unless every function is still bound where 2.68 binds it and has the
 signature it has there (:func:`install` returns False and the SDK runs as it is): an upgrade
