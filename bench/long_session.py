@@ -12,9 +12,11 @@ runs on other threads and is not counted) from one ``tool_call_started`` to the 
 end of the previous response, the tool, pruning and storing, and the building of the next
 request. The tool's own time is in it (a 1 kB read, well under a millisecond).
 
-At steps 10, 100, 500 and 1,000 the five steps after the mark are also profiled (cProfile,
-timed by the thread's CPU clock, so load on a shared machine does not skew it) and the
-profile is split three ways:
+At steps 10, 100, 500 and 1,000 the five steps after the mark are profiled (cProfile, timed by
+the thread's CPU clock, so load on a shared machine does not skew it), in a second, identical
+session: a profiled window leaves the process slower for the rest of its run (at step 1,000
+about twice as slow after windows at 10, 100 and 500), so the times come from a session that is
+never profiled. The profile is split three ways:
 
 - ``ketch``: every call into ``src/ketch`` from outside it, with everything it calls
   (pruning, storing with its sqlite and JSON work, events, the loop's hooks, the tool); not
@@ -120,7 +122,7 @@ class Script:
         return Turn(text=f"Reading file {n}.", tool_calls=[ToolCall("read_file", {"path": f"f{n % 50:02}.txt"})])
 
 
-async def _drive(args: argparse.Namespace, steps: int) -> tuple[list[float], dict[int, dict[str, float]]]:
+async def _drive(args: argparse.Namespace, steps: int, profiled: bool) -> tuple[list[float], dict[int, dict[str, float]]]:
     from ketch.frontends.assemble import build_session
 
     session = await build_session(args, interactive=False)
@@ -146,7 +148,7 @@ async def _drive(args: argparse.Namespace, steps: int) -> tuple[list[float], dic
                 if TOP:
                     pstats.Stats(profile).sort_stats("tottime").print_stats(TOP)
                 profile = None
-            if any(step == mark for mark in MARKS if mark <= steps):
+            if profiled and any(step == mark for mark in MARKS if mark <= steps):
                 profile = cProfile.Profile(time.thread_time)  # CPU of this thread: load elsewhere is not counted
                 profile.enable()
             last = time.thread_time()  # the profiler's own bookkeeping stays out of the step
@@ -158,6 +160,15 @@ async def _drive(args: argparse.Namespace, steps: int) -> tuple[list[float], dic
 
 
 def run(wire_key: str, steps: int) -> None:
+    # Two sessions: one timed and never profiled, one profiled at the marks. A profiled window
+    # leaves the rest of the process slower (on 3.11, about twice as slow at step 1,000 after
+    # windows at 10, 100 and 500), so times taken after one would not be the session's own.
+    per_step, _ = _session(wire_key, steps, profiled=False)
+    _, splits = _session(wire_key, steps, profiled=True)
+    _report(wire_key, per_step, splits)
+
+
+def _session(wire_key: str, steps: int, *, profiled: bool) -> tuple[list[float], dict[int, dict[str, float]]]:
     wire, model, suffix = WIRES[wire_key]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -178,7 +189,11 @@ def run(wire_key: str, steps: int) -> None:
             )
             args.cwd = str(root)
             os.chdir(root)
-            per_step, splits = asyncio.run(_drive(args, steps))
+            return asyncio.run(_drive(args, steps, profiled))
+
+
+def _report(wire_key: str, per_step: list[float], splits: dict[int, dict[str, float]]) -> None:
+    _wire, model, _suffix = WIRES[wire_key]
     print(f"{wire_key} ({model}, {len(per_step)} steps measured), CPU per step of the loop's thread:")
     for mark in MARKS:
         if mark > len(per_step) + 1:
