@@ -9,7 +9,8 @@ pieces. Nothing in it is timed. Each boundary is a place where the turn waits fo
 * a shell command waits for a gate file: it first leaves ``<id>.running`` (so the test knows
   the command runs), then waits until ``<id>`` exists, then prints ``finished-<id>``;
 * the user's ``prompt_submitted`` hook (``HOOKS``, in the user's config) waits the same way
-  while ``hook.armed`` exists, and does nothing otherwise.
+  while ``hook.armed`` exists, and does nothing otherwise; its ``turn_stopped`` hook likewise
+  with ``stop.armed`` (``stop.running``, ``stop.go``).
 
 ``Round(tag, boundary)`` builds the script of one turn with only the wait of its boundary
 armed (every other point passes freely), and says what must be stored afterwards.
@@ -54,6 +55,8 @@ WAITING = ("a prompt hook running", *RUNNING)
 HOOKS = f"""
 [[hooks.prompt_submitted]]
 command = "[ -e {GATES}/hook.armed ] || exit 0; touch {GATES}/hook.running; until [ -e {GATES}/hook.go ]; do sleep 0.01; done"
+[[hooks.turn_stopped]]
+command = "[ -e {GATES}/stop.armed ] || exit 0; touch {GATES}/stop.running; until [ -e {GATES}/stop.go ]; do sleep 0.01; done"
 """
 
 

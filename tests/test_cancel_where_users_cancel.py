@@ -289,3 +289,91 @@ def test_sigint_headless_at_every_boundary_keeps_every_prompt_and_the_text_shown
     assert stored_prompts(stored_messages()) == [*prompts, "after the resume"]
     assert_valid(fake.model_requests)
     assert not fake.rejections, fake.rejections
+
+
+# ---------------------------------------------------------------- a second cancel while the stop hook runs
+
+
+async def test_esc_twice_while_the_turn_stopped_hook_runs_ends_the_turn(tmp_path: Path, isolated_home: Path) -> None:
+    """The first Esc cancels the turn, whose ``turn_stopped`` hook then runs; a second Esc meanwhile
+    must not cut the turn's end (it used to leave the UI busy for good, the cancel unstored)."""
+    from uifakes import Harness
+
+    from ketch.frontends.cli import _main_parser
+    from ketch.frontends.interactive import Interactive
+
+    cwd = workdir(tmp_path)
+    install_hooks(isolated_home / "config")
+    wire = "anthropic-messages"
+    r = Round("s", "the answer streaming", cwd)
+    (cwd / GATES / "stop.armed").touch()
+    with FakeProvider(r.turns()) as fake:
+        runtime = Interactive(_main_parser().parse_args([*adhoc(fake, wire), "--yolo", "--cwd", str(cwd)]), cwd)
+        config = runtime.app_config()
+        fields = {name: getattr(config, name) for name in (
+            "session_factory", "load_history", "save_history", "candidates", "commands",
+            "on_command", "command_choices", "on_ready", "startup_error", "first_input")}
+        try:
+            async with Harness(None, columns=200, rows=40, **fields) as h:
+                await h.wait_text("adhoc:fake-model", timeout=10)
+                await h.type("cancelled at s\r")
+                await _until(lambda: _ui_shows(r, h), r.boundary, h)
+                await h.type("\x1b", pause=0.1)
+                await _until((cwd / GATES / "stop.running").exists, "the turn_stopped hook runs", h)
+                turn = h.app.session._task
+                assert not turn.done() and turn.cancelling() == 1
+                await h.type("\x1b", pause=0.1)
+                await _until(lambda: turn.cancelling() == 2, "the second Esc reaches the session", h)
+                (cwd / GATES / "stop.armed").unlink()
+                (cwd / GATES / "stop.go").touch()
+                await h.wait_text("stopped by the user", timeout=10)
+                await h.idle()
+                r.release_all()
+                fake.script.clear()
+                fake.add(Turn(text="answer one"), Turn(text="answer two"))
+                for which in ("one", "two"):
+                    await h.type(f"next {which}\r")
+                    await h.wait_text(f"answer {which}", timeout=10)
+                    await h.idle()
+                await h.type("/quit\r")
+                await asyncio.wait_for(h.task, 10)
+        finally:
+            await runtime.close()
+        check_round(r, "cancelled at s", cut_note=CUT_OFF_BY_USER, prompts=["cancelled at s", "next one", "next two"],
+                    followed_by=_request_with_prompt(fake, "next one"))
+    assert_valid(fake.model_requests)
+
+
+def test_sigint_twice_while_the_turn_stopped_hook_runs_ends_the_turn(
+    tmp_path: Path, preloaded: Preloaded, isolated_home: Path
+) -> None:
+    cwd = workdir(tmp_path)
+    install_hooks(isolated_home / "config")
+    wire = "openai-responses"
+    r = Round("s", "the answer streaming", cwd)
+    (cwd / GATES / "stop.armed").touch()
+    with FakeProvider(r.turns()) as fake:
+        proc = preloaded.start(["-p", "cancelled at s", "--output-format", "stream-json", "--yolo", *adhoc(fake, wire)],
+                               cwd, ketch_env(), tmp_path)
+        try:
+            proc.wait_for(lambda: _headless_shows(r, proc), r.boundary)
+            proc.interrupt()
+            proc.wait_for((cwd / GATES / "stop.running").exists, "the turn_stopped hook runs")
+            proc.interrupt()
+            (cwd / GATES / "stop.armed").unlink()
+            (cwd / GATES / "stop.go").touch()
+            code = proc.wait(10)
+        finally:
+            r.release_all()
+            if proc.code is None:
+                proc.wait(5)
+        assert code == 130, proc.stderr()
+        assert proc.events()[-1]["type"] == "turn_finished" and proc.events()[-1]["reason"] == "cancelled"
+        fake.script.clear()
+        fake.add(Turn(text="answer one"))
+        done = run_ketch(["--continue", "-p", "next one", "--yolo", *adhoc(fake, wire)], cwd)
+        assert done.code == 0, done.stderr
+        check_round(r, "cancelled at s", cut_note=INTERRUPTED_MESSAGE, prompts=["cancelled at s", "next one"],
+                    followed_by=_request_with_prompt(fake, "next one"))
+    assert_valid(fake.model_requests)
+    assert not fake.rejections, fake.rejections
