@@ -29,8 +29,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from fakeprovider import Hold, ToolCall, Turn
+from durable_session import no_two_responses_in_a_row, stored_messages, stored_prompts
+from fakeprovider import FakeProvider, Hold, RecordedRequest, ToolCall, Turn, tool_results, user_texts
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+from ketch.core.turn_record import CANCELLED_MARKER
 
 GATES = ".gates"
 """The gate files' folder, inside the work dir (the command's cwd)."""
@@ -177,3 +182,81 @@ class Round:
         if self.boundary == "one parallel call done, one running":
             return self.ids[1]
         return None
+
+
+# ---------------------------------------------------------------- what a stopped round leaves
+
+
+def segment(messages: list[Any], prompt: str) -> list[Any]:
+    """The stored messages of the turn that ``prompt`` started (up to the next prompt)."""
+    starts = [n for n, m in enumerate(messages) if isinstance(m, ModelRequest)
+              and any(isinstance(p, UserPromptPart) for p in m.parts)]
+    mine = [n for n in starts if any(isinstance(p, UserPromptPart) and p.content == prompt for p in messages[n].parts)]
+    assert mine, (prompt, stored_prompts(messages))
+    later = [n for n in starts if n > mine[0]]
+    return messages[mine[0]: later[0] if later else len(messages)]
+
+
+def request_with_prompt(fake: FakeProvider, prompt: str) -> RecordedRequest:
+    """The first model request whose newest user message ends with ``prompt`` (Anthropic merges a
+    prompt that was never answered, after a crash, into the next one's message)."""
+    found = [r for r in fake.model_requests if user_texts(r) and user_texts(r)[-1].endswith(prompt)]
+    assert found, [(r.body or {}).get("messages") or (r.body or {}).get("input") for r in fake.model_requests[-2:]]
+    return found[0]
+
+
+def check_round(r: Round, prompt: str, *, prompts: list[str], followed_by: RecordedRequest, cut_note: str,
+                cancelled: bool = True) -> None:
+    """What one stopped round left, in the store and in ``followed_by`` (the next request): every
+    prompt in order, no two responses in a row; a cancelled turn's last response marked and
+    holding the text shown before the cancel (``cancelled``; a killed process stores no text
+    that was still streaming); finished calls with their real results, the running one with
+    ``cut_note``, and no result for a call the model had not made yet."""
+    messages = stored_messages()
+    assert stored_prompts(messages) == prompts, r.boundary
+    assert no_two_responses_in_a_row(messages), r.boundary
+    turn = segment(messages, prompt)
+    said = "\n".join(p.content for m in turn if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, TextPart))
+    if cancelled:
+        last = turn[-1]
+        assert isinstance(last, ModelResponse) and isinstance(last.parts[-1], TextPart), (r.boundary, turn)
+        assert last.parts[-1].content.endswith(CANCELLED_MARKER), (r.boundary, last)
+        assert r.shown_before() in last.parts[-1].content, (r.boundary, r.shown_before(), last)
+    if list(BOUNDARIES).index(r.boundary) > list(BOUNDARIES).index("text of step 1"):
+        assert r.first_text in said, (r.boundary, said)  # step 1's response was whole
+    results = dict(tool_results(followed_by))
+    for call_id in r.finished_calls():
+        assert f"finished-{call_id}" in results[call_id] or "alpha" in results[call_id], (r.boundary, results)
+    if (cut := r.cut_call()) is not None:
+        assert cut_note in results[cut], (r.boundary, results[cut])
+    assert {c for c in results if c.startswith(f"{r.tag}_")} == {*r.finished_calls(), *([cut] if cut else [])}
+
+
+def _text_since_last_call(events: list[dict[str, Any]]) -> str:
+    tail: list[str] = []
+    for event in events:
+        if event["type"] in ("tool_call_started", "tool_call_finished"):
+            tail.clear()
+        elif event["type"] == "text_delta":
+            tail.append(event["text"])
+    return "".join(tail)
+
+
+def headless_shows(r: Round, events: list[dict[str, Any]]) -> bool:
+    """The stream-json ``events`` so far show the boundary's event (and the turn waits there)."""
+    b, (one, two, three) = r.boundary, r.ids
+    finished = {e["call_id"] for e in events if e["type"] == "tool_call_finished"}
+    started = {e["call_id"] for e in events if e["type"] == "tool_call_started"}
+    if b == "a prompt hook running":
+        return r.running_marker().exists() and any(e["type"] == "turn_started" for e in events)
+    if b in RUNNING:
+        return r.running_marker().exists() and r.cut_call() in started and (b == "a command running" or three in finished)
+    if not r.holds[next(iter(r.holds))].reached.is_set():
+        return False
+    if b == "turn start":
+        return any(e["type"] == "turn_started" for e in events)
+    if b == "between steps 1 and 2":
+        return one in finished
+    if b == "between steps 2 and 3":
+        return {one, two, three} <= finished
+    return r.shown_before() in _text_since_last_call(events)

@@ -51,51 +51,24 @@ from typing import Any
 import pydantic_ai.models.anthropic  # noqa: F401  (paid at collection)
 import pydantic_ai.models.openai  # noqa: F401
 import pytest
-from cancel_matrix import BOUNDARIES, GATES, RUNNING, Round, install_hooks
-from durable_session import WIRES, no_two_responses_in_a_row, open_session, run, stored_messages, stored_prompts, workdir
-from fakeprovider import FakeProvider, Turn, tool_results, user_texts
+from cancel_matrix import (
+    BOUNDARIES,
+    GATES,
+    RUNNING,
+    Round,
+    check_round,
+    headless_shows,
+    install_hooks,
+    request_with_prompt,
+)
+from durable_session import WIRES, open_session, run, stored_messages, stored_prompts, workdir
+from fakeprovider import FakeProvider, Turn, user_texts
 from kettle import adhoc, ketch_env, run_ketch
-from ketch_processes import KetchProcess, Preloaded, start_exec
-from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+from ketch_processes import Preloaded, start_exec
 from wire_rules import assert_valid
 
-from ketch.core.turn_record import CANCELLED_MARKER, CUT_OFF_BY_USER
+from ketch.core.turn_record import CUT_OFF_BY_USER
 from ketch.tools.shell import INTERRUPTED_MESSAGE
-
-
-def _segment(messages: list[Any], prompt: str) -> list[Any]:
-    """The stored messages of the turn that ``prompt`` started (up to the next prompt)."""
-    starts = [n for n, m in enumerate(messages) if isinstance(m, ModelRequest)
-              and any(isinstance(p, UserPromptPart) for p in m.parts)]
-    mine = [n for n in starts if any(isinstance(p, UserPromptPart) and p.content == prompt for p in messages[n].parts)]
-    assert mine, (prompt, stored_prompts(messages))
-    later = [n for n in starts if n > mine[0]]
-    return messages[mine[0]: later[0] if later else len(messages)]
-
-
-def check_round(r: Round, prompt: str, *, cut_note: str, prompts: list[str], followed_by: Any) -> None:
-    """What one cancelled round left: in the store, and in the request that came after it."""
-    messages = stored_messages()
-    assert stored_prompts(messages) == prompts, r.boundary
-    assert no_two_responses_in_a_row(messages), r.boundary
-    turn = _segment(messages, prompt)
-    last = turn[-1]
-    assert isinstance(last, ModelResponse) and isinstance(last.parts[-1], TextPart), (r.boundary, turn)
-    assert last.parts[-1].content.endswith(CANCELLED_MARKER), (r.boundary, last)
-    assert r.shown_before() in last.parts[-1].content, (r.boundary, r.shown_before(), last)
-    if list(BOUNDARIES).index(r.boundary) > list(BOUNDARIES).index("text of step 1"):
-        assert r.first_text in "\n".join(p.content for m in turn if isinstance(m, ModelResponse)
-                                         for p in m.parts if isinstance(p, TextPart))
-    results = dict(tool_results(followed_by))
-    for call_id in r.finished_calls():
-        assert f"finished-{call_id}" in results[call_id] or "alpha" in results[call_id], (r.boundary, results)
-    if (cut := r.cut_call()) is not None:
-        assert cut_note in results[cut], (r.boundary, results[cut])
-    assert {c for c in results if c.startswith(f"{r.tag}_")} == {*r.finished_calls(), *([cut] if cut else [])}
-
-
-def _request_with_prompt(fake: FakeProvider, prompt: str) -> Any:
-    return next(r for r in fake.model_requests if user_texts(r) and user_texts(r)[-1] == prompt)
 
 
 # ---------------------------------------------------------------- Esc in the UI
@@ -177,7 +150,7 @@ async def test_esc_in_the_ui_at_every_boundary_keeps_every_prompt_and_the_text_s
                         await h.idle()
                     prompts += [prompt, f"next {n} one", f"next {n} two"]
                     check_round(r, prompt, cut_note=CUT_OFF_BY_USER, prompts=prompts,
-                                followed_by=_request_with_prompt(fake, f"next {n} one"))
+                                followed_by=request_with_prompt(fake, f"next {n} one"))
                 await h.type("/quit\r")
                 await asyncio.wait_for(h.task, 10)
         finally:
@@ -195,43 +168,6 @@ async def test_esc_in_the_ui_at_every_boundary_keeps_every_prompt_and_the_text_s
 # ---------------------------------------------------------------- SIGINT, headless
 
 
-@pytest.fixture(scope="module")
-def preloaded() -> Any:
-    server = Preloaded()
-    yield server
-    server.close()
-
-
-def _text_since_last_call(events: list[dict[str, Any]]) -> str:
-    tail: list[str] = []
-    for event in events:
-        if event["type"] in ("tool_call_started", "tool_call_finished"):
-            tail.clear()
-        elif event["type"] == "text_delta":
-            tail.append(event["text"])
-    return "".join(tail)
-
-
-def _headless_shows(r: Round, proc: KetchProcess) -> bool:
-    events = proc.events()
-    b, (one, two, three) = r.boundary, r.ids
-    finished = {e["call_id"] for e in events if e["type"] == "tool_call_finished"}
-    started = {e["call_id"] for e in events if e["type"] == "tool_call_started"}
-    if b == "a prompt hook running":
-        return r.running_marker().exists() and any(e["type"] == "turn_started" for e in events)
-    if b in RUNNING:
-        return r.running_marker().exists() and r.cut_call() in started and (b == "a command running" or three in finished)
-    if not r.holds[next(iter(r.holds))].reached.is_set():
-        return False
-    if b == "turn start":
-        return any(e["type"] == "turn_started" for e in events)
-    if b == "between steps 1 and 2":
-        return one in finished
-    if b == "between steps 2 and 3":
-        return {one, two, three} <= finished
-    return r.shown_before() in _text_since_last_call(events)
-
-
 _REAL_EXEC = {"openai-chat": "the answer streaming", "openai-responses": "a command running",
               "anthropic-messages": "turn start"}
 """The boundary that runs ``python -m ketch`` itself on each wire (the others: a preloaded fork)."""
@@ -239,7 +175,7 @@ _REAL_EXEC = {"openai-chat": "the answer streaming", "openai-responses": "a comm
 
 @pytest.mark.parametrize("wire", WIRES)
 def test_sigint_headless_at_every_boundary_keeps_every_prompt_and_the_text_shown(
-    tmp_path: Path, wire: str, preloaded: Preloaded, isolated_home: Path
+    tmp_path: Path, wire: str, preloaded_ketch: Preloaded, isolated_home: Path
 ) -> None:
     cwd = workdir(tmp_path)
     install_hooks(isolated_home / "config")
@@ -253,10 +189,10 @@ def test_sigint_headless_at_every_boundary_keeps_every_prompt_and_the_text_shown
                     *adhoc(fake, wire)]
             out = tmp_path / f"run{n}"
             out.mkdir()
-            start = start_exec if _REAL_EXEC[wire] == boundary else preloaded.start
+            start = start_exec if _REAL_EXEC[wire] == boundary else preloaded_ketch.start
             proc = start(argv, cwd, ketch_env(), out)
             try:
-                proc.wait_for(lambda: _headless_shows(r, proc), boundary)
+                proc.wait_for(lambda: headless_shows(r, proc.events()), boundary)
                 proc.interrupt()
                 if boundary in RUNNING:  # the first Ctrl-C stopped the command; the turn went on
                     cut = r.cut_call()
@@ -281,7 +217,7 @@ def test_sigint_headless_at_every_boundary_keeps_every_prompt_and_the_text_shown
                 assert done.code == 0 and done.stdout.strip() == f"answer {n} {which}", done.stderr
             prompts += [prompt, f"next {n} one", f"next {n} two"]
             check_round(r, prompt, cut_note=INTERRUPTED_MESSAGE, prompts=prompts,
-                        followed_by=_request_with_prompt(fake, f"next {n} one"))
+                        followed_by=request_with_prompt(fake, f"next {n} one"))
         fake.add(Turn(text="resumed"))
         done = run_ketch(["--continue", "-p", "after the resume", *adhoc(fake, wire)], cwd)
         assert done.code == 0, done.stderr
@@ -340,12 +276,12 @@ async def test_esc_twice_while_the_turn_stopped_hook_runs_ends_the_turn(tmp_path
         finally:
             await runtime.close()
         check_round(r, "cancelled at s", cut_note=CUT_OFF_BY_USER, prompts=["cancelled at s", "next one", "next two"],
-                    followed_by=_request_with_prompt(fake, "next one"))
+                    followed_by=request_with_prompt(fake, "next one"))
     assert_valid(fake.model_requests)
 
 
 def test_sigint_twice_while_the_turn_stopped_hook_runs_ends_the_turn(
-    tmp_path: Path, preloaded: Preloaded, isolated_home: Path
+    tmp_path: Path, preloaded_ketch: Preloaded, isolated_home: Path
 ) -> None:
     cwd = workdir(tmp_path)
     install_hooks(isolated_home / "config")
@@ -353,10 +289,10 @@ def test_sigint_twice_while_the_turn_stopped_hook_runs_ends_the_turn(
     r = Round("s", "the answer streaming", cwd)
     (cwd / GATES / "stop.armed").touch()
     with FakeProvider(r.turns()) as fake:
-        proc = preloaded.start(["-p", "cancelled at s", "--output-format", "stream-json", "--yolo", *adhoc(fake, wire)],
+        proc = preloaded_ketch.start(["-p", "cancelled at s", "--output-format", "stream-json", "--yolo", *adhoc(fake, wire)],
                                cwd, ketch_env(), tmp_path)
         try:
-            proc.wait_for(lambda: _headless_shows(r, proc), r.boundary)
+            proc.wait_for(lambda: headless_shows(r, proc.events()), r.boundary)
             proc.interrupt()
             proc.wait_for((cwd / GATES / "stop.running").exists, "the turn_stopped hook runs")
             proc.interrupt()
@@ -374,6 +310,6 @@ def test_sigint_twice_while_the_turn_stopped_hook_runs_ends_the_turn(
         done = run_ketch(["--continue", "-p", "next one", "--yolo", *adhoc(fake, wire)], cwd)
         assert done.code == 0, done.stderr
         check_round(r, "cancelled at s", cut_note=INTERRUPTED_MESSAGE, prompts=["cancelled at s", "next one"],
-                    followed_by=_request_with_prompt(fake, "next one"))
+                    followed_by=request_with_prompt(fake, "next one"))
     assert_valid(fake.model_requests)
     assert not fake.rejections, fake.rejections
