@@ -6,8 +6,8 @@ pieces. Nothing in it is timed. Each boundary is a place where the turn waits fo
 
 * a model request waits on a ``fakeprovider.Hold`` (before its answer, or right after the
   n-th piece of its text went out);
-* a shell command waits for a gate file: it first leaves ``<id>.running`` (so the test knows
-  the command runs), then waits until ``<id>`` exists, then prints ``finished-<id>``;
+* a shell command waits for a gate file: it first leaves ``<id>.running`` holding its pid (so
+  the test knows the command runs, and can tell it was stopped), then waits until ``<id>`` exists, then prints ``finished-<id>``;
 * the user's ``prompt_submitted`` hook (``HOOKS``, in the user's config) waits the same way
   while ``hook.armed`` exists, and does nothing otherwise; its ``turn_stopped`` hook likewise
   with ``stop.armed`` (``stop.running``, ``stop.go``).
@@ -27,6 +27,8 @@ place there a user can stop it is the running command, so those indices map onto
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,9 +61,9 @@ WAITING = ("a prompt hook running", *RUNNING)
 
 HOOKS = f"""
 [[hooks.prompt_submitted]]
-command = "[ -e {GATES}/hook.armed ] || exit 0; touch {GATES}/hook.running; until [ -e {GATES}/hook.go ]; do sleep 0.01; done"
+command = "[ -e {GATES}/hook.armed ] || exit 0; echo $$ > {GATES}/hook.running; until [ -e {GATES}/hook.go ]; do sleep 0.01; done"
 [[hooks.turn_stopped]]
-command = "[ -e {GATES}/stop.armed ] || exit 0; touch {GATES}/stop.running; until [ -e {GATES}/stop.go ]; do sleep 0.01; done"
+command = "[ -e {GATES}/stop.armed ] || exit 0; echo $$ > {GATES}/stop.running; until [ -e {GATES}/stop.go ]; do sleep 0.01; done"
 """
 
 
@@ -77,7 +79,7 @@ def answer_pieces(tag: str) -> list[str]:
 
 def gated_command(call_id: str) -> str:
     gate = f"{GATES}/{call_id}"
-    return f"touch {gate}.running && until [ -e {gate} ]; do sleep 0.01; done && echo finished-{call_id}"
+    return f"echo $$ > {gate}.running && until [ -e {gate} ]; do sleep 0.01; done && echo finished-{call_id}"
 
 
 @dataclass
@@ -117,7 +119,8 @@ class Round:
         """The three responses. With ``after_running`` the request that follows a running
         boundary is held too (headless: the first SIGINT stops the command, the second the turn)."""
         b = self.boundary
-        first = Turn(text=self.first_text, text_pieces=[self.first_text], tool_calls=[ToolCall("shell", {"command": gated_command(self.ids[0])}, id=self.ids[0])])
+        first = Turn(text=self.first_text, text_pieces=[self.first_text],
+                     tool_calls=[ToolCall("shell", {"command": gated_command(self.ids[0])}, id=self.ids[0])])
         second = Turn(tool_calls=[ToolCall("shell", {"command": gated_command(self.ids[1])}, id=self.ids[1]),
                                   ToolCall("read_file", {"path": "a.txt"}, id=self.ids[2])])
         pieces = [*answer_pieces(self.tag), self.tag]
@@ -137,11 +140,19 @@ class Round:
         return [first, second, third]
 
     def running_marker(self) -> Path:
-        """The file the command at this (running) boundary leaves once it runs."""
+        """The file the program at this (waiting) boundary leaves once it runs, holding its pid."""
         if self.boundary == "a prompt hook running":
             return self.cwd / GATES / "hook.running"
         call_id = self.ids[0] if self.boundary == "a command running" else self.ids[1]
         return self.cwd / GATES / f"{call_id}.running"
+
+    def assert_stopped(self, timeout: float = 10) -> None:
+        """The program that ran at this boundary (a command, the hook) is gone: ketch stopped it."""
+        pid = int(self.running_marker().read_text())
+        deadline = time.monotonic() + timeout
+        while _running(pid):
+            assert time.monotonic() < deadline, f"{self.boundary}: pid {pid} still runs"
+            time.sleep(0.01)
 
     def release_all(self) -> None:
         for hold in self.holds.values():
@@ -182,6 +193,17 @@ class Round:
         if self.boundary == "one parallel call done, one running":
             return self.ids[1]
         return None
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 # ---------------------------------------------------------------- what a stopped round leaves

@@ -55,6 +55,7 @@ from cancel_matrix import (
     BOUNDARIES,
     GATES,
     RUNNING,
+    WAITING,
     Round,
     check_round,
     headless_shows,
@@ -141,6 +142,8 @@ async def test_esc_in_the_ui_at_every_boundary_keeps_every_prompt_and_the_text_s
                     await _until(lambda: _ui_shows(r, h), boundary, h)
                     await h.type("\x1b", pause=0.1)
                     await h.idle()
+                    if boundary in WAITING:
+                        r.assert_stopped()
                     r.release_all()
                     fake.script.clear()  # what the cancelled turn did not ask for
                     fake.add(Turn(text=f"answer {n} one"), Turn(text=f"answer {n} two"))
@@ -202,6 +205,8 @@ def test_sigint_headless_at_every_boundary_keeps_every_prompt_and_the_text_shown
                                                   else "between steps 2 and 3"].reached.is_set(), "the next request")
                     proc.interrupt()
                 code = proc.wait()
+                if boundary in WAITING:
+                    r.assert_stopped()
             finally:
                 r.release_all()
                 if proc.code is None:
