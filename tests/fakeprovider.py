@@ -3,7 +3,12 @@
 One `FakeProvider` speaks three wires the way the official APIs do, streaming (SSE) or not:
 OpenAI Chat Completions (`/v1/chat/completions`), OpenAI Responses (`/v1/responses`) and
 Anthropic Messages (`/v1/messages`), Gemini (`/v1beta/models/{model}:streamGenerateContent`
-and `:generateContent`, see `fake_gemini`), plus `GET /v1/models`. Each model request plays the next
+and `:generateContent`, see `fake_gemini`), plus `GET /v1/models`. A Chat Completions request
+carrying Z.AI's `web_search` tool gets its `web_search` rows (see `fake_zai`); one asking OpenRouter
+to search (its `openrouter:web_search` server tool, the `web` plugin or an `:online` model) gets a
+turn's `native_search` sources as `url_citation` annotations, on a delta after the text and on the
+message, and a model slug with a `/` gets OpenRouter's `provider` field. Mistral's Conversations
+API (`POST /v1/conversations`, see `fake_mistral`) is the fifth model endpoint. Each model request plays the next
 `Turn` of a script; every request is recorded. A missing or doubled `/v1` prefix is tolerated
 unless `exact_paths` asks for a real server's routing; the path actually received is recorded.
 Server behaviours of real local servers can be switched on: `refuse_stream_with_tools`,
@@ -37,8 +42,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import fake_gemini
+import fake_mistral
+import fake_zai
 import pytest
 from fake_gemini import GEMINI
+from fake_mistral import MISTRAL
 
 __all__ = [
     'FakeProvider',
@@ -57,7 +65,7 @@ __all__ = [
 
 CHAT, RESPONSES, ANTHROPIC, MODELS = 'chat', 'responses', 'anthropic', 'models'
 _ROUTES = {'/chat/completions': CHAT, '/responses': RESPONSES, '/messages': ANTHROPIC, '/models': MODELS,
-           '/v1beta/models': MODELS}
+           '/v1beta/models': MODELS, fake_mistral.PATH: MISTRAL}
 
 
 @dataclass
@@ -208,6 +216,8 @@ def default_error_body(wire: str | None, status: int, message: str | None = None
     message = message or f'fake provider error {status}'
     if wire == GEMINI:
         return fake_gemini.error_body(status, message)
+    if wire == MISTRAL:
+        return fake_mistral.error_body(status, message)
     if wire == ANTHROPIC:
         kind = _ANTHROPIC_ERRORS.get(status, 'api_error')
         return {'type': 'error', 'error': {'type': kind, 'message': message}, 'request_id': 'req_fake'}
@@ -246,8 +256,14 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
                       'choices': [choice]}
 
     events = [chunk({'role': 'assistant', 'content': ''})]
+    if (zai_rows := fake_zai.web_search_rows(turn, body)) is not None:
+        events[0][1]['web_search'] = zai_rows  # Z.AI reports its chat search at the top level
     events += [chunk({'reasoning_content': p}) for p in _pieces(turn.reasoning)]
     events += [chunk({'content': p}) for p in _text_pieces(turn)]
+    annotations = openrouter_annotations(turn, body)
+    if annotations:  # OpenRouter sends the search's sources on a delta once the text is out
+        events.append(chunk({'annotations': annotations}))
+        usage['server_tool_use'] = {'web_search_requests': 1}
     for index, (call_id, tc) in enumerate(calls):
         head = {'index': index, 'id': call_id, 'type': 'function', 'function': {'name': tc.name, 'arguments': ''}}
         events.append(chunk({'tool_calls': [head]}))
@@ -257,6 +273,8 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
     events.append((None, {'id': cid, 'object': 'chat.completion.chunk', 'created': 1700000000, 'model': model,
                           'choices': [], 'usage': usage}))
     message: dict[str, Any] = {'role': 'assistant', 'content': turn.text or None, 'refusal': None}
+    if annotations:
+        message['annotations'] = annotations
     if turn.reasoning:
         message['reasoning_content'] = turn.reasoning
     if calls:
@@ -266,7 +284,36 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
     final = {'id': cid, 'object': 'chat.completion', 'created': 1700000000, 'model': model,
              'choices': [{'index': 0, 'message': message, 'logprobs': None, 'finish_reason': finish}],
              'usage': usage}
+    if '/' in model:  # an OpenRouter slug (vendor/model): OpenRouter names the upstream it routed to
+        final['provider'] = 'FakeUpstream'
+        for _, data in events:
+            data['provider'] = 'FakeUpstream'
+    if zai_rows is not None:
+        final['web_search'] = zai_rows
     return events, final
+
+
+def openrouter_searches(body: dict[str, Any]) -> bool:
+    """Whether a Chat Completions request asks OpenRouter to search: its `openrouter:web_search`
+    server tool, the (deprecated) `web` plugin, or a model slug with the `:online` variant."""
+    tools = body.get('tools') or []
+    plugins = body.get('plugins') or []
+    model = str(body.get('model') or '')
+    return (any(isinstance(t, dict) and t.get('type') == 'openrouter:web_search' for t in tools)
+            or any(isinstance(p, dict) and p.get('id') == 'web' for p in plugins)
+            or 'online' in model.split(':')[1:])
+
+
+def openrouter_annotations(turn: Turn, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `url_citation` annotations OpenRouter attaches to a searched answer (none when the
+    request did not ask for search, as OpenRouter would not have searched)."""
+    search = turn.native_search
+    if search is None or not turn.text or not openrouter_searches(body):
+        return []
+    return [{'type': 'url_citation', 'url_citation': {'url': s['url'], 'title': s.get('title', ''),
+                                                      'content': s.get('snippet', ''),
+                                                      'start_index': 0, 'end_index': len(turn.text)}}
+            for s in search.sources]
 
 
 # ---------------------------------------------------------------- Responses
@@ -446,11 +493,18 @@ def gemini_render(turn: Turn, body: dict[str, Any], new_id: _Ids, path: str = ''
     return fake_gemini.render(turn, body, new_id, model=model, pieces=_pieces)
 
 
-_RENDERERS = {CHAT: chat_render, RESPONSES: responses_render, ANTHROPIC: anthropic_render, GEMINI: gemini_render}
+def mistral_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Event], dict[str, Any]]:
+    """Events of a Mistral Conversations stream and the equivalent whole `conversation.response`."""
+    return fake_mistral.render(turn, body, new_id, _pieces)  # type: ignore[return-value]
+
+
+_RENDERERS = {CHAT: chat_render, RESPONSES: responses_render, ANTHROPIC: anthropic_render, GEMINI: gemini_render,
+              MISTRAL: mistral_render}
 _GARBAGE = {CHAT: 'data: {"choices": [oops\n\n',
             RESPONSES: 'event: response.output_text.delta\ndata: {oops not json\n\n',
             ANTHROPIC: 'event: content_block_delta\ndata: {oops not json\n\n',
-            GEMINI: 'data: {"candidates": [oops\n\n'}
+            GEMINI: 'data: {"candidates": [oops\n\n',
+            MISTRAL: 'event: message.output.delta\ndata: {oops not json\n\n'}
 
 
 # ---------------------------------------------------------------- Responses item rules
@@ -765,6 +819,11 @@ class _Handler(BaseHTTPRequestHandler):
                 fake.rejections['context_length_exceeded'] += 1
             self._json(400, refusal)
             return
+        if wire == MISTRAL and (refused := fake_mistral.rejection(body)) is not None:
+            with fake._lock:
+                fake.rejections['mistral_invalid_inputs'] += 1
+            self._json(422, refused)
+            return
         context: set[str] = set()
         if wire == RESPONSES and fake.strict_responses:
             try:
@@ -1000,6 +1059,8 @@ def tool_results(req: RecordedRequest) -> list[tuple[str, str]]:
     wire = wire_of(req)
     if wire == GEMINI:
         return fake_gemini.tool_results(req.body or {})
+    if wire == MISTRAL:
+        return fake_mistral.tool_results(req.body or {})
     out: list[tuple[str, str]] = []
     for msg in _messages(req):
         if wire == CHAT and msg.get('role') == 'tool':
@@ -1017,6 +1078,8 @@ def tool_names(req: RecordedRequest) -> list[str]:
     wire = wire_of(req)
     if wire == GEMINI:
         return fake_gemini.tool_names(req.body or {})
+    if wire == MISTRAL:
+        return fake_mistral.tool_names(req.body or {})
     names: list[str] = []
     for tool in (req.body or {}).get('tools') or []:
         if wire == CHAT and 'function' in tool:
@@ -1031,6 +1094,8 @@ def instructions(req: RecordedRequest) -> str:
     wire, body = wire_of(req), req.body or {}
     if wire == GEMINI:
         return fake_gemini.instructions(body)
+    if wire == MISTRAL:
+        return fake_mistral.instructions(body)
     parts: list[str] = []
     if wire == RESPONSES and body.get('instructions'):
         parts.append(body['instructions'])
@@ -1046,6 +1111,8 @@ def user_texts(req: RecordedRequest) -> list[str]:
     """The text of each user message, in order (tool results excluded)."""
     if wire_of(req) == GEMINI:
         return fake_gemini.user_texts(req.body or {})
+    if wire_of(req) == MISTRAL:
+        return fake_mistral.user_texts(req.body or {})
     texts: list[str] = []
     for msg in _messages(req):
         if msg.get('role') != 'user':

@@ -56,6 +56,19 @@ def adhoc(fake: Any, wire: str, model: str = "fake-model") -> list[str]:
     return ["--base-url", fake.base_url if wire not in ("anthropic-messages", "gemini") else fake.base_url.removesuffix("/v1"), "--wire", wire, "--model", model]
 
 
+OPENROUTER_KEY = "sk-or-v1-fake-key"
+
+
+def wire_args(fake: Any, wire: str, root: Path, model: str = "fake-model") -> tuple[list[str], dict[str, str]]:
+    """Arguments (and environment) pointing ketch at the fake on ``wire``; ``"openrouter"`` is an
+    ``openrouter`` preset connection (the SDK's OpenRouter model over Chat Completions), written
+    into ``root``'s trusted project config, with the model as an OpenRouter slug."""
+    if wire != "openrouter":
+        return adhoc(fake, wire, model), {}
+    write_project_config(root, f'[connections.openrouter]\npreset = "openrouter"\nbase_url = "{fake.base_url}"\n')
+    return ["-m", f"openrouter:fake/{model}"], {"OPENROUTER_API_KEY": OPENROUTER_KEY}
+
+
 def write_project_config(root: Path, text: str, *, trust: bool = True) -> Path:
     """Write ``root/.ketch/config.toml``; with ``trust`` (the default) the folder is also trusted
     with exactly this config, as ``ketch trust add`` would record it, so what it widens applies."""

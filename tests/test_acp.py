@@ -290,3 +290,19 @@ async def test_reads_see_the_editors_unsaved_buffer_and_ask_only_for_the_lines_w
     assert "disk" not in results["r1"] and "offset=4003" in results["r1"]
     assert "past the end" in results["r2"]
     assert (str(tmp_path / "big.py"), 4000, 4) in client.reads  # only the range, never the whole file
+
+
+async def test_a_permission_request_says_why_the_allow_rule_did_not_cover_it(tmp_path: Path) -> None:
+    user_config = Path(ketch_env()["KETCH_CONFIG_DIR"]) / "config.toml"
+    user_config.write_text(user_config.read_text() + '\n[permissions]\nshell = { "echo *" = "allow" }\n')
+    script = [Turn(tool_calls=[ToolCall("shell", {"command": "echo hi > out.txt"}, id="s1")]), Turn(text="done")]
+    client = EditorClient(["reject_once"])
+    with FakeProvider(script) as fake:
+        async with await _start(client, fake, tmp_path) as (conn, _process):
+            await _initialize(conn)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("go")])
+    [(call, _options)] = client.permissions
+    [why] = [c.content.text for c in call.content]
+    assert why.startswith("Why it asks: ") and "out.txt" in why, why
+    assert not (tmp_path / "out.txt").exists()

@@ -6,14 +6,17 @@ from pathlib import Path
 
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn
-from kettle import adhoc, one_line_error, run_ketch, write_project_config
+from kettle import adhoc, one_line_error, run_ketch, wire_args, write_project_config
 
 
-def test_missing_key_names_the_variable_and_auth_login(tmp_path: Path) -> None:
-    run = run_ketch(["-p", "hi", "-m", "openai:gpt-5"], tmp_path)
+@pytest.mark.parametrize(("model", "variable"), [("openai:gpt-5", "OPENAI_API_KEY"),
+                                               ("openrouter:openai/gpt-5", "OPENROUTER_API_KEY")])
+def test_missing_key_names_the_variable_and_auth_login(model: str, variable: str, tmp_path: Path) -> None:
+    run = run_ketch(["-p", "hi", "-m", model], tmp_path)
     assert run.code == 2
     line = one_line_error(run.stderr)
-    assert "OPENAI_API_KEY" in line and "ketch auth login openai" in line
+    connection = model.partition(":")[0]
+    assert variable in line and f"ketch auth login {connection}" in line
 
 
 def test_unknown_connection_says_how_to_list(tmp_path: Path) -> None:
@@ -29,10 +32,12 @@ def test_model_without_connection_says_how_to_write_it(tmp_path: Path) -> None:
     assert "CONNECTION:MODEL" in one_line_error(run.stderr)
 
 
-def test_unknown_model_on_the_provider_says_how_to_list(tmp_path: Path) -> None:
+@pytest.mark.parametrize("wire", ["openai-chat", "openrouter"])
+def test_unknown_model_on_the_provider_says_how_to_list(wire: str, tmp_path: Path) -> None:
     body = {"error": {"message": "The model `gpt-9` does not exist", "type": "invalid_request_error", "code": "model_not_found"}}
     with FakeProvider([Turn(status=404, error_body=body)]) as fake:
-        run = run_ketch(["-p", "hi", *adhoc(fake, "openai-chat", "gpt-9")], tmp_path)
+        args, env = wire_args(fake, wire, tmp_path, "gpt-9")
+        run = run_ketch(["-p", "hi", *args], tmp_path, env={**env, "KETCH_MAX_RETRIES": "0"})
     assert run.code == 1
     line = one_line_error(run.stderr)
     assert "gpt-9" in line and "ketch models" in line
@@ -80,12 +85,13 @@ def test_provider_http_errors_end_with_one_line_and_exit_1(status: int, needle: 
     assert secret not in run.stderr and secret not in run.stdout
 
 
-@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses", "anthropic-messages", "gemini"])
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses", "anthropic-messages", "gemini", "openrouter"])
 @pytest.mark.parametrize("kind", ["truncate", "malformed"])
 def test_broken_stream_is_a_provider_error(wire: str, kind: str, tmp_path: Path) -> None:
     turn = Turn(text="partial answer that never ends", **{kind: True})
     with FakeProvider([turn]) as fake:
-        run = run_ketch(["-p", "hi", *adhoc(fake, wire)], tmp_path)
+        args, env = wire_args(fake, wire, tmp_path)
+        run = run_ketch(["-p", "hi", *args], tmp_path, env=env)
     assert run.code == 1, (run.stdout, run.stderr)
     one_line_error(run.stderr)
 

@@ -259,3 +259,31 @@ async def test_allow_for_session_of_a_shell_command_is_literal() -> None:
     assert (allowed.action, allowed.by) == ("allow", "rule")
     for other in ("ls secret && echo done > out.txt", "ls *.py", "ls *.py && echo done > /etc/x"):
         assert (await gate.evaluate("shell", {"command": other})).action == "ask", other
+
+
+# ---------------------------------------------------------------- the prompt says why it asks
+async def test_the_approval_request_says_why_the_allow_rule_did_not_cover_the_command(tmp_path: Path) -> None:
+    """An allow rule for `git status*` does not cover a redirection into a file: the request
+    the user sees carries that reason, and denying it leaves no file."""
+    write_project_config(tmp_path, '[permissions]\nshell = {"git status*" = "allow"}\n')
+    with FakeProvider([_shell("git status > out.txt"), Turn(text="ok")]) as fake:
+        session = await _interactive(fake, tmp_path)
+        try:
+            seen = await _turn(session, "status into a file", lambda _r: ("deny", ""))
+        finally:
+            await session.aclose()
+    [asked] = _of(ev.ApprovalRequested, seen)
+    assert "out.txt" in asked.reason or "redirect" in asked.reason.lower(), asked.reason
+    assert not (tmp_path / "out.txt").exists()
+
+
+async def test_an_ask_rule_is_named_in_the_request(tmp_path: Path) -> None:
+    write_project_config(tmp_path, '[permissions]\nwrite_file = "ask"\n')
+    with FakeProvider([_write("n.txt"), Turn(text="ok")]) as fake:
+        session = await _interactive(fake, tmp_path)
+        try:
+            seen = await _turn(session, "write", lambda _r: ("deny", ""))
+        finally:
+            await session.aclose()
+    [asked] = _of(ev.ApprovalRequested, seen)
+    assert "`write_file = ask`" in asked.reason, asked.reason

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
-from kettle import adhoc, run_ketch
+from kettle import adhoc, run_ketch, wire_args
 
 from ketch.core import events
 
-WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
+WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini", "openrouter"]
+"""The four wires, and OpenRouter connections (Chat Completions on the SDK's OpenRouter model)."""
 
 
 def _write_then_answer() -> list[Turn]:
@@ -21,7 +22,8 @@ def _write_then_answer() -> list[Turn]:
 @pytest.mark.parametrize("wire", WIRES)
 def test_yolo_write_lands_on_disk_and_result_goes_back(wire: str, tmp_path: Path) -> None:
     with FakeProvider(_write_then_answer()) as fake:
-        run = run_ketch(["-p", "create hello.txt", "--yolo", *adhoc(fake, wire)], tmp_path, subprocess_=True)
+        args, env = wire_args(fake, wire, tmp_path)
+        run = run_ketch(["-p", "create hello.txt", "--yolo", *args], tmp_path, env=env, subprocess_=True)
     assert run.code == 0, run.stderr
     assert (tmp_path / "hello.txt").read_text() == "hi\n"
     assert run.stdout.strip() == "Wrote the file."
@@ -33,16 +35,19 @@ def test_yolo_write_lands_on_disk_and_result_goes_back(wire: str, tmp_path: Path
 @pytest.mark.parametrize("wire", WIRES)
 def test_without_yolo_the_write_is_denied_and_the_model_hears_why(wire: str, tmp_path: Path) -> None:
     with FakeProvider(_write_then_answer()) as fake:
-        run = run_ketch(["-p", "create hello.txt", *adhoc(fake, wire)], tmp_path, subprocess_=wire == "openai-chat")
+        args, env = wire_args(fake, wire, tmp_path)
+        run = run_ketch(["-p", "create hello.txt", *args], tmp_path, env=env, subprocess_=wire == "openai-chat")
     assert run.code == 0, run.stderr
     assert not (tmp_path / "hello.txt").exists()
     [(_, content)] = tool_results(fake.model_requests[1])
     assert "needs the user's approval" in content and "--yolo" in content
 
 
-def test_stream_json_is_one_event_per_line_with_documented_types(tmp_path: Path) -> None:
+@pytest.mark.parametrize("wire", ["openai-chat", "openrouter"])
+def test_stream_json_is_one_event_per_line_with_documented_types(wire: str, tmp_path: Path) -> None:
     with FakeProvider(_write_then_answer()) as fake:
-        run = run_ketch(["-p", "go", "--yolo", "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path)
+        args, env = wire_args(fake, wire, tmp_path)
+        run = run_ketch(["-p", "go", "--yolo", "--output-format", "stream-json", *args], tmp_path, env=env)
     assert run.code == 0, run.stderr
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     types = [line["type"] for line in lines]

@@ -140,6 +140,40 @@ def test_narrowing_the_window_mid_stream_leaves_each_word_once(tmp_path: Path, t
     assert set(found) == set(words)
 
 
+@pytest.mark.parametrize(("delay", "tail"), [(0.25, 20), (0.02, 260)], ids=["paused", "frames-in-flight"])
+def test_narrowing_three_times_during_a_paragraph_taller_than_half_the_screen_leaves_each_word_once(
+        tmp_path: Path, tmux: Tmux, delay: float, tail: int) -> None:
+    """A paragraph longer than the screen streams while the pane narrows 120 → 100 → 80 → 60.
+    Each narrowing re-wraps the live region; it must stay on the screen (it shows at most
+    about half the screen of the open paragraph, and keeps its rows after a narrowing so the
+    next one still has room), and erasing it from the screen's top must not copy the screen
+    into the scrollback (tmux does that for an erase sent from the top-left cell), and a
+    row shortened by erasing its end still re-wraps as wide as it was (tmux keeps those
+    cells). Once with the stream pausing between words, once at 20 ms a word, so frames
+    are drawn while the pane narrows; then the pane widens back."""
+    (tmp_path / ".git").mkdir()
+    words = [f"v{i:03d}x" for i in range(400 + tail)]
+    pieces = [" ".join(words[:400]) + " "] + [w + " " for w in words[400:]] + ["\n\nThe end.\n"]
+    script = [Turn(text="".join(pieces), text_pieces=pieces, chunk_delay=delay)]
+    with FakeProvider(script) as fake:
+        tmux.keys("seq 50", "Enter")
+        tmux.keys(f"ketch --base-url {fake.base_url} --wire openai-chat --model fake-model", "Enter")
+        tmux.wait("adhoc:fake-model · think off")
+        tmux.keys("go", "Enter")
+        tmux.wait("v401x")
+        for columns in ("100", "80", "60"):
+            tmux.run("resize-window", "-t", "k", "-x", columns)
+            time.sleep(0.9)
+        tmux.run("resize-window", "-t", "k", "-x", "120")
+        tmux.wait("The end.", timeout=30)
+        time.sleep(0.3)
+        text = tmux.run("capture-pane", "-p", "-J", "-t", "k", "-S", "-")
+    found = re.findall(r"v\d{3}x", text)
+    doubled = sorted({w for w in found if found.count(w) > 1})
+    assert doubled == [], f"{len(doubled)} words twice in the scrollback:\n{text}"
+    assert set(found) == set(words)
+
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 README_PORT, README_SESSION, README_DIR = "8765", "19a6c0ffee01234", "/tmp/kdemo/myproject"
 CAPTURE_INTRO = "The whole scrollback afterwards"

@@ -100,3 +100,15 @@ async def test_ask_choice_by_number_and_free_text() -> None:
         await h.type("feature/x\r")
         await h.idle()
         assert session.answers == [("q1", "postgres"), ("q2", "feature/x")]
+
+
+async def test_the_overlay_shows_why_it_asks() -> None:
+    reason = "`> out.txt` writes a file, which no allow rule covers"
+    session = FakeSession([[Approval("r1", args={"command": "git status > out.txt"}, preview="git status > out.txt",
+                                     reason=reason), TextDelta(text="after\n")]])
+    async with Harness(session) as h:
+        await h.type("go\r")
+        await h.wait_text("Allow shell?")
+        assert "why it asks: " + reason in h.sink.text()
+        await h.type("1")
+        await h.wait_text("after")

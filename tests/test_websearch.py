@@ -482,6 +482,6 @@ def test_capability_table_marks_the_dynamic_filtering_row():
     assert rows["Anthropic"]["state"] == "hosted search (+ dynamic filtering opt-in)"
     assert rows["MiniMax"]["state"] == "hosted search"
     assert rows["Google Gemini"]["state"] == "hosted search"
-    # The OpenRouter route exists in the table but no session can take it yet.
-    assert rows["OpenRouter"]["state"] == "pending (ketch has no openrouter wire)"
-    assert not resolve_capability("o", "openrouter", "openai-chat", None, "openai/gpt-5").supported
+    # OpenRouter connections are built on the SDK's OpenRouter model, so its server-tool route is taken.
+    assert rows["OpenRouter"]["state"] == "hosted search"
+    assert resolve_capability("o", "openrouter", "openai-chat", None, "openai/gpt-5").protocol == "openrouter"

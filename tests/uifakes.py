@@ -58,6 +58,7 @@ class Approval:
     preview: str = "rm -rf build"
     agent: str = ""
     """The subagent asking, when not the main agent."""
+    reason: str = ""
 
 
 @dataclass
@@ -132,7 +133,7 @@ class FakeSession:
                 self._futures[step.request_id] = fut
                 yield ApprovalRequested(request_id=step.request_id, call_id=step.request_id,
                                         name=step.name, args=step.args, preview=step.preview,
-                                        agent=step.agent)
+                                        agent=step.agent, reason=step.reason)
                 decision, reason = await fut
                 yield ApprovalResolved(call_id=step.request_id, name=step.name, decision=decision,
                                        by="user", reason=reason)

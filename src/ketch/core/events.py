@@ -95,6 +95,9 @@ class ApprovalRequested(_Event):
     args: dict[str, Any] = field(default_factory=dict)
     preview: str = ""
     """What will happen: the command for the shell, a diff for edits."""
+    reason: str = ""
+    """Why the gate asks instead of allowing: the ask rule that matched, the run-later path,
+    or why no allow rule applied to the command (empty when the tool simply asks by default)."""
 
 
 @dataclass(frozen=True, kw_only=True)

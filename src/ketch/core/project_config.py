@@ -276,6 +276,9 @@ def _follow_references(project: Mapping[str, Any], narrow: dict, wide: dict, add
     if isinstance(model, str) and model.partition(":")[0] in (wide.get("connections") or {}):
         wide["model"] = narrow.pop("model")
         adds.append(Addition("model", f"model {model}"))
+    elif isinstance(model, str) and "online" in model.partition(":")[2].split(":")[1:]:
+        wide["model"] = narrow.pop("model")  # OpenRouter's :online variant turns web search on
+        adds.append(Addition("model", f"model {model} (searches the web on every request)"))
     agent = narrow.get("agent")
     if isinstance(agent, str) and agent in (wide.get("agents") or {}):
         wide["agent"] = narrow.pop("agent")

@@ -20,6 +20,15 @@ from ketch.core.approval import HEADLESS_DENIAL, GateDecision
 from ketch.tools.base import ToolDeps
 
 
+def _why_it_asks(decision: GateDecision) -> str:
+    """The line the approval prompt shows under the call: why no rule let it through."""
+    if decision.reason:
+        return decision.reason
+    if decision.by == "rule" and decision.rule:
+        return f"The permission rule `{decision.rule}` says to ask."
+    return ""
+
+
 class ApprovalBridge:
     """Approval requests and answers of one session (needs the attributes ``Session`` sets)."""
 
@@ -84,12 +93,12 @@ class ApprovalBridge:
                 if not asked:
                     asked = True
                     self._record_pending(ctx, requests.approvals)
-                approvals[call.tool_call_id] = await self._ask_user(call)
+                approvals[call.tool_call_id] = await self._ask_user(call, _why_it_asks(gd))
         if asked and self.store is not None:
             self.store.set_pending(self.session_id, None)
         return DeferredToolResults(approvals=approvals)
 
-    async def _ask_user(self, call: Any) -> Any:
+    async def _ask_user(self, call: Any, why: str = "") -> Any:
         request_id = self._next_id("approval")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future  # registered before the request is visible
@@ -101,6 +110,7 @@ class ApprovalBridge:
                 name=call.tool_name,
                 args=args,
                 preview=self._previews.get(call.tool_call_id, ""),
+                reason=why,
             )
         )
         decision, reason = await future
@@ -120,7 +130,7 @@ class ApprovalBridge:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         preview = f"Run it again outside the sandbox? The sandbox refused {reason}.\n{command}"
-        self._emit(ev.ApprovalRequested(request_id=request_id, call_id=call_id, name="shell", args={"command": command, "outside_sandbox": True}, preview=preview))
+        self._emit(ev.ApprovalRequested(request_id=request_id, call_id=call_id, name="shell", args={"command": command, "outside_sandbox": True}, preview=preview, reason=f"the sandbox refused {reason}"))
         decision, why = await future
         self._emit(ev.ApprovalResolved(call_id=call_id, name="shell", decision=decision, by="user", reason=why, rule="outside the sandbox"))
         return str(decision)

@@ -249,6 +249,7 @@ class KetchAgent:
         task.add_done_callback(asks.discard)
 
     async def _ask(self, session: Any, event: Any) -> None:
+        import acp
         from acp.schema import PermissionOption, ToolCallUpdate
 
         if isinstance(event, ev.AskRequested):
@@ -261,8 +262,9 @@ class KetchAgent:
                 PermissionOption(option_id=ALLOW_ALWAYS, name=f"Allow {event.name} for this session", kind="allow_always"),
                 PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
             ]
+            why = [acp.tool_content(acp.text_block(f"Why it asks: {event.reason}"))] if event.reason else None
             call = ToolCallUpdate(tool_call_id=event.call_id, title=tool_title(event.name, event.args), status="pending",
-                                  raw_input=event.args)
+                                  raw_input=event.args, content=why)
         try:
             response = await self.conn.request_permission(session_id=session.session_id, tool_call=call, options=options)
         except asyncio.CancelledError:

@@ -257,6 +257,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     search = session_search(
         s.config, s.conn, interactive=interactive, flag=bool(getattr(args, "web_search", False)), tool_ceiling=s.variant.tools
     )
+    warnings.extend([search.notice] if search.notice else [])
     specs, task_kinds = tool_specs(s, search)
     sandbox, sandbox_notices = session_sandbox(
         s.config, s.root, s.workspace.extra_dirs, yolo=bool(getattr(args, "yolo", False)), flag_mode=getattr(args, "sandbox", None)

@@ -114,7 +114,7 @@ class SlashActions(ExtensionCommands):
         level = session.config.think
         session.set_thinking(level, model_settings(level, model=model, conn=conn))  # the level, honestly, for this model
         await close_model(old)
-        notes = [n for n in (url_notice, thinking_notice(level, model, conn)) if n]
+        notes = [n for n in (url_notice, thinking_notice(level, model, conn), _online_note(conn)) if n]
         return "\n".join([f"Model: {conn.ref} (the conversation so far is kept)", *notes])
 
     def _resolve_model(self, session: Any, ref: str) -> Any:
@@ -332,3 +332,13 @@ def _describe_event(event: Any) -> str:
 
 
 __all__ = ["SlashActions", "close_model", "resumed_transcript"]
+
+
+def _online_note(conn: Any) -> str:
+    """``/model`` keeps the session's search route: an OpenRouter ``:online`` id is sent without the tag."""
+    from ketch.providers.openrouter import is_online, speaks_openrouter
+
+    if speaks_openrouter(conn.preset.name, conn.wire, conn.base_url) and is_online(conn.model_name):
+        return ("':online' is not sent: /model keeps this session's web search as it started; "
+                "start a new session with this model to search through OpenRouter")
+    return ""

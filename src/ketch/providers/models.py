@@ -10,6 +10,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ketch.core.config import Connection
+from ketch.providers.openrouter import openrouter_model, speaks_openrouter
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -43,7 +44,8 @@ def _timeout(conn: Connection) -> Any:
     return Timeout(conn.timeout, connect=min(conn.timeout, 30.0))
 
 
-def _openai_provider(conn: Connection, wire: str) -> Any:
+def _openai_client(conn: Connection, wire: str) -> Any:
+    """The OpenAI SDK client for ``conn``: its base URL, key, retries, silence limit and hooks."""
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
     from ketch.providers import sdk_warmup
@@ -53,13 +55,17 @@ def _openai_provider(conn: Connection, wire: str) -> Any:
         hooks["request"] = [sdk_warmup.start_when_sending]  # at the latest, while the provider thinks
     if wire == "openai-responses":
         from ketch.providers.passthrough import PassthroughOpenAI as AsyncOpenAI  # noqa: N814
-    client = AsyncOpenAI(
+    return AsyncOpenAI(
         base_url=conn.base_url,
         api_key=conn.api_key or _NO_KEY,
         max_retries=conn.max_retries,
         timeout=_timeout(conn),
         http_client=DefaultAsyncHttpxClient(event_hooks=hooks),
     )
+
+
+def _openai_provider(conn: Connection, wire: str) -> Any:
+    client = _openai_client(conn, wire)
     if conn.preset.official_openai:
         from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -106,6 +112,12 @@ def build_model(
         from ketch.providers.gemini import gemini_model
 
         return gemini_model(conn, _response_hooks(wire), **extra)
+    if wire == "mistral-conversations":  # only a Mistral session whose route searches (websearch.wiring)
+        from ketch.providers.mistral_conversations import MistralConversationsModel
+
+        return MistralConversationsModel(conn.model_name, base_url=conn.base_url, api_key=conn.api_key or "",
+                                         timeout=conn.timeout, max_retries=conn.max_retries,
+                                         response_hooks=_response_hooks(wire), **extra)
     if wire == "openai-responses":
         from pydantic_ai.models.openai import OpenAIResponsesModel
 
@@ -114,6 +126,16 @@ def build_model(
 
             sdk_warmup.start()
         return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
+    if speaks_openrouter(conn.preset.name, wire, conn.base_url):
+        return openrouter_model(conn.model_name, _openai_client(conn, wire), profile)
+    from ketch.providers.zai import speaks_zai
+
+    if speaks_zai(conn.preset.name, conn.base_url):
+        from ketch.providers.zai import ZaiSearchModel
+        from pydantic_ai.providers.zai import ZaiProvider
+
+        return ZaiSearchModel(conn.model_name, provider=ZaiProvider(openai_client=_openai_provider(conn, wire).client),
+                              **extra)
     from pydantic_ai.models.openai import OpenAIChatModel
 
     return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)

@@ -37,6 +37,7 @@ PRESETS: dict[str, Preset] = {
         Preset("groq", "openai-chat", "https://api.groq.com/openai/v1", "GROQ_API_KEY"),
         Preset("xai", "openai-chat", "https://api.x.ai/v1", "XAI_API_KEY"),
         Preset("mistral", "openai-chat", "https://api.mistral.ai/v1", "MISTRAL_API_KEY"),
+        Preset("zai", "openai-chat", "https://api.z.ai/api/paas/v4", "ZAI_API_KEY"),
         Preset("ollama", "openai-chat", "http://localhost:11434/v1", ""),
         Preset("lmstudio", "openai-chat", "http://localhost:1234/v1", ""),
         Preset("llamacpp", "openai-chat", "http://localhost:8080/v1", ""),

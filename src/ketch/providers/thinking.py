@@ -37,9 +37,10 @@ def declared_reasoning(conn: Any) -> bool:
 def thinking_settings(think: str, model: Any = None, conn: Any = None, wire: str | None = None) -> dict[str, Any]:
     """The model settings for thinking level ``think`` (``off`` sends none)."""
     if not think or think == "off":
-        # Gemini 2.5 Flash thinks unless told not to: ``off`` sends a zero budget (the SDK's
-        # ``thinking=False``), where the other wires simply send no field.
-        return {"thinking": False} if (wire or getattr(conn, "wire", "")) == "gemini" else {}
+        # Gemini 2.5 Flash and Z.AI's GLM think unless told not to: ``off`` sends the SDK's
+        # ``thinking=False`` (a zero budget; ``thinking.type: disabled``), where the other wires
+        # simply send no field.
+        return {"thinking": False} if _thinks_unless_told(wire or getattr(conn, "wire", ""), conn) else {}
     if model is None or sdk_applies(model):
         return {"thinking": think}
     if not declared_reasoning(conn):
@@ -48,6 +49,17 @@ def thinking_settings(think: str, model: Any = None, conn: Any = None, wire: str
     if wire == "anthropic-messages":
         return {"anthropic_thinking": {"type": "enabled", "budget_tokens": _BUDGET[think]}}
     return {"openai_reasoning_effort": _EFFORT[think]}
+
+
+def _thinks_unless_told(wire: str, conn: Any) -> bool:
+    if wire == "gemini":
+        return True
+    preset = getattr(getattr(conn, "preset", None), "name", "")
+    if wire != "openai-chat" or not preset:
+        return False
+    from ketch.providers.zai import speaks_zai
+
+    return speaks_zai(preset, getattr(conn, "base_url", None))
 
 
 def thinking_notice(think: str, model: Any, conn: Any, wire: str | None = None) -> str | None:

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Literal
 
 from ketch.core import strict_json
+from ketch.websearch.normalize import annotated_search
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
@@ -111,6 +112,9 @@ def render_markdown(session: SessionRow, messages: Sequence[ModelMessage], event
             elif isinstance(part, m.TextPart) and part.content.strip():
                 heading("Assistant")
                 out.extend([part.content.strip(), ""])
+                if (searched := annotated_search(part)) is not None:  # OpenRouter: sources on the text
+                    rows = "; ".join(f"{s['title'] or s['url']} <{s['url']}>" for s in searched["sources"])
+                    out.extend([_quote(f"web_search → {_clip(rows, _RESULT_CAP)}"), ""])
             elif isinstance(part, m.BaseToolCallPart):
                 heading("Assistant")
                 label = "hosted tool" if isinstance(part, m.NativeToolCallPart) else "tool"

@@ -28,7 +28,7 @@ from ketch.ui.menus import CommandSource, Menu, accept, menu_for
 from ketch.ui.overlays import ApprovalOverlay, AskOverlay, Overlay
 from ketch.ui.rich_render import AnsiRenderer
 from ketch.ui.slash import UI_COMMANDS, SlashHandler
-from ketch.ui.terminal import FrameOutput, ScrollbackCommitter, install_reflow_guard
+from ketch.ui.terminal import FrameOutput, RowWidths, ScrollbackCommitter, install_reflow_guard
 from ketch.ui.transcript import TurnView
 from ketch.ui.working import TurnMeter
 
@@ -80,6 +80,7 @@ class KetchApp:
         install_reflow_guard(self.app, self.output)  # before the committer's hook
         self.app.before_render += self._check_shape  # before the committer's hook
         self.committer = ScrollbackCommitter(self.app, self.output)
+        RowWidths(self.app, self.output)  # after the committer's hook
         self.view = TurnView(self.renderer, self.width, self.committer.commit)
         self.slash = SlashHandler(self)
 

@@ -80,7 +80,7 @@ def build_layout(ctl: KetchApp) -> Layout:
         size = ctl.output.get_size()
         width = size.columns
         view = ctl.view
-        out: Fragments = list(cache.get(view.answer_lines, size.rows - RESERVED_ROWS))
+        out: Fragments = list(cache.get(view.answer_lines, live_answer_rows(size.rows)))
         if view.reasoning:
             if ctl.reasoning_expanded:
                 height = max(3, min(REASONING_MAX_ROWS, size.rows // 2))
@@ -105,7 +105,7 @@ def build_layout(ctl: KetchApp) -> Layout:
         overlay = ctl.overlay
         if overlay is not None:
             out += overlay.fragments(width)
-        return _trim_last_newline(out)
+        return _pad_to_keep_rows(_trim_last_newline(out), ctl.output.keep_rows_above - ctl.buffer.document.cursor_position_row)
 
     def below() -> Fragments:
         width = ctl.output.get_size().columns
@@ -149,6 +149,14 @@ def build_layout(ctl: KetchApp) -> Layout:
     return Layout(body, focused_element=input_window)
 
 
+def live_answer_rows(screen_rows: int) -> int:
+    """How many rows of the open Markdown block the live region shows (its tail; the whole
+    block goes to the scrollback when it closes): at most about half the screen, so that a
+    terminal narrowed to half its width re-wraps the region within the screen, where the
+    next frame can erase it, instead of pushing its top into the scrollback."""
+    return max(3, min(screen_rows - RESERVED_ROWS, screen_rows // 2 - RESERVED_ROWS // 2))
+
+
 def reasoning_tail(text: str, width: int, height: int) -> list[str]:
     """The last ``height`` rows of ``text`` word-wrapped at ``width`` (only its end is
     wrapped, so a long reasoning costs the same per frame as a short one)."""
@@ -160,6 +168,17 @@ def reasoning_tail(text: str, width: int, height: int) -> list[str]:
     for paragraph in tail.strip().split("\n"):
         rows += textwrap.wrap(paragraph, width, break_long_words=True, replace_whitespace=False) or [""]
     return rows[-height:]
+
+
+def _pad_to_keep_rows(fragments: Fragments, rows: int) -> Fragments:
+    """Blank rows on top of the region's upper part so it spans ``rows`` rows (see
+    ``FrameOutput.keep_rows_above``); unchanged when it already does."""
+    if rows <= 0:
+        return fragments
+    if not fragments:
+        return [("", "\n" * (rows - 1))]
+    have = sum(text.count("\n") for _, text, *_ in fragments) + 1
+    return [("", "\n" * (rows - have)), *fragments] if rows > have else fragments
 
 
 def _trim_last_newline(fragments: Fragments) -> Fragments:

@@ -73,6 +73,8 @@ class ApprovalOverlay:
         asker = f" for subagent {req.agent}" if req.agent else ""
         out: Fragments = [("class:overlay.title", f"Allow {req.name}{asker}?\n")]
         out += _preview(req.preview or str(req.args), width)
+        if req.reason:
+            out.append(("class:dim", f"  why it asks: {req.reason[: max(20, width * 2)]}\n"))
         if self.typing_reason:
             out.append(("", " Reason (enter to deny, empty is fine): "))
             out.append(("class:overlay.input", self.reason + "▏\n"))

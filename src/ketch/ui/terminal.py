@@ -41,6 +41,13 @@ class FrameOutput(Vt100_Output):
                          default_color_depth=ColorDepth.from_env())
         self.holding = False
         """While True, ``flush`` keeps the buffer (one frame is being assembled)."""
+        self.row_widths: list[int] = []
+        """How wide the terminal takes each row of the live region to be (see ``RowWidths``)."""
+        self.keep_rows_above = 0
+        """Rows the live region keeps above the cursor until lines are next committed: set
+        after the terminal narrowed, to the rows its re-wrapping gave the region, so the
+        redrawn (shorter) region does not leave the cursor high on the screen, where the
+        next narrowing would push the region's top into the scrollback."""
         self.synchronized = synchronized
         self.frames_written = 0
 
@@ -57,6 +64,17 @@ class FrameOutput(Vt100_Output):
             return Size(rows=rows or 24, columns=cols or 80)
 
         return cls(stream, get_size, term=os.environ.get("TERM"))
+
+    def erase_down(self) -> None:
+        """Erase from the cursor (always at the start of a row here) to the screen's end,
+        without ever sending ED at the top-left cell: tmux treats that as clearing the
+        screen and, with its default ``scroll-on-clear``, first copies every row into the
+        scrollback, so a live region erased from the top (after a re-wrap made it reach the
+        top of the screen) would land in the scrollback whole. The row itself is cleared
+        by inserting a blank line over it (IL: unlike erasing the line, that also forgets how
+        wide the row was, which tmux re-wraps by), the rows below with ED from the next row,
+        and the cursor put back."""
+        self.write_raw("\x1b[L\x1b7\x1b[1B\r\x1b[J\x1b8")
 
     def flush(self) -> None:
         """Write the buffered frame in one write (unless holding)."""
@@ -117,6 +135,8 @@ class ScrollbackCommitter:
         if pos.y:
             out.cursor_up(pos.y)
         out.reset_attributes()
+        if self._pending:
+            out.keep_rows_above = 0
         for line in self._pending:
             out.write_raw(f"\x1b[2K{line}\x1b[0m\r\n")
         out.erase_down()
@@ -131,23 +151,58 @@ class ScrollbackCommitter:
         self._output.flush()
 
 
-def rows_after_reflow(renderer: Any, columns: int) -> Point | None:
+def _used_columns(screen: Any, y: int) -> int:
+    line = screen.data_buffer.get(y) if hasattr(screen.data_buffer, "get") else screen.data_buffer[y]
+    return max((x + 1 for x, ch in (line or {}).items() if ch.char not in (" ", "")), default=0)
+
+
+def rows_after_reflow(renderer: Any, columns: int, widths: list[int] | None = None) -> Point | None:
     """Where the cursor is, relative to the live region's top, once the terminal has
     re-wrapped the last frame at ``columns`` (narrower than it was drawn at).
 
     Terminals such as tmux re-wrap rows that no longer fit, so the region occupies more
     rows than prompt_toolkit drew; erasing only the rows it drew would leave the top of
-    the old region on screen, to end up in the scrollback twice. None: nothing drawn."""
+    the old region on screen, to end up in the scrollback twice. A row is as wide as
+    ``widths`` says (what the terminal holds, see ``RowWidths``), else as the frame drew it.
+    None: nothing drawn."""
     screen = renderer._last_screen
     pos: Point = renderer._cursor_pos
     if screen is None or columns <= 0:
         return None
+    widths = widths or []
     rows = 0
     for y in range(pos.y):
-        line = screen.data_buffer.get(y) if hasattr(screen.data_buffer, "get") else screen.data_buffer[y]
-        used = max((x + 1 for x, ch in (line or {}).items() if ch.char not in (" ", "")), default=0)
+        used = max(_used_columns(screen, y), widths[y] if y < len(widths) else 0)
         rows += max(1, -(-used // columns))
     return Point(x=pos.x % columns, y=rows + pos.x // columns)
+
+
+class RowWidths:
+    """Keeps ``FrameOutput.row_widths``: the widest content each row of the live region has
+    held since an erase-display last cleared it. prompt_toolkit shortens a row by erasing
+    its end (EL), and tmux keeps the cells EL cleared in the row's width when it re-wraps,
+    so a row that once held a long line takes as many rows as that line did. Install
+    after the committer, so a frame that starts from a wiped region is seen as one."""
+
+    def __init__(self, app: Any, output: FrameOutput) -> None:
+        self._output = output
+        self._wiped = True
+        app.before_render += self._before
+        app.after_render += self._after
+
+    def _before(self, app: Any) -> None:
+        renderer = app.renderer
+        self._wiped = renderer._last_screen is None or renderer._last_size != self._output.get_size()
+
+    def _after(self, app: Any) -> None:
+        screen = app.renderer._last_screen
+        if screen is None:
+            return
+        now = [_used_columns(screen, y) for y in range(screen.height)]
+        if not self._wiped:  # rows below the new height were erased (ED): they start afresh
+            old = self._output.row_widths
+            now = [max(width, old[y]) if y < len(old) else width for y, width in enumerate(now)]
+        self._output.row_widths = now
 
 
 def install_reflow_guard(app: Any, output: FrameOutput) -> None:
@@ -161,9 +216,10 @@ def install_reflow_guard(app: Any, output: FrameOutput) -> None:
     def adjust(*_: Any) -> None:
         columns = output.get_size().columns
         if columns < drawn["columns"]:
-            moved = rows_after_reflow(app.renderer, columns)
+            moved = rows_after_reflow(app.renderer, columns, output.row_widths)
             if moved is not None:
                 app.renderer._cursor_pos = moved
+                output.keep_rows_above = min(moved.y, max(0, output.get_size().rows - 3))
         drawn["columns"] = columns
 
     def on_resize() -> None:

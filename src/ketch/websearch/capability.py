@@ -15,8 +15,7 @@ Three decisions, kept apart:
    history for native replay; the UI gets a normalized query and the source rows the provider
    actually returned (never synthesized).
 
-It is one thing at this length: the capability table (one row per provider and protocol)
-and the lookups over it; most of its lines are the rows.
+The rows themselves (``CAPABILITY_RULES``, one per provider and protocol) live in ``matrix``.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+from ketch.websearch.matrix import CAPABILITY_RULES, CapabilityRule, Protocol, bare_model
 from ketch.websearch.normalize import (
     SEARCH_TOOL_NAME,
     is_native_search,
@@ -37,7 +37,6 @@ from ketch.websearch.normalize import (
 if TYPE_CHECKING:
     from ketch.tools.base import ToolSpec
 
-Protocol = Literal["openai-responses", "anthropic-messages", "openrouter", "gemini"]
 Surface = Literal["tui", "headless", "child", "auxiliary"]
 
 OPT_IN_ENV = "KETCH_WEB_SEARCH_ENABLED"
@@ -46,6 +45,12 @@ _RESPONSES_WIRES = {"responses", "openai-responses"}
 _ANTHROPIC_WIRES = {"anthropic", "anthropic-messages", "messages", "anthropic-compatible"}
 _OPENROUTER_WIRES = {"openrouter"}
 _GEMINI_WIRES = {"gemini", "google", "gemini-generate-content"}
+_CHAT_WIRES = {"openai-chat", "chat", "chat-completions"}
+CHAT_PROTOCOLS: frozenset[str] = frozenset({"zai-chat", "openrouter"})
+"""Hosted-search protocols that run on the Chat Completions wire itself (a provider's own tool there)."""
+FROM_CHAT_PROTOCOLS: frozenset[str] = CHAT_PROTOCOLS | {"mistral-conversations"}
+"""Hosted-search protocols a Chat Completions connection of that provider can use: its own tool on the
+wire (Z.AI), or its session moved to the API that has the search (Mistral's Conversations)."""
 _PROTOCOL_BY_SETTING: dict[str, Protocol] = {"responses": "openai-responses", "anthropic": "anthropic-messages"}
 
 
@@ -66,112 +71,6 @@ class WebSearchSettings:
     anthropic_dynamic_filtering: bool = False
     """Opt in to Anthropic's ``web_search_20260209`` (dynamic filtering) where the table marks the
     model as supporting it on the official API; ``web_search_20250305`` otherwise."""
-
-
-@dataclass(frozen=True)
-class CapabilityRule:
-    """One row of the provider matrix: who offers hosted search for which models, over what."""
-
-    provider: str
-    """Display name of the provider or access path."""
-    presets: tuple[str, ...]
-    """Connection presets this row covers (used when the connection has no base URL)."""
-    hosts: tuple[str, ...]
-    """Official API hosts; when a connection has a base URL its host must be one of these."""
-    models: str
-    """Regular expression (case-insensitive, anchored at the start) for the model ids covered."""
-    protocols: tuple[Protocol, ...] = ()
-    """Protocols ketch can use, preferred first; empty when ketch has no hosted path here."""
-    note: str = ""
-    model_family: str = ""
-    """Human description of ``models``."""
-    dynamic_models: str = ""
-    """Anthropic only: the models (same syntax as ``models``) that take ``web_search_20260209``
-    (dynamic filtering) on this row's official hosts; empty: none."""
-
-    @property
-    def supported(self) -> bool:
-        return bool(self.protocols)
-
-    def covers_connection(self, preset: str, host: str) -> bool:
-        if host:
-            return host in self.hosts
-        return preset in self.presets
-
-    def covers_model(self, model_name: str) -> bool:
-        return re.match(self.models, _bare_model(model_name), re.IGNORECASE) is not None
-
-    def filters_dynamically(self, model_name: str) -> bool:
-        """Whether ``model_name`` takes the dynamic-filtering search tool on this row."""
-        return bool(self.dynamic_models) and re.match(
-            self.dynamic_models, _bare_model(model_name), re.IGNORECASE
-        ) is not None
-
-
-CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
-    CapabilityRule(
-        "OpenAI API", ("openai",), ("api.openai.com",), r"gpt-5", ("openai-responses",),
-        "official connection only", "GPT-5 families",
-    ),
-    CapabilityRule(
-        "DeepSeek", ("deepseek",), ("api.deepseek.com",), r"deepseek-v4-(flash|pro)\b",
-        ("openai-responses", "anthropic-messages"),
-        "Responses unless the connection speaks Anthropic Messages", "deepseek-v4-flash, deepseek-v4-pro",
-    ),
-    CapabilityRule(
-        "xAI", ("xai",), ("api.x.ai",), r"grok-4", ("openai-responses",),
-        "Responses wire", "Grok 4 families",
-    ),
-    CapabilityRule(
-        "Anthropic", ("anthropic",), ("api.anthropic.com",),
-        r"claude-((opus|sonnet|haiku|fable)-[4-9]|3-7-sonnet|3-5-haiku)", ("anthropic-messages",),
-        "official connection only; web_search_20260209 (dynamic filtering) opt-in for the marked models",
-        "Claude Opus/Sonnet/Haiku/Fable",
-        dynamic_models=r"claude-(opus-4-[6-9]|sonnet-4-6|(opus|sonnet|fable|mythos)-5|haiku-5-5|mythos-preview)",
-    ),
-    CapabilityRule(
-        "MiniMax", ("minimax",), ("api.minimax.io", "api.minimaxi.com"), r"minimax-m(2\.7|3)",
-        ("anthropic-messages",), "Anthropic-compatible wire", "MiniMax M2.7, M3",
-    ),
-    CapabilityRule(
-        "OpenRouter", ("openrouter",), ("openrouter.ai",), r".", ("openrouter",),
-        "server tool; needs the native OpenRouter wire", "routed models",
-    ),
-    CapabilityRule(
-        "Alibaba Model Studio", ("qwen", "dashscope", "alibaba"),
-        ("dashscope.aliyuncs.com", "dashscope-intl.aliyuncs.com"), r".",
-        note="provider offers search; ketch adapter pending",
-    ),
-    CapabilityRule(
-        "Google Gemini", ("gemini", "google"), ("generativelanguage.googleapis.com",),
-        r"gemini-[3-9]", ("gemini",),
-        "grounding with Google Search (google_search tool) on the native gemini wire",
-        "Gemini 3+ (2.x cannot combine Google Search with function tools)",
-    ),
-    CapabilityRule(
-        "Groq", ("groq",), ("api.groq.com",), r".",
-        note="compound models search; the Groq SDK is not installed",
-    ),
-    CapabilityRule(
-        "Z.AI / GLM", ("zai", "glm"), ("api.z.ai", "open.bigmodel.cn"), r".",
-        note="provider offers search; ketch adapter pending",
-    ),
-    CapabilityRule(
-        "Mistral", ("mistral",), ("api.mistral.ai",), r".", note="agents connector only; adapter pending",
-    ),
-    CapabilityRule(
-        "Moonshot", ("moonshot", "kimi"), ("api.moonshot.ai", "api.moonshot.cn"), r".",
-        note="no hosted search in the model API",
-    ),
-    CapabilityRule(
-        "Cohere, Together, Fireworks, SiliconFlow",
-        ("cohere", "together", "fireworks", "siliconflow"),
-        ("api.cohere.com", "api.cohere.ai", "api.together.xyz", "api.fireworks.ai",
-         "api.siliconflow.cn", "api.siliconflow.com"),
-        r".", note="no hosted search; use source = tavily",
-    ),
-)
-"""The provider matrix. First matching row decides; rows without protocols are documented gaps."""
 
 
 @dataclass(frozen=True)
@@ -200,8 +99,10 @@ def capability_table() -> list[dict[str, str]]:
     ]
 
 
-_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini"})
-"""Protocols whose wire ketch can build a session on (there is no OpenRouter wire yet)."""
+_BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini", "zai-chat",
+                                              "openrouter", "mistral-conversations"})
+"""Protocols whose wire ketch can build a session on (``openrouter``: Chat Completions on the SDK's
+OpenRouter model, ``providers.openrouter``)."""
 
 
 def _state(rule: CapabilityRule) -> str:
@@ -214,15 +115,15 @@ def _state(rule: CapabilityRule) -> str:
     return "hosted search"
 
 
-def _bare_model(model_name: str) -> str:
-    """``openai:gpt-5`` or ``deepseek/deepseek-v4-pro`` -> the model id itself, lowercased."""
-    return re.split(r"[:/]", model_name.strip())[-1].lower()
-
-
 def _host(base_url: str | None) -> str:
     if not base_url:
         return ""
     return (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower()
+
+
+def _path(base_url: str | None) -> str:
+    """The base URL's path with one trailing slash (``/api/paas/v4/``), for path-limited rows."""
+    return urlsplit(base_url if "//" in (base_url or "") else f"//{base_url or ''}").path.rstrip("/") + "/"
 
 
 def _wire_protocol(wire: str | None) -> Protocol | None:
@@ -280,18 +181,21 @@ def resolve_capability(
     if declared is False:
         return Capability(False, reason=f"model metadata for {model_name} turns hosted search off")
     if declared is True:
+        if wire_protocol is None and (wire or "").strip().lower() in _CHAT_WIRES:
+            wire_protocol = _chat_protocol_of(preset)  # a provider's own tool on Chat Completions (Z.AI, OpenRouter)
         if wire_protocol is None:
             return Capability(
-                False, reason=f"{label} declares hosted search but speaks none of Responses, Anthropic Messages or Gemini"
+                False, reason=f"{label} declares hosted search but speaks none of Responses, Anthropic Messages, "
+                "Gemini or OpenRouter"
             )
-        if wire_protocol == "gemini" and re.match(r"gemini-[12]\.", _bare_model(model_name)):
+        if wire_protocol == "gemini" and re.match(r"gemini-[12]\.", bare_model(model_name)):
             return Capability(False, reason=f"{model_name} cannot combine Google Search with function tools "
                               "(Gemini 3+ can)")
         dynamic = dynamic_opt_in or (dynamic_filtering and _preset_filters_dynamically(preset, model_name))
         return _capable(wire_protocol, dynamic, f"declared by model metadata ({wire_protocol})")
 
-    host, preset_name = _host(base_url), (preset or "").lower()
-    rule = next((r for r in CAPABILITY_RULES if r.covers_connection(preset_name, host)), None)
+    host, preset_name, path = _host(base_url), (preset or "").lower(), _path(base_url)
+    rule = next((r for r in CAPABILITY_RULES if r.covers_connection(preset_name, host, path)), None)
     if rule is None:
         return Capability(
             False,
@@ -308,6 +212,14 @@ def resolve_capability(
         return Capability(False, reason=why_not)
     dynamic = dynamic_opt_in or (dynamic_filtering and rule.filters_dynamically(model_name))
     return _capable(chosen, dynamic, f"{rule.provider} {model_name} over {chosen}")
+
+
+def _chat_protocol_of(preset: str | None) -> Protocol | None:
+    """The Chat Completions search protocol of a preset's own row (``zai`` -> ``zai-chat``, ``mistral`` ->
+    ``mistral-conversations``), if any."""
+    name = (preset or "").lower()
+    rule = next((r for r in CAPABILITY_RULES if name in r.presets and set(r.protocols) & FROM_CHAT_PROTOCOLS), None)
+    return rule.protocols[0] if rule is not None else None
 
 
 def _preset_filters_dynamically(preset: str | None, model_name: str) -> bool:
@@ -336,7 +248,8 @@ def _choose_protocol(
         if wanted in rule.protocols:
             return wanted, ""
         return None, f"{rule.provider} has no {setting} hosted search"
-    if (wire or "").strip().lower() in {"", "auto"}:
+    normalized = (wire or "").strip().lower()
+    if normalized in {"", "auto"} or (rule.protocols[0] in FROM_CHAT_PROTOCOLS and normalized in _CHAT_WIRES):
         return rule.protocols[0], ""
     return None, f"{rule.provider} hosted search needs the {rule.protocols[0]} wire, not {wire}"
 

@@ -6,6 +6,7 @@ normalized query and the source rows the provider actually returned (never synth
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,36 @@ def normalize_native_result(part: Any, *, call: Any = None) -> dict[str, Any]:
     query = _query_from_args(_args(call_part)) if call_part is not None else ""
     sources = [] if _is_call(part) else _sources(getattr(part, "content", None))
     return {"call_id": str(getattr(part, "tool_call_id", "") or ""), "query": query, "sources": sources}
+
+
+def annotated_search(part: Any) -> dict[str, Any] | None:
+    """A search OpenRouter ran for an answer, from the ``url_citation`` annotations on its text part.
+
+    OpenRouter's web search (its ``openrouter:web_search`` server tool, or the ``:online``
+    variant) returns no call or result parts: the sources arrive as annotations of the answer
+    (``{"type": "url_citation", "url_citation": {url, title, content, ...}}``), which the SDK
+    keeps in the text part's ``provider_details["annotations"]``. The query is not reported, so
+    it stays empty; the call id is derived from the answer and its sources, so it is the same
+    wherever the stored answer is read again.
+    None when the part carries no such annotation."""
+    if getattr(part, "part_kind", "") != "text":
+        return None
+    details = getattr(part, "provider_details", None) or {}
+    annotations = details.get("annotations") if isinstance(details, dict) else None
+    if not isinstance(annotations, list):
+        return None
+    rows = []
+    for annotation in annotations:
+        if isinstance(annotation, dict) and annotation.get("type") == "url_citation":
+            cited = annotation.get("url_citation")
+            if isinstance(cited, dict):
+                rows.append({**cited, "snippet": cited.get("content") or ""})
+    sources = _sources(rows)
+    if not sources:
+        return None
+    basis = "\n".join([str(getattr(part, "content", "")), *(s["url"] for s in sources)])
+    digest = hashlib.sha256(basis.encode()).hexdigest()[:16]
+    return {"call_id": f"openrouter-{digest}", "query": "", "sources": sources}
 
 
 def is_native_search(part: Any) -> bool:
@@ -76,8 +107,10 @@ def _query_from_args(args: Mapping[str, Any]) -> str:
 
 
 def _sources(content: Any) -> list[dict[str, str]]:
-    """Source rows from Anthropic (a list of result blocks), Responses (``{'sources': [...]}``) or
-    Gemini grounding (the SDK's list of ``groundingChunks[].web``: ``uri`` and ``title``)."""
+    """Source rows from Anthropic (a list of result blocks), Responses (``{'sources': [...]}``),
+    Gemini grounding (the SDK's list of ``groundingChunks[].web``: ``uri`` and ``title``), Z.AI's
+    ``web_search`` rows (``link``, ``title``, ``content``) or Mistral's ``tool_reference`` chunks (``url``,
+    ``title``, ``description``)."""
     if isinstance(content, dict):
         rows = content.get("sources") or content.get("results") or []
     elif isinstance(content, list):
@@ -89,11 +122,11 @@ def _sources(content: Any) -> list[dict[str, str]]:
     for row in rows:
         if not isinstance(row, dict):
             continue
-        url = row.get("url") if isinstance(row.get("url"), str) else row.get("uri")
+        url = next((row[k] for k in ("url", "uri", "link") if isinstance(row.get(k), str) and row[k]), None)
         if not isinstance(url, str) or not url or url in seen:
             continue
         seen.add(url)
-        snippet = row.get("snippet") or row.get("content") or row.get("text") or ""
+        snippet = row.get("snippet") or row.get("content") or row.get("text") or row.get("description") or ""
         sources.append({
             "title": str(row.get("title") or ""),
             "url": url,

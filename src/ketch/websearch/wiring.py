@@ -19,7 +19,10 @@ from typing import Any, Literal
 
 from ketch.core.config import Config, Connection
 from ketch.core.events import WebSearchResult
+from ketch.providers.openrouter import is_online, speaks_openrouter
+from ketch.websearch.normalize import annotated_search
 from ketch.websearch.capability import (
+    CHAT_PROTOCOLS,
     SEARCH_TOOL_NAME,
     Capability,
     SearchRoute,
@@ -50,6 +53,8 @@ class SessionSearch:
     wire: str
     """The wire the session model must speak: the connection's, or Responses when hosted search
     runs there and the connection only fixed the preset's Chat Completions default."""
+    notice: str = ""
+    """One line for the session's start (an OpenRouter ``:online`` id that cannot search here)."""
 
     def prompt_entries(self) -> list[tuple[str, str]]:
         """Extra ``(name, description)`` tool lines for the prompt: hosted search, when routed."""
@@ -109,7 +114,22 @@ def session_search(
     environ: Mapping[str, str] | None = None,
     tool_ceiling: Iterable[str] | None = None,
 ) -> SessionSearch:
-    """Route search for a root session: the TUI follows config, headless needs the opt-in."""
+    """Route search for a root session: the TUI follows config, headless needs the opt-in.
+
+    An OpenRouter model id with the ``:online`` variant is itself the opt-in (as ``--web-search``
+    with the model as the source); privacy mode refuses it (``ConfigError``), and a tool list
+    without ``web_search`` or a connection that cannot search runs it without search, with a notice."""
+    online = speaks_openrouter(conn.preset.name, conn.wire, conn.base_url) and is_online(conn.model_name)
+    if online and config.privacy:
+        from ketch.core.exceptions import ConfigError
+
+        raise ConfigError(
+            f"model '{conn.ref}' asks OpenRouter to search the web (':online') but privacy mode is on; "
+            f"drop ':online' from the model or leave privacy mode"
+        )
+    if online:
+        flag = True  # the variant is the user's explicit opt-in, over [web_search] enabled
+        config = config.model_copy(update={"web_search": config.web_search.model_copy(update={"source": "model"})})
     settings = search_settings(config, flag=flag, tool_ceiling=tool_ceiling)
     if settings.source == "model":
         capability = connection_capability(
@@ -123,16 +143,25 @@ def session_search(
     wire, problem = _session_wire(conn.wire, route.protocol)
     if problem:
         route, capability = SearchRoute(reason=problem), Capability(False, reason=problem)
-    return SessionSearch(settings, capability, route, surface, opt_in, wire)
+    notice = ""
+    if online and route.native_tool is None:
+        notice = f"':online' is not sent and {conn.ref} runs without web search: {route.reason}"
+    return SessionSearch(settings, capability, route, surface, opt_in, wire, notice)
 
 
 def _session_wire(conn_wire: str, protocol: str | None) -> tuple[str, str]:
     """(wire for the session model, reason hosted search cannot run on this connection or "")."""
-    if protocol is None or protocol == conn_wire:
+    if protocol is None or _runs_on(protocol) == conn_wire:
         return conn_wire, ""
-    if protocol == "openai-responses" and conn_wire == "openai-chat":
-        return "openai-responses", ""  # the primary request moves with the search; never the search alone
+    if protocol in ("openai-responses", "mistral-conversations") and conn_wire == "openai-chat":
+        return protocol, ""  # the primary request moves with the search; never the search alone
     return conn_wire, f"hosted search over {protocol} needs a connection on that wire, not {conn_wire}"
+
+
+def _runs_on(protocol: str) -> str:
+    """The connection wire a hosted-search protocol runs on: its own, or Chat Completions for a
+    provider's own tool there (Z.AI's ``web_search``)."""
+    return "openai-chat" if protocol in CHAT_PROTOCOLS else protocol
 
 
 def child_search_route(
@@ -152,7 +181,7 @@ def child_search_route(
         capability = connection_capability(
             connection, parent.settings.protocol, dynamic_filtering=parent.settings.anthropic_dynamic_filtering
         )
-        if capability.protocol is not None and capability.protocol != connection.wire:
+        if capability.protocol is not None and _runs_on(capability.protocol) != connection.wire:
             capability = Capability(False, reason=f"hosted search needs the {capability.protocol} wire")
     return route_web_search(
         parent.settings,
@@ -188,7 +217,8 @@ class NativeSearchTracker:
     """Turns provider-executed search parts in the agent stream into ``WebSearchResult`` events.
 
     The call part is complete only at its ``PartEndEvent`` (its query arrives as deltas); the
-    result part arrives whole in a ``PartStartEvent``. Each result is reported once.
+    result part arrives whole in a ``PartStartEvent``. Each result is reported once. OpenRouter's
+    search has no parts of its own: its sources end a text part (``normalize.annotated_search``).
     """
 
     _calls: dict[str, Any] = field(default_factory=dict)
@@ -208,6 +238,8 @@ class NativeSearchTracker:
         if not isinstance(item, (PartStartEvent, PartEndEvent)):
             return None
         part = item.part
+        if isinstance(item, PartEndEvent) and (annotated := annotated_search(part)) is not None:
+            return WebSearchResult(**annotated)  # OpenRouter: the sources ride on the answer's text
         if not is_native_search(part):
             return None
         call_id = str(getattr(part, "tool_call_id", "") or "")
