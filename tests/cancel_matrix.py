@@ -67,10 +67,14 @@ command = "[ -e {GATES}/stop.armed ] || exit 0; echo $$ > {GATES}/stop.running; 
 """
 
 
-def install_hooks(config_dir: Path) -> None:
-    """Add ``HOOKS`` to the user's config (the ``isolated_home`` one)."""
+def install_hooks(config_dir: Path, *, checkpoints: bool = False) -> None:
+    """Add ``HOOKS`` to the user's config (the ``isolated_home`` one); ``checkpoints`` turns on
+    what is on by default for a user (the suite's config turns it off)."""
     config = config_dir / "config.toml"
-    config.write_text(config.read_text() + HOOKS)
+    text = config.read_text()
+    if checkpoints:
+        text = text.replace("checkpoints = false", "checkpoints = true")
+    config.write_text(text + HOOKS)
 
 
 def answer_pieces(tag: str) -> list[str]:

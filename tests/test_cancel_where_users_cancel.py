@@ -35,7 +35,9 @@ every request the provider received passes the strict history rules of its wire 
 Responses item rules.
 
 Headless, SIGINT while a command runs stops the command and the turn goes on (README); there
-the test sends a second SIGINT once the next request is held, which ends the turn.
+the test sends a second SIGINT once the next request is held, which ends the turn. The user's
+hooks (``cancel_matrix.HOOKS``) are configured throughout; checkpoints, on by default for a
+user and off in the suite, are on for one wire of each front end.
 
 Each headless boundary is its own process. On each wire one of them is ``python -m ketch``
 itself; the others are forked from an interpreter that has already imported ketch and the
@@ -123,7 +125,7 @@ async def test_esc_in_the_ui_at_every_boundary_keeps_every_prompt_and_the_text_s
     from ketch.frontends.interactive import Interactive
 
     cwd = workdir(tmp_path)
-    install_hooks(isolated_home / "config")
+    install_hooks(isolated_home / "config", checkpoints=wire == "openai-chat")  # (on by default for users)
     prompts: list[str] = []
     with FakeProvider() as fake:
         runtime = Interactive(_main_parser().parse_args([*adhoc(fake, wire), "--yolo", "--cwd", str(cwd)]), cwd)
@@ -181,7 +183,7 @@ def test_sigint_headless_at_every_boundary_keeps_every_prompt_and_the_text_shown
     tmp_path: Path, wire: str, preloaded_ketch: Preloaded, isolated_home: Path
 ) -> None:
     cwd = workdir(tmp_path)
-    install_hooks(isolated_home / "config")
+    install_hooks(isolated_home / "config", checkpoints=wire == "anthropic-messages")  # (on by default for users)
     prompts: list[str] = []
     with FakeProvider() as fake:
         for n, boundary in enumerate(BOUNDARIES):
