@@ -7,8 +7,10 @@ and `:generateContent`, see `fake_gemini`), plus `GET /v1/models`. A Chat Comple
 carrying Z.AI's `web_search` tool gets its `web_search` rows (see `fake_zai`); one asking OpenRouter
 to search (its `openrouter:web_search` server tool, the `web` plugin or an `:online` model) gets a
 turn's `native_search` sources as `url_citation` annotations, on a delta after the text and on the
-message, and a model slug with a `/` gets OpenRouter's `provider` field. Mistral's Conversations
-API (`POST /v1/conversations`, see `fake_mistral`) is the fifth model endpoint. Each model request plays the next
+message, and a model slug with a `/` gets OpenRouter's `provider` field; Groq's SDK path
+`/openai/v1/chat/completions` gets Groq's dialect (`x_groq` usage, compound `executed_tools`, see
+`fake_groq`). Mistral's Conversations API (`POST /v1/conversations`, see `fake_mistral`) is the
+fifth model endpoint. Each model request plays the next
 `Turn` of a script; every request is recorded. A missing or doubled `/v1` prefix is tolerated
 unless `exact_paths` asks for a real server's routing; the path actually received is recorded.
 Server behaviours of real local servers can be switched on: `refuse_stream_with_tools`,
@@ -42,6 +44,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import fake_gemini
+import fake_groq
 import fake_mistral
 import fake_zai
 import pytest
@@ -185,6 +188,8 @@ def _normalize(path: str) -> str:
     path = path.split('?', 1)[0].rstrip('/') or '/'
     while path == '/v1' or path.startswith('/v1/'):
         path = path[3:] or '/'
+    if path.startswith('/openai/v1/'):  # Groq's SDK path
+        return _normalize(path[len('/openai'):])
     return path
 
 
@@ -847,6 +852,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self._json(500, {'error': {'code': 500, 'message': 'Cannot use tools with stream', 'type': 'server_error'}})
             return
+        if wire == CHAT and (groq_refusal := fake_groq.refusal(request.path, body)) is not None:
+            self._json(400, groq_refusal)
+            return
         turn = fake._next_turn(request)
         if turn.hold is not None:
             fake._hold(turn.hold)
@@ -858,6 +866,8 @@ class _Handler(BaseHTTPRequestHandler):
             events, final = gemini_render(turn, body, fake._ids, request.path)
         else:
             events, final = _RENDERERS[wire](turn, body, fake._ids)
+            if wire == CHAT and fake_groq.is_groq(request.path):
+                events, final = fake_groq.groq_render(turn, body, events, final)
         if wire == RESPONSES and not (turn.truncate or turn.malformed or turn.end_early):
             with fake._lock:
                 fake.ledger.record(final, context)

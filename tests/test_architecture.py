@@ -13,7 +13,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "ketch"
-SDK = ("pydantic_ai", "openai", "anthropic", "mcp", "google", "genai_prices")
+SDK = ("pydantic_ai", "openai", "anthropic", "mcp", "google", "groq", "genai_prices")
 MAX_LINES = 500
 LONG_LINES = 400
 

@@ -228,34 +228,7 @@ def test_models_capabilities_shows_the_z_ai_rows(tmp_path):
     assert "no hosted search" in rows["Z.AI GLM Coding Plan"]
 
 
-# ----------------------------------------------------------------------------- Groq compound, Mistral
-
-
-@pytest.mark.parametrize(
-    ("preset", "model", "reason"),
-    [
-        ("groq", "groq/compound", "compound takes no function tools"),
-        ("groq", "groq/compound-mini", "compound takes no function tools"),
-    ],
-)
-def test_groq_compound_and_mistral_stay_without_hosted_search(tmp_path, fake_provider, preset, model, reason):
-    """Neither has a search ketch can run inside its own request: no tool, no Groq
-    ``search_settings``/``compound_custom``, no Mistral connector, and never Tavily instead."""
-    from ketch.websearch.capability import resolve_capability
-
-    official = {"groq": "https://api.groq.com/openai/v1", "mistral": "https://api.mistral.ai/v1"}[preset]
-    capability = resolve_capability(preset, preset, "openai-chat", official, model)
-    assert not capability.supported and reason in capability.reason
-
-    fake = fake_provider([Turn(text="ok")])
-    write_project_config(tmp_path, f'[connections.{preset}]\npreset = "{preset}"\nbase_url = "{fake.base_url}"\n'
-                                   "max_retries = 0\n[web_search]\nenabled = true\n")
-    run = run_ketch(["-p", "hi", "-m", f"{preset}:{model}", "--web-search"], tmp_path,
-                    env={"GROQ_API_KEY": "gk", "MISTRAL_API_KEY": "mk"})
-    assert run.code == 0, run.stderr
-    body = fake.model_requests[0].body
-    assert not _any_search(body)
-    assert not {"search_settings", "compound_custom"} & set(body)
+# ----------------------------------------------------------------------------- Mistral (Groq: test_websearch_groq)
 
 
 @pytest.mark.parametrize(("think", "sent"), [("high", "enabled"), ("off", "disabled")])

@@ -187,6 +187,16 @@ def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: 
     subagents.attach(session)
 
 
+def compound_surface(s: Settled, warnings: list[str]) -> bool:
+    """Step 3b: a Groq compound model runs without function tools and titles, with one notice saying so."""
+    from ketch.providers.groq import TOOLS_OFF, compound_connection
+
+    if not compound_connection(s.conn):
+        return False
+    warnings.append(TOOLS_OFF.format(model=s.conn.ref))
+    return True
+
+
 def start_telemetry(s: Settled, warnings: list[str]) -> bool:
     """Step 0: tracing, when the standard variable or the user's own config asks for it."""
     from ketch.core import telemetry
@@ -259,6 +269,9 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     )
     warnings.extend([search.notice] if search.notice else [])
     specs, task_kinds = tool_specs(s, search)
+    compound = compound_surface(s, warnings)
+    if compound:  # Groq compound takes no function tools: none are offered, listed or sent
+        specs, task_kinds = [], {}
     sandbox, sandbox_notices = session_sandbox(
         s.config, s.root, s.workspace.extra_dirs, yolo=bool(getattr(args, "yolo", False)), flag_mode=getattr(args, "sandbox", None)
     )
@@ -306,7 +319,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         store=store,
         session_id=session_id,
         history=history,
-        extra_toolsets=hub.toolsets if hub is not None else (),
+        extra_toolsets=hub.toolsets if hub is not None and not compound else (),
         extra_kinds=extra_kinds,
         capabilities=[
             *(_fallback_capability(s.conn, model) if model_override is None and search.wire == s.conn.wire else []),
@@ -335,7 +348,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
 
         session.closers.append(shutdown)
     attach_checkpoints(session, s, warnings)
-    session.auto_title = titles and s.config.titles and not history
+    session.auto_title = titles and s.config.titles and not history and not compound
     session.startup_notices.extend([*warnings, *deps.extras["skills"].warnings])
     server_behaviour.attach(session)
     session.history_rewritten = session.history_rewritten or bool(rewritten)

@@ -108,6 +108,10 @@ class SlashActions(ExtensionCommands):
         from ketch.providers.thinking import thinking_notice
 
         conn, url_notice = forgiving_connection(conn)
+        from ketch.providers.groq import compound_connection, switch_refusal
+
+        if compound_connection(conn):  # it takes none of this session's tools and searches on its own
+            raise ValueError(switch_refusal(conn.ref))
         model = await asyncio.to_thread(build_model, conn)  # may import another SDK module
         old = session.model
         session.set_model(model, conn)

@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx2
 
-from ketch.providers.sse import wrappable_sse
+from ketch.providers.sse import ByteStream, wrappable_sse
 
 DEFAULT_WINDOW_MS = 100.0
 
@@ -280,7 +280,7 @@ def coalesce_events(raw_events: list[bytes]) -> tuple[bytes, bool]:
     return merger.take(), streaming
 
 
-class CoalescedStream(httpx2.AsyncByteStream):
+class CoalescedStream(ByteStream):
     """Wraps a response body; yields the same SSE stream with text deltas merged.
 
     A reader task pulls the body into a queue. While text is streaming, after a read that

@@ -128,7 +128,13 @@ def build_model(
         return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
     if speaks_openrouter(conn.preset.name, wire, conn.base_url):
         return openrouter_model(conn.model_name, _openai_client(conn, wire), profile)
+    from ketch.providers.groq import speaks_groq
     from ketch.providers.zai import speaks_zai
+
+    if speaks_groq(conn.preset.name, conn.base_url):
+        from ketch.providers.groq_model import groq_model
+
+        return groq_model(conn, _response_hooks(wire), **extra)
 
     if speaks_zai(conn.preset.name, conn.base_url):
         from ketch.providers.zai import ZaiSearchModel

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx2
 
-from ketch.providers.sse import wrappable_sse
+from ketch.providers.sse import ByteStream, wrappable_sse
 
 _TYPE = rb'"type"\s*:\s*"'
 _TERMINAL: dict[str, re.Pattern[bytes]] = {
@@ -43,7 +43,7 @@ EMPTY_STREAM = "the server started a stream and closed it before its first event
 """A stream that broke, or ended, before a single byte of it arrived (``stream_refusal`` reads it)."""
 
 
-class TerminatedStream(httpx2.AsyncByteStream):
+class TerminatedStream(ByteStream):
     """The same bytes; raises at the end of the body if the terminal marker never came."""
 
     def __init__(self, inner: httpx2.AsyncByteStream, marker: re.Pattern[bytes]) -> None:

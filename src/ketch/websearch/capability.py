@@ -46,7 +46,7 @@ _ANTHROPIC_WIRES = {"anthropic", "anthropic-messages", "messages", "anthropic-co
 _OPENROUTER_WIRES = {"openrouter"}
 _GEMINI_WIRES = {"gemini", "google", "gemini-generate-content"}
 _CHAT_WIRES = {"openai-chat", "chat", "chat-completions"}
-CHAT_PROTOCOLS: frozenset[str] = frozenset({"zai-chat", "openrouter"})
+CHAT_PROTOCOLS: frozenset[str] = frozenset({"zai-chat", "openrouter", "groq-compound"})
 """Hosted-search protocols that run on the Chat Completions wire itself (a provider's own tool there)."""
 FROM_CHAT_PROTOCOLS: frozenset[str] = CHAT_PROTOCOLS | {"mistral-conversations"}
 """Hosted-search protocols a Chat Completions connection of that provider can use: its own tool on the
@@ -100,7 +100,7 @@ def capability_table() -> list[dict[str, str]]:
 
 
 _BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini", "zai-chat",
-                                              "openrouter", "mistral-conversations"})
+                                              "openrouter", "mistral-conversations", "groq-compound"})
 """Protocols whose wire ketch can build a session on (``openrouter``: Chat Completions on the SDK's
 OpenRouter model, ``providers.openrouter``)."""
 
@@ -182,7 +182,7 @@ def resolve_capability(
         return Capability(False, reason=f"model metadata for {model_name} turns hosted search off")
     if declared is True:
         if wire_protocol is None and (wire or "").strip().lower() in _CHAT_WIRES:
-            wire_protocol = _chat_protocol_of(preset)  # a provider's own tool on Chat Completions (Z.AI, OpenRouter)
+            wire_protocol = _chat_protocol_of(preset, model_name)  # a provider's own tool on Chat Completions (Z.AI, OpenRouter)
         if wire_protocol is None:
             return Capability(
                 False, reason=f"{label} declares hosted search but speaks none of Responses, Anthropic Messages, "
@@ -214,11 +214,13 @@ def resolve_capability(
     return _capable(chosen, dynamic, f"{rule.provider} {model_name} over {chosen}")
 
 
-def _chat_protocol_of(preset: str | None) -> Protocol | None:
+def _chat_protocol_of(preset: str | None, model_name: str) -> Protocol | None:
     """The Chat Completions search protocol of a preset's own row (``zai`` -> ``zai-chat``, ``mistral`` ->
-    ``mistral-conversations``), if any."""
+    ``mistral-conversations``), if any; Groq's is the compound models' nature, never a tool metadata can
+    add to another model."""
     name = (preset or "").lower()
-    rule = next((r for r in CAPABILITY_RULES if name in r.presets and set(r.protocols) & FROM_CHAT_PROTOCOLS), None)
+    rule = next((r for r in CAPABILITY_RULES if name in r.presets and set(r.protocols) & FROM_CHAT_PROTOCOLS
+                 and ("groq-compound" not in r.protocols or r.covers_model(model_name))), None)
     return rule.protocols[0] if rule is not None else None
 
 

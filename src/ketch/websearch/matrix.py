@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-Protocol = Literal["openai-responses", "anthropic-messages", "openrouter", "gemini", "zai-chat", "mistral-conversations"]
+Protocol = Literal["openai-responses", "anthropic-messages", "openrouter", "gemini", "zai-chat", "mistral-conversations",
+                   "groq-compound"]
 
 
 def bare_model(model_name: str) -> str:
@@ -107,9 +108,13 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
         "Gemini 3+ (2.x cannot combine Google Search with function tools)",
     ),
     CapabilityRule(
+        "Groq compound", ("groq",), ("api.groq.com",), r"compound(-beta)?(-mini)?$", ("groq-compound",),
+        "the model searches by itself (executed_tools); it takes no function tools, so ketch sends none",
+        "groq/compound, groq/compound-mini",
+    ),
+    CapabilityRule(
         "Groq", ("groq",), ("api.groq.com",), r".",
-        note="no adapter: compound takes no function tools (every ketch request has them) and searches "
-        "unasked, so privacy could not withhold it",
+        note="no hosted search: Groq does not document browser_search (gpt-oss) together with function tools",
     ),
     CapabilityRule(
         "Z.AI GLM Coding Plan", ("zai", "glm"), ("api.z.ai", "open.bigmodel.cn"), r".",

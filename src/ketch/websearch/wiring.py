@@ -143,10 +143,21 @@ def session_search(
     wire, problem = _session_wire(conn.wire, route.protocol)
     if problem:
         route, capability = SearchRoute(reason=problem), Capability(False, reason=problem)
+    _refuse_unasked_search(conn, route)
     notice = ""
     if online and route.native_tool is None:
         notice = f"':online' is not sent and {conn.ref} runs without web search: {route.reason}"
     return SessionSearch(settings, capability, route, surface, opt_in, wire, notice)
+
+
+def _refuse_unasked_search(conn: Connection, route: SearchRoute) -> None:
+    """A Groq compound model searches whenever it likes: a session that may not search cannot use it."""
+    from ketch.providers.groq import compound_connection, refusal
+
+    if compound_connection(conn) and route.protocol != "groq-compound":
+        from ketch.core.exceptions import ConfigError
+
+        raise ConfigError(refusal(conn.ref, f"this session may not search ({route.reason})"))
 
 
 def _session_wire(conn_wire: str, protocol: str | None) -> tuple[str, str]:

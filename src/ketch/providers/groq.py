@@ -1,0 +1,81 @@
+"""Groq connections: which ones are Groq's, which models are compound, and what ketch says about them.
+
+No SDK here (``groq_model`` holds the model class). The model is imported only when a connection is Groq's (the ``groq`` preset, or a base URL on
+``api.groq.com``): ``ketch --version`` and the other wires never load the SDK. The SDK speaks
+Groq's Chat Completions (``POST {host}/openai/v1/chat/completions``), so the preset's base URL
+``https://api.groq.com/openai/v1`` loses its ``/openai/v1`` before it reaches the SDK, which adds it.
+Its httpx client carries the same response hooks as the other wires (end-of-stream check, text
+coalescing) and the connection's silence limit and retries.
+
+Groq's compound systems (``groq/compound``, ``groq/compound-mini``) search the web on their own
+and take no user-provided function tools. The SDK's model already turns their ``executed_tools``
+entries of type ``search`` into a provider-executed ``web_search`` call and its result (the
+``search_results`` object as Groq sent it), and sends only the answer text back on a later turn,
+which is what Groq's API takes. On top of it, ``groq_model.KetchGroqModel``:
+
+- sends no function tools and no ``tool_choice`` to a compound model, whatever the request holds;
+- refuses, before anything is sent, a compound request that does not carry the hosted search
+  (pydantic-ai's ``WebSearchTool``): privacy mode, a subagent without ``web_search`` and the
+  auxiliary calls (titles, summaries, commit messages) never get one, so none of them can reach a
+  model that searches unasked;
+- keeps an ``executed_tools`` entry whose ``arguments`` are not JSON (the SDK would raise) as
+  ``{"unreadable_arguments": <text>}``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from ketch.core.config import Connection
+
+PROVIDER = "groq"
+HOSTS = frozenset({"api.groq.com"})
+COMPOUND = re.compile(r"^(groq/)?compound(-beta)?(-mini)?$", re.IGNORECASE)
+"""Groq's compound systems (and their older ``compound-beta`` names)."""
+OTHER_MODEL = "groq:openai/gpt-oss-120b"
+"""A Groq model without built-in search, named in refusals."""
+
+
+def speaks_groq(preset: str, base_url: str | None) -> bool:
+    """Whether a Chat Completions connection is Groq's own API (its preset, or its host)."""
+    host = (urlsplit(base_url or "").hostname or "").lower()
+    return preset == PROVIDER or host in HOSTS
+
+
+def is_compound(model_name: str) -> bool:
+    return COMPOUND.match(model_name.strip()) is not None
+
+
+def compound_connection(conn: Connection) -> bool:
+    """Whether ``conn`` runs a Groq compound system (a model that searches on every request it likes)."""
+    return conn.wire == "openai-chat" and speaks_groq(conn.preset.name, conn.base_url) and is_compound(conn.model_name)
+
+
+def refusal(model_name: str, why: str) -> str:
+    """One line: this compound model may not be used here, why, and what to do instead."""
+    return (f"{model_name} searches the web on its own (Groq compound) and {why}: use a Groq model without "
+            f"built-in search for it (e.g. -m {OTHER_MODEL}), or allow web search")
+
+
+def switch_refusal(ref: str) -> str:
+    """One line for ``/model`` to a compound system: a running session has tools and its own search route."""
+    return (f"{ref} is a Groq compound system: it takes no function tools and searches on its own, so a session "
+            f"cannot switch to it; start one on it (ketch -m {ref}, with web search allowed)")
+
+
+TOOLS_OFF = ("{model} takes no function tools (Groq compound): this session runs without ketch's tools "
+             "(files, shell, subagents, MCP) and without generated titles; the model searches and answers")
+
+
+def sdk_base_url(base_url: str | None) -> str | None:
+    """The host part the Groq SDK wants: ``…/openai/v1`` is what it appends itself."""
+    if not base_url:
+        return None
+    trimmed = base_url.rstrip("/")
+    for suffix in ("/openai/v1", "/openai"):
+        if trimmed.endswith(suffix):
+            return trimmed[: -len(suffix)]
+    return trimmed
