@@ -49,3 +49,14 @@ def _loopback_only(self: socket.socket, address: object) -> object:
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep the network out: any connect to a non-loopback address fails the call."""
     monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+
+
+@pytest.fixture(scope="session")
+def preloaded_ketch():  # noqa: ANN201
+    """The interpreter that forks real ketch processes without paying the SDK imports
+    (``ketch_processes.Preloaded``), started once for the tests that ask for it."""
+    from ketch_processes import Preloaded
+
+    server = Preloaded()
+    yield server
+    server.close()

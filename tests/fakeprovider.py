@@ -19,6 +19,12 @@ Server behaviours of real local servers can be switched on: `refuse_stream_with_
 The Responses endpoint enforces the provider's item rules by default (orphan tool outputs,
 unknown item ids, ids sent without their reasoning item); see `FakeProvider.rejections`.
 
+A `Hold` stops the fake at one point of an answer until the test releases it, and says when
+it got there: before a turn is answered at all (`Turn(hold=...)`) or right after the n-th
+piece of its text went out (`Turn(hold_after_piece=(n, hold))`, on the Chat, Responses and
+Anthropic wires). A test waits for `hold.wait_reached()`, then for the front end to show
+what had arrived, then acts (a cancel, a kill) at exactly that point.
+
 With `window=N` every model endpoint also enforces a context window as the real providers
 do, counting input more strictly than ketch does (the characters of every string in the body
 over `chars_per_token`, 3.5 by default, against ketch's 4): input plus the requested output
@@ -47,6 +53,7 @@ from fake_mistral import MISTRAL
 
 __all__ = [
     'FakeProvider',
+    'Hold',
     'NativeSearch',
     'RecordedRequest',
     'ToolCall',
@@ -96,6 +103,29 @@ class NativeSearch:
     sources: list[dict[str, str]]
 
 
+class Hold:
+    """A point where the fake provider stops answering until the test calls `release`.
+
+    `reached` is set as the fake arrives there (the request is recorded; what comes before the
+    point has been sent and flushed). A held answer is also let go when the fake stops."""
+
+    def __init__(self, name: str = '') -> None:
+        self.name = name
+        self.reached = threading.Event()
+        self.released = threading.Event()
+
+    def wait_reached(self, timeout: float = 30.0) -> bool:
+        """Block until the fake holds here (True), or `timeout` seconds passed (False)."""
+        return self.reached.wait(timeout)
+
+    def release(self) -> None:
+        self.released.set()
+
+    def __repr__(self) -> str:
+        state = 'released' if self.released.is_set() else 'holding' if self.reached.is_set() else 'not reached'
+        return f'Hold({self.name!r}, {state})'
+
+
 @dataclass
 class Turn:
     """One scripted model response, rendered into whichever wire the request came on."""
@@ -115,6 +145,10 @@ class Turn:
     text_pieces: list[str] | None = None
     """Stream the text in exactly these pieces (one SSE event each), e.g. one per token."""
     native_search: NativeSearch | None = None
+    hold: Hold | None = None
+    """Hold before anything of this answer is sent (after the request was recorded)."""
+    hold_after_piece: tuple[int, Hold] | None = None
+    """`(n, hold)`: hold the stream right after the n-th (1-based) piece of the text was sent."""
     finish: str = ''
     """'length': the answer was cut by the output limit, each wire its own way (Chat `finish_reason:
     "length"`, Responses `status: "incomplete"` with `max_output_tokens`, Anthropic `stop_reason:
@@ -696,6 +730,11 @@ class FakeProvider:
         if seconds > 0:
             self._stopping.wait(seconds)
 
+    def _hold(self, hold: Hold) -> None:
+        hold.reached.set()
+        while not hold.released.wait(0.05) and not self._stopping.is_set():
+            pass
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.1'
@@ -817,6 +856,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, groq_refusal)
             return
         turn = fake._next_turn(request)
+        if turn.hold is not None:
+            fake._hold(turn.hold)
         fake._wait(turn.delay)
         if turn.status != 200:
             self._json(turn.status, turn.error_body or default_error_body(wire, turn.status))
@@ -871,6 +912,11 @@ class _Handler(BaseHTTPRequestHandler):
         cut = max(1, len(frames) // 2) if turn.truncate else None
         if turn.end_early:
             frames = frames[: max(1, len(frames) // 2)]
+        hold_at = None
+        if turn.hold_after_piece is not None:
+            assert not turn.malformed, 'a hold counts the frames of a well-formed stream'
+            texts = [n for n, (_, data) in enumerate(events) if _is_text_piece(wire, data)]
+            hold_at = texts[turn.hold_after_piece[0] - 1]
         for n, frame in enumerate(frames):
             if n == cut:
                 self.close_connection = True  # no terminal event and no final chunk
@@ -880,7 +926,22 @@ class _Handler(BaseHTTPRequestHandler):
             data = frame.encode()
             self.wfile.write(b'%x\r\n%s\r\n' % (len(data), data))
             self.wfile.flush()
+            if n == hold_at:
+                assert turn.hold_after_piece is not None
+                self.fake._hold(turn.hold_after_piece[1])
         self.wfile.write(b'0\r\n\r\n')
+
+
+def _is_text_piece(wire: str, data: dict[str, Any]) -> bool:
+    """Whether one stream event carries a (non-empty) piece of the answer's text."""
+    if wire == CHAT:
+        choices = data.get('choices') or [{}]
+        return bool((choices[0].get('delta') or {}).get('content'))
+    if wire == RESPONSES:
+        return data.get('type') == 'response.output_text.delta'
+    if wire == ANTHROPIC:
+        return data.get('type') == 'content_block_delta' and data['delta'].get('type') == 'text_delta'
+    raise AssertionError(f'hold_after_piece is not supported on the {wire} wire')
 
 
 _EXACT = {'/v1' + route for route in _ROUTES}

@@ -131,13 +131,13 @@ def _results(request):  # noqa: ANN001, ANN202
 # ---------------------------------------------------------------- Esc in the UI
 
 
-@pytest.mark.parametrize("during", ["a long answer", "a running command"])
-async def test_esc_in_the_ui_then_two_prompts_then_quit_keeps_everything(tmp_path: Path, during: str) -> None:
-    """The report of issue 17: Esc during a long answer, two more prompts, /quit. The store holds
-    the three prompts, the cut answer marked as cancelled, and a resume sends a valid history."""
+async def test_esc_in_the_ui_during_a_long_answer_then_two_prompts_then_quit_keeps_everything(tmp_path: Path) -> None:
+    """The report of issue 17: Esc during a long answer (while its text still flows), two more
+    prompts, /quit. The store holds the three prompts, the cut answer marked as cancelled, and a
+    resume sends a valid history. (Esc at every boundary, on every wire, the stream held there:
+    ``test_cancel_where_users_cancel``.)"""
     import asyncio
 
-    from fakeprovider import ToolCall
     from kettle import adhoc
     from uifakes import Harness
 
@@ -146,11 +146,8 @@ async def test_esc_in_the_ui_then_two_prompts_then_quit_keeps_everything(tmp_pat
 
     cwd = workdir(tmp_path)
     pieces = [f"word{i} " for i in range(300)]
-    if during == "a long answer":
-        first = [Turn(text="".join(pieces), text_pieces=pieces, chunk_delay=0.05)]
-    else:
-        first = [Turn(text="Running it.", tool_calls=[ToolCall("shell", {"command": "sleep 30"}, id="esc_1")])]
-    with FakeProvider([*first, Turn(text="second answer"), Turn(text="third answer")]) as fake:
+    first = Turn(text="".join(pieces), text_pieces=pieces, chunk_delay=0.05)
+    with FakeProvider([first, Turn(text="second answer"), Turn(text="third answer")]) as fake:
         runtime = Interactive(_main_parser().parse_args([*adhoc(fake, "openai-chat"), "--yolo", "--cwd", str(cwd)]), cwd)
         config = runtime.app_config()
         fields = {name: getattr(config, name) for name in (
@@ -160,9 +157,7 @@ async def test_esc_in_the_ui_then_two_prompts_then_quit_keeps_everything(tmp_pat
             async with Harness(None, columns=100, rows=30, **fields) as h:
                 await h.wait_text("adhoc:fake-model", timeout=10)
                 await h.type("the first prompt\r")
-                await h.wait_text("word5" if during == "a long answer" else "sleep 30", timeout=10)
-                if during == "a running command":
-                    await asyncio.sleep(0.3)
+                await h.wait_text("word5", timeout=10)
                 await h.type("\x1b", pause=0.3)
                 await h.idle()
                 await h.type("the second prompt\r")
@@ -179,10 +174,7 @@ async def test_esc_in_the_ui_then_two_prompts_then_quit_keeps_everything(tmp_pat
         assert stored_prompts(messages) == ["the first prompt", "the second prompt", "the third prompt"]
         assert no_two_responses_in_a_row(messages)
         text = stored_text(messages)
-        if during == "a long answer":
-            assert "word0 word1 word2 word3 word4 word5" in text and CANCELLED_MARKER in text
-        else:
-            assert CUT_OFF_BY_USER in dict(_results(fake.model_requests[1]))["esc_1"]
+        assert "word0 word1 word2 word3 word4 word5" in text and CANCELLED_MARKER in text
         fake.add(Turn(text="resumed"))
         session = await open_session(fake, "openai-chat", cwd, resume=True)
         await run(session, "after the resume")

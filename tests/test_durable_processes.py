@@ -1,14 +1,22 @@
-"""The real ``ketch`` binary stopped from outside: SIGINT at several points of a turn, ``kill -9``
-at every step boundary (a command running included), and two processes on one session.
+"""The real ``ketch`` binary stopped from outside: ``kill -9`` at every boundary of a turn on
+every wire (a command running included), and two processes on one session. (SIGINT at every
+boundary: ``test_cancel_where_users_cancel``.)
 
-After each stop two more prompts follow with ``--continue`` (in this process: the binary is
-what is being stopped, not what goes on) and the store holds every prompt in order; every
-request the provider received passes its wire's strict history rules.
+The turn is ``cancel_matrix``'s: at each boundary it waits for the test (a held request or
+stream, a command waiting for its gate file), so the kill lands exactly there. After each
+kill two more prompts follow with ``--continue`` (in this process: the binary is what is being
+stopped, not what goes on) and the next boundary's process continues the same session. After
+every round: every prompt is stored in order; each call that had finished has its real result
+and the one that ran has the note that ketch stopped while it ran; the dead writer's lock is
+left (and taken over). At the end every request passes its wire's strict history rules.
+
+Each boundary is its own process: on openai-chat a command running is killed in ``python -m
+ketch`` itself, the other processes are forked from an interpreter that has already imported
+ketch and the SDKs (``ketch_processes``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,24 +24,18 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pydantic_ai.models.anthropic  # noqa: F401  (paid at collection)
 import pydantic_ai.models.openai  # noqa: F401
 import pytest
-from durable_session import LONG_ANSWER, stored_messages, stored_prompts, stored_text, workdir
-from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
+from cancel_matrix import BOUNDARIES, Round, check_round, headless_shows, request_with_prompt
+from durable_session import WIRES, stored_messages, stored_prompts, workdir
+from fakeprovider import FakeProvider, Hold, Turn, user_texts
 from kettle import adhoc, ketch_env, run_ketch
+from ketch_processes import Preloaded, start_exec
 from wire_rules import assert_valid
 
-from ketch.core.turn_record import CANCELLED_MARKER, CUT_OFF_BY_EXIT
+from ketch.core.turn_record import CUT_OFF_BY_EXIT
 from ketch.state.session_lock import lock_path
-
-
-def _start(fake: FakeProvider, wire: str, cwd: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "ketch", *args, "--yolo", *adhoc(fake, wire)],
-        cwd=cwd, env=ketch_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
 
 
 def _wait(condition, what: str, proc: subprocess.Popen[str], timeout: float = 30) -> None:  # noqa: ANN001
@@ -44,125 +46,54 @@ def _wait(condition, what: str, proc: subprocess.Popen[str], timeout: float = 30
         time.sleep(0.02)
 
 
-def _go_on(fake: FakeProvider, wire: str, cwd: Path, prompts: list[str]) -> None:
-    for n, prompt in enumerate(prompts):
-        fake.add(Turn(text=f"answer {n}"))
-        run = run_ketch(["--continue", "-p", prompt, "--yolo", *adhoc(fake, wire)], cwd)
-        assert run.code == 0, run.stderr
-        assert run.stdout.strip() == f"answer {n}"
-
-
-# ---------------------------------------------------------------- SIGINT, headless
-
-
-def _sigint_script() -> list[Turn]:
-    return [
-        Turn(text="Reading.", tool_calls=[ToolCall("read_file", {"path": "a.txt"}, id="s_1")]),
-        Turn(text="".join(LONG_ANSWER), text_pieces=LONG_ANSWER, chunk_delay=0.15),
-    ]
-
-
-@pytest.mark.parametrize("at", ["turn_started", "tool_call_finished", "text_delta_of_the_answer"])
-def test_sigint_headless_keeps_the_prompt_the_partial_answer_and_a_valid_history(tmp_path: Path, at: str) -> None:
-    cwd = workdir(tmp_path)
-    wire = "anthropic-messages"
-    with FakeProvider(_sigint_script()) as fake:
-        proc = _start(fake, wire, cwd, "-p", "stopped by SIGINT", "--output-format", "stream-json")
-        try:
-            seen: list[dict] = []
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                seen.append(json.loads(line))
-                kind = seen[-1]["type"]
-                answering = kind == "text_delta" and any(e["type"] == "tool_call_finished" for e in seen)
-                if kind == at or (at == "text_delta_of_the_answer" and answering):
-                    proc.send_signal(signal.SIGINT)
-                    break
-            rest = [json.loads(line) for line in proc.stdout]
-            proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 130, proc.stderr.read() if proc.stderr else ""
-        assert rest[-1]["type"] == "turn_finished" and rest[-1]["reason"] == "cancelled"
-        shown = "".join(e["text"] for e in seen if e["type"] == "text_delta")
-        fake.script.clear()
-        _go_on(fake, wire, cwd, ["next one", "next two"])
-    messages = stored_messages()
-    assert stored_prompts(messages) == ["stopped by SIGINT", "next one", "next two"]
-    text = stored_text(messages)
-    assert CANCELLED_MARKER in text
-    if at == "text_delta_of_the_answer":
-        assert shown.removeprefix("Reading.").strip() in text and "piece0" in shown
-    assert_valid(fake.model_requests)
-
-
 # ---------------------------------------------------------------- kill -9
 
-
-def _kill_script(command: str) -> list[Turn]:
-    return [
-        Turn(text="Reading.", tool_calls=[ToolCall("read_file", {"path": "a.txt"}, id="k_1")], delay=0.3),
-        Turn(tool_calls=[ToolCall("shell", {"command": command}, id="k_2")]),
-        Turn(text="never seen", delay=30),
-    ]
+_KILLED_AT = [b for b in BOUNDARIES if b != "a prompt hook running"]
+"""Every step boundary (before the first request nothing of the turn is stored yet)."""
+_REAL_EXEC = {"openai-chat": "a command running"}
+"""The boundary that runs ``python -m ketch`` itself (the others: a preloaded fork; the SIGINT
+matrix runs the binary itself on every wire)."""
 
 
-def _sleepers(pid: int) -> list[psutil.Process]:
-    try:
-        return [p for p in psutil.Process(pid).children(recursive=True) if p.name() == "sleep"]
-    except psutil.Error:
-        return []
-
-
-@pytest.mark.parametrize(
-    ("wire", "at"),
-    [
-        ("openai-chat", "first request"),
-        ("openai-chat", "second request"),
-        ("openai-chat", "command running"),
-        ("openai-responses", "command running"),
-        ("anthropic-messages", "command running"),
-        ("openai-chat", "third request"),
-    ],
-)
-def test_kill_9_at_a_step_boundary_loses_nothing_and_a_cut_command_is_told(tmp_path: Path, wire: str, at: str) -> None:
+@pytest.mark.parametrize("wire", WIRES)
+def test_kill_9_at_every_boundary_loses_nothing_and_a_cut_command_is_told(
+    tmp_path: Path, wire: str, preloaded_ketch: Preloaded
+) -> None:
     cwd = workdir(tmp_path)
-    command = "sleep 30" if at == "command running" else "echo ran"
-    with FakeProvider(_kill_script(command)) as fake:
-        proc = _start(fake, wire, cwd, "-p", "killed mid-turn")
-        tree: list[psutil.Process] = []
-        try:
-            if at == "command running":
-                _wait(lambda: bool(_sleepers(proc.pid)), "the command runs", proc)
-                tree = psutil.Process(proc.pid).children(recursive=True)
-            else:
-                wanted = {"first request": 1, "second request": 2, "third request": 3}[at]
-                _wait(lambda: len(fake.model_requests) >= wanted, at, proc)
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            for child in tree:
-                if child.is_running():
-                    child.kill()
-        assert proc.returncode == -signal.SIGKILL
-        [row] = [r for r in _sessions()]
-        assert lock_path(Path(os.environ["KETCH_DATA_DIR"]), row).exists()  # the dead writer's lock is left
-        fake.script.clear()
-        before = len(fake.model_requests)
-        _go_on(fake, wire, cwd, ["next one", "next two"])
-        resumed = fake.model_requests[before]
-    messages = stored_messages()
-    assert stored_prompts(messages) == ["killed mid-turn", "next one", "next two"]
-    results = dict(tool_results(resumed))
-    if at != "first request":
-        assert "alpha" in results["k_1"]
-    if at == "command running":
-        assert CUT_OFF_BY_EXIT in results["k_2"]
-    if at == "third request":
-        assert "ran" in results["k_2"] and CUT_OFF_BY_EXIT not in results["k_2"]
+    prompts: list[str] = []
+    with FakeProvider() as fake:
+        for n, boundary in enumerate(_KILLED_AT):
+            r = Round(f"k{n}", boundary, cwd)
+            fake.add(*r.turns())
+            prompt = f"killed at {r.tag}"
+            argv = [*(["--continue"] if n else []), "-p", prompt, "--output-format", "stream-json", "--yolo",
+                    *adhoc(fake, wire)]
+            out = tmp_path / f"run{n}"
+            out.mkdir()
+            start = start_exec if _REAL_EXEC.get(wire) == boundary else preloaded_ketch.start
+            proc = start(argv, cwd, ketch_env(), out)
+            try:
+                proc.wait_for(lambda: headless_shows(r, proc.events()), boundary)
+                os.kill(proc.pid, signal.SIGKILL)  # ketch alone: the command it runs leads its own group
+                code = proc.wait()
+            finally:
+                r.release_all()  # the orphaned command sees its gate and ends
+                if proc.code is None:
+                    proc.wait(5)
+            assert code == -signal.SIGKILL, (boundary, code, proc.stderr())
+            [session_id] = _sessions()
+            assert lock_path(Path(os.environ["KETCH_DATA_DIR"]), session_id).exists()  # the dead writer's lock
+            fake.script.clear()
+            for which in ("one", "two"):
+                fake.add(Turn(text=f"answer {n} {which}"))
+                done = run_ketch(["--continue", "-p", f"next {n} {which}", "--yolo", *adhoc(fake, wire)], cwd)
+                assert done.code == 0 and done.stdout.strip() == f"answer {n} {which}", done.stderr
+            prompts += [prompt, f"next {n} one", f"next {n} two"]
+            check_round(r, prompt, cut_note=CUT_OFF_BY_EXIT, prompts=prompts, cancelled=False,
+                        followed_by=request_with_prompt(fake, f"next {n} one"))
+    sent = user_texts(fake.model_requests[-1])
+    assert "".join(sent) == "".join(prompts) and sent[-1] == prompts[-1]  # (Anthropic merges an unanswered prompt)
+    assert stored_prompts(stored_messages()) == prompts
     assert_valid(fake.model_requests)
     assert not fake.rejections, fake.rejections
 
@@ -177,27 +108,33 @@ def _sessions() -> list[str]:
 # ---------------------------------------------------------------- one writer per session
 
 
-def test_two_concurrent_continues_one_proceeds_the_other_exits_2_offering_fork(tmp_path: Path) -> None:
+def test_two_concurrent_continues_one_proceeds_the_other_exits_2_offering_fork(
+    tmp_path: Path, preloaded_ketch: Preloaded
+) -> None:
     cwd = workdir(tmp_path)
     wire = "openai-chat"
     with FakeProvider([Turn(text="first answer")]) as fake:
         assert run_ketch(["-p", "start", *adhoc(fake, wire)], cwd).code == 0
-        fake.add(Turn(text="slow answer", delay=4))
-        first = _start(fake, wire, cwd, "--continue", "-p", "the first writer")
+        held = Hold("the first writer's answer")
+        fake.add(Turn(text="slow answer", hold=held))
+        first = subprocess.Popen(
+            [sys.executable, "-m", "ketch", "--continue", "-p", "the first writer", "--yolo", *adhoc(fake, wire)],
+            cwd=cwd, env=ketch_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
         try:
-            _wait(lambda: len(fake.model_requests) >= 2, "the first writer's request", first)
-            second = subprocess.run(
-                [sys.executable, "-m", "ketch", "--continue", "-p", "the second writer", *adhoc(fake, wire)],
-                cwd=cwd, env=ketch_env(), capture_output=True, text=True, timeout=60,
-            )
+            _wait(held.reached.is_set, "the first writer's request", first)
+            second = preloaded_ketch.start(["--continue", "-p", "the second writer", *adhoc(fake, wire)],
+                                           cwd, ketch_env(), tmp_path)
+            second.wait(60)
             assert first.poll() is None, "the first writer should still be running"
+            held.release()
             out, err = first.communicate(timeout=60)
         finally:
             if first.poll() is None:
                 first.kill()
-        assert second.returncode == 2, second.stderr
-        lines = [line for line in second.stderr.splitlines() if line.strip()]
-        assert len(lines) == 1 and "Traceback" not in second.stderr, second.stderr
+        assert second.code == 2, second.stderr()
+        lines = [line for line in second.stderr().splitlines() if line.strip()]
+        assert len(lines) == 1 and "Traceback" not in second.stderr(), second.stderr()
         assert "open for writing" in lines[0] and "--fork" in lines[0] and str(first.pid) in lines[0]
         assert first.returncode == 0, err
         assert out.strip() == "slow answer"

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from fakeprovider import (
     FakeProvider,
+    Hold,
     NativeSearch,
     RecordedRequest,
     ToolCall,
@@ -453,6 +454,42 @@ def test_chunk_delay_spaces_the_stream(fake_provider: Factory) -> None:
                 arrivals.append(time.monotonic())
     assert len(arrivals) >= 8
     assert arrivals[-1] - arrivals[0] >= 0.04 * (len(arrivals) - 1)
+
+
+_TEXT_OF = {
+    'chat': lambda d: ((d.get('choices') or [{}])[0].get('delta') or {}).get('content') or '',
+    'responses': lambda d: d.get('delta', '') if d.get('type') == 'response.output_text.delta' else '',
+    'anthropic': lambda d: (d.get('delta') or {}).get('text', '') if d.get('type') == 'content_block_delta' else '',
+}
+
+
+@pytest.mark.parametrize('wire', WIRES)
+def test_a_hold_stops_the_answer_until_released(wire: str, fake_provider: Factory) -> None:
+    """Before the answer (nothing sent), or after the n-th piece of its text (exactly those
+    pieces sent); `reached` says the fake is there, and `release` lets the rest go."""
+    before, after = Hold('before'), Hold('after')
+    fake = fake_provider([Turn(text='ab', hold=before), Turn(text='one two three', text_pieces=['one ', 'two ', 'three'],
+                                                              hold_after_piece=(2, after))])
+    for hold, wanted in ((before, ''), (after, 'one two ')):
+        got: list[str] = []
+        done = threading.Event()
+
+        def read(got: list[str] = got, done: threading.Event = done) -> None:
+            body = {'model': 'm', 'stream': True, 'messages': [], 'input': []}
+            with httpx.Client(timeout=10) as client, client.stream('POST', fake.base_url + PATHS[wire][3:], json=body) as answer:
+                for line in answer.iter_lines():
+                    if line.startswith('data:') and line != 'data: [DONE]':
+                        got.append(_TEXT_OF[wire](json.loads(line[5:])))
+            done.set()
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        assert hold.wait_reached(10)
+        time.sleep(0.2)  # what the fake would still send, if it did not hold
+        assert ''.join(got) == wanted and not done.is_set(), (wire, got)
+        hold.release()
+        reader.join(10)
+        assert done.is_set() and ''.join(got) == ('ab' if hold is before else 'one two three')
 
 
 def test_a_subprocess_can_use_the_server(fake_provider: Factory) -> None:

@@ -53,7 +53,7 @@ async def wait_for_tree(registry: ProcessRegistry, size: int) -> list[int]:
     """Wait until the running command's tree has ``size`` processes; return their pids."""
     for _ in range(250):
         await asyncio.sleep(0.02)
-        if registry.is_running():
+        if "call-1" in registry._running:  # (is_running() is true from before the pid is known)
             pid = registry._running["call-1"].pid
             root = psutil.Process(pid)
             pids = [pid, *(c.pid for c in root.children(recursive=True))]
@@ -100,6 +100,22 @@ async def test_interrupt_from_another_thread(tmp_path: Path):
     assert all(gone(p) for p in pids)
     with pytest.raises(ToolFailed, match="interrupted"):
         await task
+
+
+async def test_an_interrupt_while_the_command_starts_stops_the_command(tmp_path: Path):
+    """Ctrl-C in the instant between the command's process starting and its pid being known is
+    for the command (it used to find nothing running, and the front end cancelled the turn)."""
+    ctx, recorder, registry = make_ctx(tmp_path)
+    task = asyncio.create_task(shell(ctx, "touch started; sleep 30; echo after"))
+    while "call-1" not in registry._starting:
+        await asyncio.sleep(0)
+    assert registry.is_running() and "call-1" not in registry._running  # starting: no pid yet
+    assert registry.interrupt_all_threadsafe() is not None  # a signal handler finds it
+    await registry.interrupt_all()
+    with pytest.raises(ToolFailed) as info:
+        await asyncio.wait_for(task, 5.0)
+    assert info.value.message == INTERRUPTED_MESSAGE
+    assert "after" not in recorder.text and not registry.is_running()
 
 
 async def test_interrupt_with_nothing_running_does_nothing():

@@ -307,17 +307,17 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         for notice in self.startup_notices:
             self._emit(ev.Notice(level="warning", text=notice))
         self.startup_notices.clear()
-        if self.hooks is not None and prompt is not None:
-            await self.hooks.prompt_submitted(prompt)
-        if prompt is not None:
-            self._checkpoint_turn_start(prompt)
         reason = "done"
         span = telemetry.span("ketch.subagent" if self.label else "ketch.turn", **{
             "ketch.session_id": self.session_id, "ketch.turn_id": turn.turn_id, "ketch.agent": self.variant.name,
             "ketch.model": self.model_ref, "ketch.subagent": self.label or None})
         current = span.__enter__()
         tokens_before = (self.input_tokens, self.output_tokens)
-        try:
+        try:  # from here on a cancel (Esc, SIGINT) ends the turn as cancelled, the prompt stored
+            if self.hooks is not None and prompt is not None:
+                await self.hooks.prompt_submitted(prompt)  # a user's command: it may take a while
+            if prompt is not None:
+                self._checkpoint_turn_start(prompt)
             await self._stream(prompt, turn)
             if cut_by_output_limit(self.messages):
                 reason = "max_tokens"
@@ -344,9 +344,12 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             span.__exit__(None, None, None)
             with contextlib.suppress(BaseException):
                 await asyncio.shield(self._checkpoint_turn_end())
-            if self.hooks is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self.hooks.turn_stopped(reason))
+            if self.hooks is not None:  # a second cancel (Esc twice) ends the wait, not the turn's end:
+                stopped = asyncio.ensure_future(self.hooks.turn_stopped(reason))
+                self._tasks.add(stopped)  # the hook goes on; ``aclose`` waits for it
+                stopped.add_done_callback(self._tasks.discard)
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(stopped)
             finished = ev.TurnFinished(reason=reason, text="".join(turn.text))  # type: ignore[arg-type]
             self._queue.put_nowait(self._store_turn_end(finished))
             if self.auto_title and reason == "done" and prompt:

@@ -51,7 +51,7 @@ def readable(tools: Any) -> Any:
         try:
             json.loads(raw or "{}")
         except (TypeError, ValueError):
-            tool = tool.model_copy(update={"arguments": json.dumps({"unreadable_arguments": str(raw)})})
+            tool = tool.model_copy(update={"arguments": json.dumps({"unreadable_arguments": str(raw)}, allow_nan=False)})
         fixed.append(tool)
     return fixed
 

@@ -111,10 +111,10 @@ class ZaiSearchStreamedResponse(ZaiStreamedResponse):
     _searches: int = field(default=0, init=False)
 
     def _map_chunk_provider_details(self, chunk: Any) -> dict[str, Any] | None:
-        import json
+        from ketch.core import strict_json
 
         rows = _web_search_field(chunk)
-        key = json.dumps(rows, sort_keys=True, default=str) if rows else ""
+        key = strict_json.dumps(rows, sort_keys=True, default=str) if rows else ""
         if rows and key not in self._seen_rows:
             self._seen_rows.add(key)
             self._pending_search.append((rows, getattr(chunk, "id", "") or ""))

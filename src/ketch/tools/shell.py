@@ -145,27 +145,39 @@ class ProcessRegistry:
 
     def __init__(self, kill_grace_s: float = KILL_GRACE_S) -> None:
         self._running: dict[str, _RunningCommand] = {}
+        self._starting: dict[str, bool] = {}  # started, pid not known yet: call id -> interrupted since
         self._loop: asyncio.AbstractEventLoop | None = None
         self._kill_grace_s = kill_grace_s
 
     def is_running(self) -> bool:
-        """True while at least one command runs (Ctrl-C with nothing running keeps its usual meaning)."""
-        return bool(self._running)
+        """True while a command runs or starts (Ctrl-C with nothing running keeps its usual meaning)."""
+        return bool(self._running or self._starting)
 
     def running_call_ids(self) -> list[str]:
         """Tool call ids of the commands running now."""
         return list(self._running)
 
-    def _add(self, command: _RunningCommand) -> None:
+    def _begin(self, call_id: str) -> None:
+        """A command is about to start: an interrupt from now on is meant for it."""
+        self._loop = asyncio.get_running_loop()
+        self._starting[call_id] = False
+
+    def _add(self, command: _RunningCommand) -> bool:
+        """The command's process runs; whether an interrupt came while it was starting."""
         self._loop = asyncio.get_running_loop()
         self._running[command.call_id] = command
+        return self._starting.pop(command.call_id, False)
 
     def _remove(self, call_id: str) -> None:
         self._running.pop(call_id, None)
+        self._starting.pop(call_id, None)
 
     async def interrupt_all(self) -> list[int]:
         """Kill every running command's whole process tree, wait until the trees are gone,
-        mark those calls interrupted, and return the killed pids."""
+        mark those calls interrupted, and return the killed pids. A command still starting is
+        killed as soon as its process is known (by ``shell``)."""
+        for call_id in self._starting:
+            self._starting[call_id] = True
         commands = list(self._running.values())
         for command in commands:
             command.interrupted = True
@@ -181,7 +193,7 @@ class ProcessRegistry:
     def interrupt_all_threadsafe(self) -> concurrent.futures.Future[list[int]] | None:
         """Schedule ``interrupt_all`` on the commands' loop; safe from any thread or a signal handler."""
         loop = self._loop
-        if loop is None or loop.is_closed() or not self._running:
+        if loop is None or loop.is_closed() or not self.is_running():
             return None
         return asyncio.run_coroutine_threadsafe(self.interrupt_all(), loop)
 
@@ -320,6 +332,7 @@ async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None =
     loop = asyncio.get_running_loop()
     env = {**child_environment(settings.child_env), "PAGER": "cat", "GIT_PAGER": "cat"}
     launch = shell_launch(deps, call_id, command, ["bash", "-c", command], deps.workspace.root)
+    registry._begin(call_id)  # a Ctrl-C while the process starts is for this command, not the turn
     try:
         transport, protocol = await loop.subprocess_exec(
             lambda: _CommandProtocol(sink),
@@ -332,13 +345,23 @@ async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None =
             start_new_session=True,
         )
     except OSError as exc:
+        registry._remove(call_id)
         raise ToolFailed(f"Could not start bash: {exc}.") from exc
+    except BaseException:
+        registry._remove(call_id)
+        raise
 
     pid = transport.get_pid()
     running = _RunningCommand(call_id=call_id, pid=pid)
-    registry._add(running)
+    interrupted_while_starting = registry._add(running)
     timed_out = False
     try:
+        if interrupted_while_starting:
+            running.interrupted = True
+            try:
+                await kill_process_tree(pid)
+            finally:
+                running.tree_dead.set()
         try:
             await asyncio.wait_for(protocol.exited.wait(), timeout_s)
         except TimeoutError:

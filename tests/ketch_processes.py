@@ -1,0 +1,211 @@
+"""Real ``ketch`` processes a test can watch and signal: ``python -m ketch`` itself, or a child
+forked from an interpreter that has already imported ketch and the provider SDKs.
+
+A headless run spends about 2 to 4.5 s of CPU importing the SDKs before it does anything; a
+matrix that stops one process per boundary per wire cannot pay that each time. The forked
+child is a process of its own (own pid, own session and process group, its own stdout and
+stderr, no stdin) that runs ``ketch/__main__.py`` from its first line with the given
+arguments, environment and cwd, and exits as ``python -m ketch`` would (a ``SystemExit`` code,
+or death by the signal a ``KeyboardInterrupt`` stands for). Only the imports happened before,
+and the build of the openai SDK's Responses event models that ketch's own warm-up
+(``providers/sdk_warmup.py``) does in every process: the server does nothing else (no thread,
+no event loop, no file open), and refuses to fork if a thread exists.
+
+Both kinds lead their own process group, so ``interrupt()`` sends SIGINT to the group, as a
+terminal's Ctrl-C does (the commands ketch runs lead groups of their own).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+_SERVER = r"""
+import json, os, runpy, signal, sys, threading
+import ketch.frontends.cli, ketch.frontends.headless, ketch.frontends.assemble  # noqa: F401
+import pydantic_ai.models.openai, pydantic_ai.models.anthropic  # noqa: F401
+from ketch.providers import sdk_warmup
+sdk_warmup.warm_responses_events()  # what a process's first Responses turn would build (on this thread: no fork with threads)
+if threading.active_count() != 1:
+    raise SystemExit(f"the preloaded interpreter has {threading.active_count()} threads: no fork")
+control_in, control_out = os.fdopen(0, "r", closefd=False), os.fdopen(1, "w", closefd=False)
+control_out.write("ready\n")
+control_out.flush()
+
+def child(order):
+    os.setsid()
+    os.chdir(order["cwd"])
+    os.environ.clear()
+    os.environ.update(order["env"])
+    for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
+                            (1, order["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                            (2, order["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+        opened = os.open(path, flags, 0o600)
+        os.dup2(opened, fd)
+        os.close(opened)
+    sys.stdin = open(0, "r", closefd=False)
+    sys.stdout = open(1, "w", closefd=False)
+    sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
+    sys.argv = ["-m", *order["argv"]]  # as python -m sets it before run_module fills in the path
+    code = 0
+    try:
+        runpy.run_module("ketch", run_name="__main__", alter_sys=True)
+    except SystemExit as end:
+        if end.code is None:
+            code = 0
+        elif isinstance(end.code, int):
+            code = end.code
+        else:
+            print(end.code, file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
+
+for line in control_in:
+    order = json.loads(line)
+    if "wait" in order:
+        _, status = os.waitpid(order["wait"], 0)
+        control_out.write(json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n")
+        control_out.flush()
+        continue
+    if threading.active_count() != 1:
+        raise SystemExit("a thread appeared in the preloaded interpreter: no fork")
+    pid = os.fork()
+    if pid == 0:
+        child(order)
+    control_out.write(json.dumps({"pid": pid}) + "\n")
+    control_out.flush()
+"""
+
+
+class KetchProcess:
+    """One running ketch: its stdout lines as they come, SIGINT to its group, its exit code."""
+
+    def __init__(self, pid: int, stdout: Path, stderr: Path, wait: Any) -> None:
+        self.pid = pid
+        self._stdout, self._stderr = stdout, stderr
+        self._wait = wait
+        self.code: int | None = None
+
+    def events(self) -> list[dict[str, Any]]:
+        """The stream-json events written so far (whole lines only)."""
+        text = self._stdout.read_text(encoding="utf-8") if self._stdout.exists() else ""
+        return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n") and line.strip()]
+
+    def stderr(self) -> str:
+        return self._stderr.read_text(encoding="utf-8", errors="replace") if self._stderr.exists() else ""
+
+    def interrupt(self) -> None:
+        """SIGINT to the process group, as Ctrl-C in a terminal sends it."""
+        os.killpg(self.pid, signal.SIGINT)
+
+    def wait(self, timeout: float = 30) -> int:
+        if self.code is None:
+            self.code = self._wait(timeout)
+        return self.code
+
+    def wait_for(self, condition: Any, what: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert self.code is None and _alive(self.pid), (what, self.events(), self.stderr())
+            assert time.monotonic() < deadline, (f"never: {what}", self.events(), self.stderr())
+            time.sleep(0.01)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not our child (a forked one): ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return not _zombie(pid)
+    return waited == 0
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return False
+
+
+def start_exec(argv: list[str], cwd: Path, env: dict[str, str], out_dir: Path) -> KetchProcess:
+    """``python -m ketch ARGV``, the binary itself."""
+    stdout, stderr = out_dir / "stdout", out_dir / "stderr"
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "ketch", *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=err, start_new_session=True)
+
+    def wait(timeout: float) -> int:
+        return proc.wait(timeout)
+
+    return KetchProcess(proc.pid, stdout, stderr, wait)
+
+
+class Preloaded:
+    """The interpreter that has imported ketch and the SDKs and forks one ketch per ``start``."""
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      text=True, env={**os.environ, "PYDANTIC_AI_NO_BANNER": "1"})
+        self._lock = threading.Lock()
+        assert self._read() == "ready\n"
+
+    def _read(self) -> str:
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        assert line, f"the preloaded interpreter ended ({self._proc.wait()})"
+        return line
+
+    def _ask(self, order: dict[str, Any]) -> dict[str, Any]:
+        assert self._proc.stdin is not None
+        with self._lock:
+            self._proc.stdin.write(json.dumps(order) + "\n")
+            self._proc.stdin.flush()
+            return json.loads(self._read())
+
+    def start(self, argv: list[str], cwd: Path, env: dict[str, str], out_dir: Path) -> KetchProcess:
+        stdout, stderr = out_dir / "stdout", out_dir / "stderr"
+        stdout.touch()
+        reply = self._ask({"argv": argv, "cwd": str(cwd), "env": env, "stdout": str(stdout), "stderr": str(stderr)})
+        pid = reply["pid"]
+
+        def wait(timeout: float) -> int:
+            deadline = time.monotonic() + timeout
+            while _alive(pid) and not _zombie(pid):
+                if time.monotonic() > deadline:
+                    os.killpg(pid, signal.SIGKILL)
+                    raise subprocess.TimeoutExpired(f"ketch {argv}", timeout)
+                time.sleep(0.01)
+            return self._ask({"wait": pid})["code"]
+
+        return KetchProcess(pid, stdout, stderr, wait)
+
+    def close(self) -> None:
+        """End the interpreter (its children were waited for; it holds nothing worth a clean exit)."""
+        self._proc.kill()
+        self._proc.wait()
+        for stream in (self._proc.stdin, self._proc.stdout):
+            if stream is not None:
+                stream.close()
