@@ -128,3 +128,32 @@ def one_line_error(stderr: str) -> str:
     assert len(lines) == 1, stderr
     assert lines[0].startswith("ketch: ")
     return lines[0]
+
+
+def stream_json_events(root: Path, prompt: str, model: str, env: dict[str, str], *flags: str,
+                       code: int = 0) -> list[dict[str, Any]]:
+    """``ketch -p PROMPT -m MODEL --output-format stream-json``'s events, once its exit code is ``code``."""
+    import json
+
+    run = run_ketch(["-p", prompt, "-m", model, "--output-format", "stream-json", *flags], root, env=env)
+    assert run.code == code, run.stderr + run.stdout
+    return [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+
+
+def search_connection_config(preset: str, base_url: str, model: str, *, metadata: str = "web_search = true",
+                             search: str = "enabled = true", extra: str = "") -> str:
+    """A project config: connection ``preset`` (named after it) at ``base_url``, ``model``'s declared
+    capabilities, and the ``[web_search]`` table (for the hosted-search adapter tests)."""
+    return f"""
+[connections.{preset}]
+preset = "{preset}"
+base_url = "{base_url}"
+max_retries = 0
+
+[models."{model}"]
+capabilities = {{ {metadata} }}
+
+[web_search]
+{search}
+{extra}
+"""

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fakeprovider import NativeSearch, ToolCall, Turn, instructions, tool_results, user_texts
-from kettle import run_ketch, write_project_config
+from kettle import run_ketch, search_connection_config, stream_json_events, write_project_config
 
 SOURCES = [
     {"title": "Ketch docs", "url": "https://docs.example.org/ketch", "snippet": "A terminal agent."},
@@ -23,26 +23,11 @@ MODEL = "gemini:gemini-3-flash-preview"
 
 
 def _config(fake: Any, *, metadata: str = "web_search = true", search: str = "enabled = true", extra: str = "") -> str:
-    return f"""
-[connections.gemini]
-preset = "gemini"
-base_url = "{fake.base_url.removesuffix('/v1')}"
-max_retries = 0
-
-[models."{MODEL}"]
-capabilities = {{ {metadata} }}
-
-[web_search]
-{search}
-{extra}
-"""
+    return search_connection_config("gemini", fake.base_url.removesuffix('/v1'), MODEL, metadata=metadata, search=search, extra=extra)
 
 
 def _ketch(tmp_path: Path, prompt: str, *flags: str) -> list[dict]:
-    run = run_ketch(["-p", prompt, "-m", MODEL, "--output-format", "stream-json", *flags], tmp_path,
-                    env={"GEMINI_API_KEY": "k"})
-    assert run.code == 0, run.stderr + run.stdout
-    return [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    return stream_json_events(tmp_path, prompt, MODEL, {"GEMINI_API_KEY": "k"}, *flags)
 
 
 def _google_search(body: dict) -> list[dict]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fake_mistral import searches
 from fakeprovider import NativeSearch, RecordedRequest, ToolCall, Turn, instructions, tool_results, user_texts
-from kettle import run_ketch, write_project_config
+from kettle import run_ketch, search_connection_config, stream_json_events, write_project_config
 
 SOURCES = [
     {"title": "Ketch docs", "url": "https://docs.example.org/ketch", "snippet": "A terminal agent."},
@@ -25,26 +25,11 @@ MODEL = "mistral:mistral-medium-latest"
 
 
 def _config(fake: Any, *, metadata: str = "web_search = true", search: str = "enabled = true", extra: str = "") -> str:
-    return f"""
-[connections.mistral]
-preset = "mistral"
-base_url = "{fake.base_url}"
-max_retries = 0
-
-[models."{MODEL}"]
-capabilities = {{ {metadata} }}
-
-[web_search]
-{search}
-{extra}
-"""
+    return search_connection_config("mistral", fake.base_url, MODEL, metadata=metadata, search=search, extra=extra)
 
 
 def _ketch(tmp_path: Path, prompt: str, *flags: str, code: int = 0) -> list[dict]:
-    run = run_ketch(["-p", prompt, "-m", MODEL, "--output-format", "stream-json", *flags], tmp_path,
-                    env={"MISTRAL_API_KEY": "mk"})
-    assert run.code == code, run.stderr + run.stdout
-    return [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    return stream_json_events(tmp_path, prompt, MODEL, {"MISTRAL_API_KEY": "mk"}, *flags, code=code)
 
 
 def _any_search(request: RecordedRequest) -> bool:

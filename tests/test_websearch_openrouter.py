@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fakeprovider import FakeProvider, NativeSearch, RecordedRequest, ToolCall, Turn, instructions, tool_results, user_texts
-from kettle import one_line_error, run_ketch, write_project_config
+from kettle import one_line_error, run_ketch, stream_json_events, write_project_config
 
 SOURCES = [
     {"title": "Ketch docs", "url": "https://docs.example.org/ketch", "snippet": "A terminal agent."},
@@ -45,10 +45,7 @@ max_retries = 0
 
 
 def _ketch(tmp_path: Path, prompt: str, *flags: str, model: str = MODEL, code: int = 0) -> list[dict]:
-    run = run_ketch(["-p", prompt, "-m", model, "--output-format", "stream-json", *flags], tmp_path,
-                    env={"OPENROUTER_API_KEY": KEY})
-    assert run.code == code, run.stderr + run.stdout
-    return [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    return stream_json_events(tmp_path, prompt, model, {"OPENROUTER_API_KEY": KEY}, *flags, code=code)
 
 
 def _server_tools(body: dict) -> list[dict]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fake_zai import search_tool
 from fakeprovider import NativeSearch, RecordedRequest, ToolCall, Turn, instructions, tool_results, user_texts
-from kettle import run_ketch, write_project_config
+from kettle import run_ketch, search_connection_config, stream_json_events, write_project_config
 
 SOURCES = [
     {"title": "Ketch docs", "url": "https://docs.example.org/ketch", "snippet": "A terminal agent."},
@@ -25,26 +25,11 @@ MODEL = "zai:glm-4.7"
 
 
 def _config(fake: Any, *, metadata: str = "web_search = true", search: str = "enabled = true", extra: str = "") -> str:
-    return f"""
-[connections.zai]
-preset = "zai"
-base_url = "{fake.base_url}"
-max_retries = 0
-
-[models."{MODEL}"]
-capabilities = {{ {metadata} }}
-
-[web_search]
-{search}
-{extra}
-"""
+    return search_connection_config("zai", fake.base_url, MODEL, metadata=metadata, search=search, extra=extra)
 
 
 def _ketch(tmp_path: Path, prompt: str, *flags: str) -> list[dict]:
-    run = run_ketch(["-p", prompt, "-m", MODEL, "--output-format", "stream-json", *flags], tmp_path,
-                    env={"ZAI_API_KEY": "zk"})
-    assert run.code == 0, run.stderr + run.stdout
-    return [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    return stream_json_events(tmp_path, prompt, MODEL, {"ZAI_API_KEY": "zk"}, *flags)
 
 
 def _any_search(body: dict) -> bool:
