@@ -1151,3 +1151,17 @@ def fake_provider() -> Iterator[Callable[..., FakeProvider]]:
     yield make
     for fake in started:
         fake.stop()  # raises the first server-side error, if any
+
+
+def delegating(kind: str, description: str = "look it up") -> Callable[[RecordedRequest], Turn]:
+    """A script for a parent that hands ``CHILD-TASK find x`` to a subagent of ``kind``: the child
+    answers "child finding", the parent then "parent done"."""
+
+    def script(request: RecordedRequest) -> Turn:
+        if any("CHILD-TASK" in text for text in user_texts(request)):
+            return Turn(text="child finding")
+        if tool_results(request):
+            return Turn(text="parent done")
+        return Turn(tool_calls=[ToolCall("task", {"description": description, "prompt": "CHILD-TASK find x", "kind": kind})])
+
+    return script

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeprovider import NativeSearch, ToolCall, Turn, instructions, tool_results
+from fakeprovider import delegating, NativeSearch, ToolCall, Turn, instructions, tool_results
 from kettle import run_ketch, write_project_config
 
 SOURCES = [
@@ -309,14 +309,9 @@ def test_dual_wire_preset_moves_the_whole_session_never_the_search_alone(protoco
 
 @pytest.mark.parametrize(("kind", "searches"), [("explore", False), ("web_research", True)])
 def test_a_child_gets_search_on_the_wire_only_when_its_tool_list_has_it(tmp_path, fake_provider, kind, searches):
-    from fakeprovider import RecordedRequest, user_texts
+    from fakeprovider import user_texts
 
-    def script(request: RecordedRequest) -> Turn:
-        if any("CHILD-TASK" in text for text in user_texts(request)):
-            return Turn(text="child finding")
-        if tool_results(request):
-            return Turn(text="parent done")
-        return Turn(tool_calls=[ToolCall("task", {"description": "look it up", "prompt": "CHILD-TASK find x", "kind": kind})])
+    script = delegating(kind)
 
     fake = fake_provider([script] * 3)
     write_project_config(tmp_path, _config(fake))
@@ -388,14 +383,9 @@ def test_dynamic_filtering_opt_in_obeys_privacy(tmp_path, fake_provider):
 
 @pytest.mark.parametrize(("kind", "expected"), [("explore", []), ("web_research", ["web_search_20260209"])])
 def test_dynamic_filtering_reaches_a_child_only_when_its_tool_list_has_search(tmp_path, fake_provider, kind, expected):
-    from fakeprovider import RecordedRequest, user_texts
+    from fakeprovider import user_texts
 
-    def script(request: RecordedRequest) -> Turn:
-        if any("CHILD-TASK" in text for text in user_texts(request)):
-            return Turn(text="child finding")
-        if tool_results(request):
-            return Turn(text="parent done")
-        return Turn(tool_calls=[ToolCall("task", {"description": "look", "prompt": "CHILD-TASK find x", "kind": kind})])
+    script = delegating(kind, "look")
 
     fake = fake_provider([script] * 3)
     parent = _anthropic_tool_type(tmp_path, fake, "claude-sonnet-4-6", "anthropic", True, "--yolo")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from fake_mistral import searches
-from fakeprovider import NativeSearch, RecordedRequest, ToolCall, Turn, instructions, tool_results, user_texts
+from fakeprovider import delegating, NativeSearch, RecordedRequest, ToolCall, Turn, instructions, tool_results, user_texts
 from kettle import run_ketch, search_connection_config, stream_json_events, write_project_config
 
 SOURCES = [
@@ -142,12 +142,7 @@ def test_privacy_in_config_removes_the_connector(tmp_path, fake_provider):
 
 @pytest.mark.parametrize(("kind", "searching"), [("explore", False), ("web_research", True)])
 def test_a_child_gets_the_connector_only_when_its_tool_list_has_search(tmp_path, fake_provider, kind, searching):
-    def script(request: RecordedRequest) -> Turn:
-        if any("CHILD-TASK" in text for text in user_texts(request)):
-            return Turn(text="child finding")
-        if tool_results(request):
-            return Turn(text="parent done")
-        return Turn(tool_calls=[ToolCall("task", {"description": "look it up", "prompt": "CHILD-TASK find x", "kind": kind})])
+    script = delegating(kind)
 
     fake = fake_provider([script] * 3)
     write_project_config(tmp_path, _config(fake))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeprovider import FakeProvider, NativeSearch, RecordedRequest, ToolCall, Turn, instructions, tool_results, user_texts
+from fakeprovider import delegating, FakeProvider, NativeSearch, Turn, instructions, tool_results, user_texts
 from kettle import one_line_error, run_ketch, stream_json_events, write_project_config
 
 SOURCES = [
@@ -183,12 +183,7 @@ def test_no_server_tool_is_sent(tmp_path, fake_provider, config_kwargs, flags, c
 @pytest.mark.parametrize("model", [MODEL, ONLINE])
 @pytest.mark.parametrize(("kind", "searches"), [("explore", False), ("web_research", True)])
 def test_a_child_gets_the_server_tool_only_when_its_tool_list_has_search(tmp_path, fake_provider, kind, searches, model):
-    def script(request: RecordedRequest) -> Turn:
-        if any("CHILD-TASK" in text for text in user_texts(request)):
-            return Turn(text="child finding")
-        if tool_results(request):
-            return Turn(text="parent done")
-        return Turn(tool_calls=[ToolCall("task", {"description": "look it up", "prompt": "CHILD-TASK find x", "kind": kind})])
+    script = delegating(kind)
 
     fake = fake_provider([script] * 3)
     write_project_config(tmp_path, _config(fake))
