@@ -18,6 +18,13 @@ ROOT_PRESETS = ("ollama", "lmstudio", "llamacpp")
 """Local presets whose servers serve under ``/v1``; a bare root gets it added."""
 
 
+def host_of(base_url: str | None) -> str:
+    """The lower-case host of a base URL, written with or without its scheme ("" when none)."""
+    if not base_url:
+        return ""
+    return (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower()
+
+
 def _local_host(host: str | None) -> bool:
     """A server on this machine or the local network (a hosted API may serve at its root)."""
     import ipaddress

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+
+from ketch.providers.base_url import host_of
 
 if TYPE_CHECKING:
     from ketch.core.config import Connection
@@ -41,8 +42,7 @@ OTHER_MODEL = "groq:openai/gpt-oss-120b"
 
 def speaks_groq(preset: str, base_url: str | None) -> bool:
     """Whether a Chat Completions connection is Groq's own API (its preset, or its host)."""
-    host = (urlsplit(base_url or "").hostname or "").lower()
-    return preset == PROVIDER or host in HOSTS
+    return preset == PROVIDER or host_of(base_url) in HOSTS
 
 
 def is_compound(model_name: str) -> bool:

@@ -18,7 +18,8 @@ connection resolved, so the key goes exactly where the (trust-checked) connectio
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
+
+from ketch.providers.base_url import host_of
 
 OPENROUTER_HOST = "openrouter.ai"
 ONLINE_TAG = "online"
@@ -29,7 +30,7 @@ def speaks_openrouter(preset: str | None, wire: str | None, base_url: str | None
     """Whether a connection talks to OpenRouter's Chat Completions API."""
     if (wire or "openai-chat") != "openai-chat":
         return False
-    host = (urlsplit(base_url if base_url and "//" in base_url else f"//{base_url or ''}").hostname or "").lower()
+    host = host_of(base_url)
     return (preset or "").lower() == "openrouter" or host == OPENROUTER_HOST or host.endswith("." + OPENROUTER_HOST)
 
 

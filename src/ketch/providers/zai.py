@@ -40,10 +40,9 @@ SEARCH_ENGINE = "search_pro_jina"
 
 def speaks_zai(preset: str, base_url: str | None) -> bool:
     """Whether a Chat Completions connection is Z.AI's own API (its preset, or one of its hosts)."""
-    from urllib.parse import urlsplit
+    from ketch.providers.base_url import host_of
 
-    host = (urlsplit(base_url or "").hostname or "").lower()
-    return preset == PROVIDER or host in HOSTS
+    return preset == PROVIDER or host_of(base_url) in HOSTS
 
 
 def search_tool() -> dict[str, Any]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+from ketch.providers.base_url import host_of
 from ketch.websearch.matrix import CAPABILITY_RULES, CapabilityRule, Protocol, bare_model
 from ketch.websearch.normalize import (
     SEARCH_TOOL_NAME,
@@ -115,12 +116,6 @@ def _state(rule: CapabilityRule) -> str:
     return "hosted search"
 
 
-def _host(base_url: str | None) -> str:
-    if not base_url:
-        return ""
-    return (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower()
-
-
 def _path(base_url: str | None) -> str:
     """The base URL's path with one trailing slash (``/api/paas/v4/``), for path-limited rows."""
     return urlsplit(base_url if "//" in (base_url or "") else f"//{base_url or ''}").path.rstrip("/") + "/"
@@ -194,7 +189,7 @@ def resolve_capability(
         dynamic = dynamic_opt_in or (dynamic_filtering and _preset_filters_dynamically(preset, model_name))
         return _capable(wire_protocol, dynamic, f"declared by model metadata ({wire_protocol})")
 
-    host, preset_name, path = _host(base_url), (preset or "").lower(), _path(base_url)
+    host, preset_name, path = host_of(base_url), (preset or "").lower(), _path(base_url)
     rule = next((r for r in CAPABILITY_RULES if r.covers_connection(preset_name, host, path)), None)
     if rule is None:
         return Capability(
