@@ -139,7 +139,7 @@ async def test_esc_in_the_ui_during_a_long_answer_then_two_prompts_then_quit_kee
     import asyncio
 
     from kettle import adhoc
-    from uifakes import Harness
+    from uifakes import Harness, app_config_fields
 
     from ketch.frontends.cli import _main_parser
     from ketch.frontends.interactive import Interactive
@@ -150,9 +150,7 @@ async def test_esc_in_the_ui_during_a_long_answer_then_two_prompts_then_quit_kee
     with FakeProvider([first, Turn(text="second answer"), Turn(text="third answer")]) as fake:
         runtime = Interactive(_main_parser().parse_args([*adhoc(fake, "openai-chat"), "--yolo", "--cwd", str(cwd)]), cwd)
         config = runtime.app_config()
-        fields = {name: getattr(config, name) for name in (
-            "session_factory", "load_history", "save_history", "candidates", "commands",
-            "on_command", "command_choices", "on_ready", "startup_error", "first_input")}
+        fields = app_config_fields(config)
         try:
             async with Harness(None, columns=100, rows=30, **fields) as h:
                 await h.wait_text("adhoc:fake-model", timeout=10)
@@ -215,7 +213,7 @@ async def test_leaving_the_ui_mid_answer_stores_the_partial_answer_before_the_st
     import asyncio
 
     from kettle import adhoc
-    from uifakes import Harness
+    from uifakes import Harness, app_config_fields
 
     from ketch.frontends.cli import _main_parser
     from ketch.frontends.interactive import Interactive
@@ -225,9 +223,7 @@ async def test_leaving_the_ui_mid_answer_stores_the_partial_answer_before_the_st
     with FakeProvider([Turn(text="".join(pieces), text_pieces=pieces, chunk_delay=0.05)]) as fake:
         runtime = Interactive(_main_parser().parse_args([*adhoc(fake, "openai-chat"), "--cwd", str(cwd)]), cwd)
         config = runtime.app_config()
-        fields = {name: getattr(config, name) for name in (
-            "session_factory", "load_history", "save_history", "candidates", "commands",
-            "on_command", "command_choices", "on_ready", "startup_error", "first_input")}
+        fields = app_config_fields(config)
         try:
             async with Harness(None, columns=100, rows=30, **fields) as h:
                 await h.wait_text("adhoc:fake-model", timeout=10)

@@ -95,7 +95,7 @@ def _ui_shows(r: Round, h: Any) -> bool:
     if len(screen) < 2:
         return False
     now = screen[-1]  # what this round's turn drew
-    b, (one, two, three) = r.boundary, r.ids
+    b, (one, two, _) = r.boundary, r.ids
     if b == "a prompt hook running":
         return r.running_marker().exists()
     if b in RUNNING:
@@ -119,7 +119,7 @@ def _ui_shows(r: Round, h: Any) -> bool:
 async def test_esc_in_the_ui_at_every_boundary_keeps_every_prompt_and_the_text_shown(
     tmp_path: Path, wire: str, isolated_home: Path
 ) -> None:
-    from uifakes import Harness
+    from uifakes import Harness, app_config_fields
 
     from ketch.frontends.cli import _main_parser
     from ketch.frontends.interactive import Interactive
@@ -130,9 +130,7 @@ async def test_esc_in_the_ui_at_every_boundary_keeps_every_prompt_and_the_text_s
     with FakeProvider() as fake:
         runtime = Interactive(_main_parser().parse_args([*adhoc(fake, wire), "--yolo", "--cwd", str(cwd)]), cwd)
         config = runtime.app_config()
-        fields = {name: getattr(config, name) for name in (
-            "session_factory", "load_history", "save_history", "candidates", "commands",
-            "on_command", "command_choices", "on_ready", "startup_error", "first_input")}
+        fields = app_config_fields(config)
         try:
             async with Harness(None, columns=200, rows=40, **fields) as h:
                 await h.wait_text("adhoc:fake-model", timeout=10)
@@ -240,7 +238,7 @@ def test_sigint_headless_at_every_boundary_keeps_every_prompt_and_the_text_shown
 async def test_esc_twice_while_the_turn_stopped_hook_runs_ends_the_turn(tmp_path: Path, isolated_home: Path) -> None:
     """The first Esc cancels the turn, whose ``turn_stopped`` hook then runs; a second Esc meanwhile
     must not cut the turn's end (it used to leave the UI busy for good, the cancel unstored)."""
-    from uifakes import Harness
+    from uifakes import Harness, app_config_fields
 
     from ketch.frontends.cli import _main_parser
     from ketch.frontends.interactive import Interactive
@@ -253,9 +251,7 @@ async def test_esc_twice_while_the_turn_stopped_hook_runs_ends_the_turn(tmp_path
     with FakeProvider(r.turns()) as fake:
         runtime = Interactive(_main_parser().parse_args([*adhoc(fake, wire), "--yolo", "--cwd", str(cwd)]), cwd)
         config = runtime.app_config()
-        fields = {name: getattr(config, name) for name in (
-            "session_factory", "load_history", "save_history", "candidates", "commands",
-            "on_command", "command_choices", "on_ready", "startup_error", "first_input")}
+        fields = app_config_fields(config)
         try:
             async with Harness(None, columns=200, rows=40, **fields) as h:
                 await h.wait_text("adhoc:fake-model", timeout=10)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pydantic_ai.models.openai  # noqa: F401  (paid once at collection, not inside a test's timeouts)
 import pytest
-from fakeprovider import FakeProvider, ToolCall, Turn, tool_results, user_texts
+from fakeprovider import ToolCall, Turn, tool_results, user_texts
 from kettle import adhoc, run_ketch, write_project_config
 from prompt_toolkit.input import create_pipe_input
-from uifakes import Harness, ScreenSink, make_output
+from uifakes import Harness, ScreenSink, app_config_fields, make_output
 
 import ketch.core.session  # noqa: F401
 from ketch.frontends.cli import _main_parser
@@ -32,10 +32,7 @@ async def running(tmp_path: Path, *argv: str) -> AsyncIterator[tuple[Harness, In
     """The app on a pyte screen, wired exactly as ``run_interactive`` wires it."""
     runtime = Interactive(parse(tmp_path, *argv), tmp_path)
     config = runtime.app_config()
-    fields = {name: getattr(config, name) for name in (
-        "session_factory", "load_history", "save_history", "candidates", "commands",
-        "on_command", "command_choices", "rewind", "on_ready", "startup_error", "first_input",
-        "tool_output", "display_prompt")}
+    fields = app_config_fields(config, "rewind", "tool_output", "display_prompt")
     try:
         async with Harness(None, columns=100, rows=30, **fields) as h:
             yield h, runtime

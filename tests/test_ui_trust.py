@@ -16,7 +16,7 @@ import pydantic_ai.models.openai  # noqa: F401  (paid once at collection, not in
 from fakeprovider import Turn
 from kettle import adhoc, write_project_config
 from prompt_toolkit.input import create_pipe_input
-from uifakes import Harness, make_output
+from uifakes import Harness, app_config_fields, make_output
 
 import ketch.core.session  # noqa: F401
 from ketch.frontends.cli import _main_parser
@@ -44,9 +44,7 @@ class TrustHarness(Harness):
 async def running(tmp_path: Path, *argv: str) -> AsyncIterator[tuple[TrustHarness, Interactive]]:
     runtime = Interactive(parse(tmp_path, *argv), tmp_path)
     config = runtime.app_config()
-    fields = {name: getattr(config, name) for name in (
-        "session_factory", "load_history", "save_history", "candidates", "commands",
-        "on_command", "command_choices", "on_ready", "startup_error", "first_input", "trust_question")}
+    fields = app_config_fields(config, "trust_question")
     try:
         async with TrustHarness(None, columns=120, rows=30, **fields) as h:
             yield h, runtime

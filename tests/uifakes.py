@@ -282,3 +282,13 @@ class Harness:
         assert self.app is not None
         await self.wait_for(lambda: not self.app.busy and not self.app.queue)
         await asyncio.sleep(0.05)
+
+
+APP_CONFIG_FIELDS = ("session_factory", "load_history", "save_history", "candidates", "commands",
+                     "on_command", "command_choices", "on_ready", "startup_error", "first_input")
+"""What the real front end's ``app_config()`` hands the app, as the Harness takes it."""
+
+
+def app_config_fields(config: Any, *extra: str) -> dict[str, Any]:
+    """The Harness keyword arguments from a real ``AppConfig``: ``APP_CONFIG_FIELDS`` plus ``extra``."""
+    return {name: getattr(config, name) for name in (*APP_CONFIG_FIELDS, *extra)}
