@@ -23,7 +23,6 @@ session with and without this. :func:`usable` checks the private methods' pydant
 
 from __future__ import annotations
 
-import inspect
 from contextvars import ContextVar
 from typing import Any
 
@@ -32,6 +31,7 @@ from pydantic_ai.models.anthropic import AnthropicModel
 
 from ketch.providers.history_scans import enabled
 from ketch.providers.lookalike_memo import LookalikeNotesMemo
+from ketch.providers.lookalike_memo import has_methods
 from ketch.providers.lookalike_memo import usable as lookalike_usable
 
 _EXPECTED = {
@@ -49,13 +49,7 @@ _USED: ContextVar[dict[int, Any] | None] = ContextVar("ketch_anthropic_memo_used
 def usable(cls: type = AnthropicModel) -> bool:
     """Whether ``cls`` still has the private methods wrapped here (and by ``lookalike_memo``), with
     their 2.68 signatures."""
-    if not lookalike_usable(cls):
-        return False
-    for name, parameters in _EXPECTED.items():
-        method = getattr(cls, name, None)
-        if method is None or list(inspect.signature(method).parameters) != parameters:
-            return False
-    return True
+    return lookalike_usable(cls) and has_methods(cls, _EXPECTED)
 
 
 def _copy(block: dict[str, Any]) -> dict[str, Any]:

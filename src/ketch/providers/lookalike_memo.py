@@ -36,13 +36,19 @@ _EXPECTED = {
 _USED: ContextVar[dict[tuple[int, int, bool], Any] | None] = ContextVar("ketch_lookalike_memo_used", default=None)
 
 
-def usable(cls: type) -> bool:
-    """Whether ``cls`` still has the private methods the memo wraps, with their 2.68 signatures."""
-    for name, parameters in _EXPECTED.items():
+def has_methods(cls: type, expected: dict[str, list[str]]) -> bool:
+    """Whether ``cls`` has each method named in ``expected`` with exactly those parameters (the
+    guard every SDK fast path checks before it wraps a private method)."""
+    for name, parameters in expected.items():
         method = getattr(cls, name, None)
         if method is None or list(inspect.signature(method).parameters) != parameters:
             return False
     return True
+
+
+def usable(cls: type) -> bool:
+    """Whether ``cls`` still has the private methods the memo wraps, with their 2.68 signatures."""
+    return has_methods(cls, _EXPECTED)
 
 
 class LookalikeNotesMemo:

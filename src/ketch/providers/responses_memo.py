@@ -30,7 +30,6 @@ explicit), or the mapping could be made incremental on the run.
 
 from __future__ import annotations
 
-import inspect
 from contextvars import ContextVar
 from typing import Any
 
@@ -48,6 +47,7 @@ from pydantic_ai.models.openai import OpenAIResponsesModel
 
 from ketch.providers.history_scans import enabled
 from ketch.providers.lookalike_memo import LookalikeNotesMemo
+from ketch.providers.lookalike_memo import has_methods
 from ketch.providers.lookalike_memo import usable as lookalike_usable
 
 _EXPECTED = {
@@ -65,12 +65,8 @@ _CONTEXT_FIELDS = ("openai_messages", "response_scoped_tool_call_ids", "response
 def usable(cls: type = OpenAIResponsesModel) -> bool:
     """Whether ``cls`` still has the private methods the memo (and ``lookalike_memo``) wraps, with
     their 2.68 signatures."""
-    if not lookalike_usable(cls):
+    if not (lookalike_usable(cls) and has_methods(cls, _EXPECTED)):
         return False
-    for name, parameters in _EXPECTED.items():
-        method = getattr(cls, name, None)
-        if method is None or list(inspect.signature(method).parameters) != parameters:
-            return False
     try:
         from pydantic_ai.models.openai._responses_model import _ResponsesMapMessagesContext
     except ImportError:
