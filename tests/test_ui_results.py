@@ -3,7 +3,7 @@ denials once, and the pager (ctrl-o, the list, /expand N), checked on a pyte scr
 
 from __future__ import annotations
 
-from uifakes import Approval, FakeSession, Gate, Harness
+from uifakes import Approval, FakeSession, Harness
 
 from ketch.core.events import ToolCallFinished, ToolCallStarted, ToolOutputChunk
 from ketch.core.tool_brief import OutputTails, brief
@@ -135,3 +135,26 @@ async def test_ctrl_o_with_no_call_yet_says_so() -> None:
     async with Harness() as h:
         await h.type("\x0f")
         await h.wait_text("No tool call has finished yet.")
+
+
+async def test_escape_sequences_from_outside_never_reach_the_terminal_but_colours_stay() -> None:
+    """A command's output and a provider's search titles are hostile: a clipboard write (OSC 52),
+    a window title, a screen clear or a carriage return in them is dropped from what is committed
+    to the scrollback; the text around them and ketch's own colours remain."""
+    from ketch.core.events import TextDelta, WebSearchResult
+
+    hostile = "pwned\x1b]52;c;ZXZpbA==\x07 \x1b]0;evil title\x1b\\here\x1b[2J\x1b[H\rdone"
+    chunks = [("stdout", hostile + "\n")]
+    steps = shell_turn("c1", "cat notes.txt", chunks, "exit code 1\n" + hostile, is_error=True)
+    steps += [WebSearchResult(call_id="w1", query="q", sources=[{"title": "T\x1b]8;;http://x\x1b\\link", "url": "https://e.org"}]),
+              TextDelta(text="after\n")]
+    async with Harness(FakeSession([steps]), columns=100) as h:
+        await h.type("go\r")
+        await h.idle()
+        written = "".join(h.sink.writes)
+        for sequence in ("\x1b]52", "\x1b]0;", "\x1b]8;", "\x1b[2J\x1b[H\r"):
+            assert sequence not in written, repr(sequence)
+        shown = h.sink.text()
+        assert "evil title" not in shown and "ZXZpbA" not in shown  # nor their bodies, as text
+        assert "    done" in shown and "Tlink" in shown
+        assert fg_at(h, "exit code 1") == "red"  # ketch's own colour is kept

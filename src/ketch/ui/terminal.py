@@ -16,6 +16,7 @@ wrapped in synchronized-output sequences so terminals that know them paint it at
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -23,6 +24,28 @@ from typing import Any, TextIO
 from prompt_toolkit.data_structures import Point, Size
 from prompt_toolkit.output.flush_stdout import flush_stdout
 from prompt_toolkit.output.vt100 import Vt100_Output
+
+_SGR = re.compile(r"(\x1b\[[0-9;:]*m)")
+"""Colour and style codes: the only escape sequences a committed line may carry."""
+_NOT_TEXT = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"          # OSC (title, clipboard, hyperlinks, ...)
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"              # DCS, SOS, PM, APC strings
+    r"|\x1b\[[0-?]*[ -/]*[@-~]?"                    # any other CSI (cursor moves, erases, modes)
+    r"|\x1b.?"                                       # any other escape
+    r"|[\x00-\x08\x0a-\x1f\x7f\x80-\x9f]"              # other control characters (C0 but tab, C1)
+)
+
+
+def terminal_safe(line: str) -> str:
+    """``line`` with every escape sequence but colours and every control character removed.
+
+    What is committed reaches the terminal as bytes, and much of it comes from outside: a
+    command's output, a file's name, a provider's search titles. A clipboard write (OSC 52), a
+    title change or a cursor move in it would act on the user's terminal, or break the
+    accounting of the rows the live region occupies."""
+    parts = _SGR.split(line)
+    return "".join(part if i % 2 else _NOT_TEXT.sub("", part) for i, part in enumerate(parts))
+
 
 SYNC_BEGIN = "\x1b[?2026h"
 SYNC_END = "\x1b[?2026l"
@@ -103,7 +126,9 @@ class ScrollbackCommitter:
         app.after_render += self._after_render
 
     def commit(self, lines: list[str]) -> None:
-        """Queue rendered lines for the scrollback; they go out with the next frame."""
+        """Queue rendered lines for the scrollback; they go out with the next frame (colours
+        kept, any other escape sequence or control character dropped: ``terminal_safe``)."""
+        lines = [terminal_safe(line) for line in lines]
         if self._no_colour:
             from ketch.ui.palette import strip_colours
 
