@@ -116,3 +116,18 @@ def test_sigint_with_no_command_running_ends_the_turn_with_130(tmp_path: Path) -
     assert proc.returncode == 130, (out, err)
     assert "too late" not in out
     assert err.strip() == "ketch: interrupted"
+
+
+def test_stream_json_keeps_each_event_on_one_line_whatever_separators_the_model_sends(tmp_path: Path) -> None:
+    """U+0085, U+2028 and U+2029 are legal raw in a JSON string, but line readers (Python's
+    ``splitlines``, JavaScript) end a line there: they are escaped, and the value is unchanged."""
+    tricky = "a\x85b\u2028c\u2029d"
+    script = [Turn(tool_calls=[ToolCall("todo_read", {"value": {tricky: tricky}})]), Turn(text=tricky)]
+    with FakeProvider(script) as fake:
+        run = run_ketch(["-p", "go", "--output-format", "stream-json", "--yolo", *adhoc(fake, "openai-chat")], tmp_path)
+    assert run.code == 0, run.stderr
+    assert run.stdout.splitlines() == run.stdout.rstrip("\n").split("\n")
+    events_out = [json.loads(line) for line in run.stdout.splitlines()]
+    assert events_out[-1]["type"] == "turn_finished" and events_out[-1]["text"] == tricky
+    [started] = [e for e in events_out if e["type"] == "tool_call_started"]
+    assert started["args"] == {"value": {tricky: tricky}}

@@ -21,6 +21,16 @@ from ketch.core.exceptions import ConfigError
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
+
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+"""Characters JSON leaves raw in a string but line readers (Python's ``splitlines``, JavaScript)
+take as the end of a line: escaped, so each JSON value stays on its one line."""
+
+
+def _json_line(value: Any) -> str:
+    """``value`` as one line of strict JSON (UTF-8 text, line separators escaped), newline-ended."""
+    return strict_json.dumps(value, ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
+
 @dataclass
 class HeadlessPrinter:
     """Consumes events; writes stdout per the output format and errors to stderr."""
@@ -41,7 +51,7 @@ class HeadlessPrinter:
 
     def handle(self, event: ev.AgentEvent) -> None:
         if self.fmt == "stream-json":
-            self.out.write(strict_json.dumps(event.to_dict(), ensure_ascii=False) + "\n")
+            self.out.write(_json_line(event.to_dict()))
             self.out.flush()
         self._fold(event)
 
@@ -110,7 +120,7 @@ class HeadlessPrinter:
                 "tool_calls": self.tool_calls,
                 "error": {"kind": self.error_kind, "message": self.error_message} if self.error_kind else None,
             }
-            self.out.write(strict_json.dumps(payload, ensure_ascii=False) + "\n")
+            self.out.write(_json_line(payload))
         if code == EXIT_INTERRUPTED and self.fmt != "stream-json":
             self.err.write("ketch: interrupted\n")
         self.out.flush()
