@@ -24,6 +24,11 @@ again. Not seen: a part swapped in place inside the same list at the same length
 does that only in its realtime sessions, and ketch never does (pruning, compaction and repairs
 build new messages and lists; ``strict_args`` replaces the list).
 
+The same memo also notes native (provider-run) tool parts and responses naming a code-execution
+container (:data:`NATIVE`), for the Anthropic adapter's scans (``anthropic_scans.py``, which
+installs its wrappers through :func:`replace`); a response's ``provider_details`` is read when the
+message is first classified, and pydantic-ai sets it once, when the response is built.
+
 Nothing is wrapped unless every function is still bound where 2.68 binds it and has the
 signature it has there (:func:`install` returns False and the SDK runs as it is): an upgrade
 that renames or reshapes one of them falls back to the unwrapped SDK. ``KETCH_SDK_FASTPATHS=0``
@@ -34,6 +39,7 @@ derived state kept incrementally on the run), so a step does not re-walk unchang
 from __future__ import annotations
 
 import inspect
+import operator
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -41,10 +47,16 @@ from typing import Any
 _COMPACTION = 1
 _LOADS = 2
 _DISCOVERY = 4
-_ALL = _COMPACTION | _LOADS | _DISCOVERY
+NATIVE = 8
+"""A native (provider-run) tool call or result, or a response that names a code-execution container
+(``providers/anthropic_scans.py`` reads this one)."""
+_ALL = _COMPACTION | _LOADS | _DISCOVERY | NATIVE
 
 _installed: dict[tuple[Any, str], Any] = {}
 """(owner, attribute) → the SDK's original, for :func:`uninstall`."""
+
+_memo: _Kinds | None = None
+"""The installed scans' memo (:func:`holds_none`)."""
 
 
 _REMEMBERED = 4
@@ -99,8 +111,8 @@ class _Kinds:
         return len(self._seen)
 
 
-def _parts_of(message: Any) -> Any:
-    return message.parts
+_parts_of = operator.attrgetter("parts")
+"""Each message's ``parts`` (a C getter: called for every message of every scanned history)."""
 
 
 def _classifier() -> Callable[[Any], int]:
@@ -112,6 +124,8 @@ def _classifier() -> Callable[[Any], int]:
         InstructionDeltaPart,
         ModelRequest,
         ModelResponse,
+        NativeToolCallPart,
+        NativeToolReturnPart,
         NativeToolSearchReturnPart,
         ToolAvailabilityDeltaPart,
         ToolReturnPart,
@@ -127,7 +141,12 @@ def _classifier() -> Callable[[Any], int]:
         if not isinstance(message, (ModelRequest, ModelResponse)) or not isinstance(message.parts, list):
             return _ALL  # not a shape the fast paths know: the SDK's own scans decide
         kinds = 0
+        details = getattr(message, "provider_details", None)
+        if details is not None and (not isinstance(details, dict) or details.get("container_id")):
+            kinds |= NATIVE
         for part in message.parts:
+            if isinstance(part, (NativeToolCallPart, NativeToolReturnPart)):
+                kinds |= NATIVE
             if isinstance(part, CompactionPart):
                 kinds |= _COMPACTION
             elif isinstance(part, loads):
@@ -211,7 +230,8 @@ def install(kinds: _Kinds | None = None) -> bool:
             return False
     if of is None or _parameters(of) != _EXPECTED_PARAMETERS["of"] or not isinstance(values.__dict__.get("of"), classmethod):
         return False
-    memo = kinds or _Kinds(classify)
+    global _memo
+    memo = _memo = kinds or _Kinds(classify)
     none_of = memo.none_of
 
     def fast_window_start(messages: Sequence[Any]) -> tuple[int, int]:
@@ -252,15 +272,31 @@ def install(kinds: _Kinds | None = None) -> bool:
     return True
 
 
+def holds_none(messages: Sequence[Any], kinds: int) -> bool:
+    """Whether no message of ``messages`` holds a part of ``kinds`` (False, so the SDK's own scan
+    decides, while the fast paths are not installed)."""
+    return _memo is not None and bool(_installed) and _memo.none_of(messages, kinds)
+
+
+def replace(owner: Any, name: str, replacement: Any) -> None:
+    """Put ``replacement`` in place of ``owner.name`` until :func:`uninstall` (for the fast paths of
+    one wire's adapter, installed when a model of that wire is built)."""
+    if (owner, name) not in _installed:
+        _installed[(owner, name)] = getattr(owner, name)
+    setattr(owner, name, replacement)
+
+
 def uninstall() -> None:
     """Put the SDK's own functions back (tests)."""
+    global _memo
     for (owner, name), original in _installed.items():
         setattr(owner, name, original)
     _installed.clear()
+    _memo = None
 
 
 def installed() -> bool:
     return bool(_installed)
 
 
-__all__ = ["enabled", "install", "installed", "uninstall"]
+__all__ = ["NATIVE", "enabled", "holds_none", "install", "installed", "replace", "uninstall"]
