@@ -43,6 +43,11 @@ class _PassthroughResponses(AsyncResponses):
 class PassthroughOpenAI(AsyncOpenAI):
     """``AsyncOpenAI`` whose Responses ``input`` and ``tools`` skip the SDK's parameter transform."""
 
+    @property
+    def user_agent(self) -> str:
+        """The SDK's own (it names the client class: this one must not show on the wire)."""
+        return f"{AsyncOpenAI.__name__}/Python {self._version}"
+
     @cached_property
     def responses(self) -> AsyncResponses:  # type: ignore[override]
         return _PassthroughResponses(self)
