@@ -25,9 +25,11 @@ from durable_session import open_session, run
 from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn
 
 from ketch.core import events as ev
-from ketch.providers import history_scans
+from ketch.providers import anthropic_body, history_scans
 
 STEPS = 24
+_SAME_HEADERS = ("content-length", "content-type", "user-agent", "accept")
+"""Headers that must not change either: the body's length and type, and the client's name."""
 LINES = 40  # about 2.4 kB per file once read_file numbers the lines
 
 
@@ -88,8 +90,9 @@ async def _session_bodies(wire: str, cwd: Path, data: Path, monkeypatch: pytest.
     assert any(isinstance(e, ev.Compacted) for e in first), "the first turn was never pruned"
     assert script.summaries >= 1, "no summary was written"
     bodies = [json.dumps(r.body, ensure_ascii=False) for r in fake.model_requests]
+    bodies += [json.dumps({k: r.headers.get(k) for k in _SAME_HEADERS}) for r in fake.model_requests]
     remembered = len(getattr(model, "_memo_now", None) or getattr(model, "_blocks_now", None) or {})
-    return bodies, [type(model), remembered]
+    return bodies, [type(model), remembered, type(model.client).__name__]
 
 
 @pytest.mark.parametrize("wire", ["openai-responses", "anthropic-messages", "openai-chat"])
@@ -101,21 +104,35 @@ async def test_request_bodies_are_the_same_with_and_without_the_fast_paths(
     )
     monkeypatch.setenv("KETCH_COALESCE_MS", "0")
     cwd = _project(tmp_path / "work")
+    encoded: list[int] = []
+    real_encode = anthropic_body.encoded_plain_body
+
+    def counting_encode(json_data: Any, extra_json: Any) -> bytes | None:
+        body = real_encode(json_data, extra_json)
+        encoded.append(body is not None)
+        return body
+
+    monkeypatch.setattr(anthropic_body, "encoded_plain_body", counting_encode)
     try:
         monkeypatch.setenv("KETCH_SDK_FASTPATHS", "1")
-        fast, (fast_class, remembered) = await _session_bodies(wire, cwd, tmp_path / "data-fast", monkeypatch)
+        fast, (fast_class, remembered, fast_client) = await _session_bodies(wire, cwd, tmp_path / "data-fast", monkeypatch)
         assert history_scans.installed()
         if wire != "openai-chat":  # Chat gets the history-scan fast paths only
             assert fast_class.__name__.startswith("Memoized"), fast_class
             assert remembered > 0, "the memo was never used"
+        if wire == "anthropic-messages":
+            assert fast_client == "OnceEncodedAnthropic", fast_client
+            assert encoded and all(encoded), f"{encoded.count(False)} of {len(encoded)} bodies took the SDK's copy"
         history_scans.uninstall()
         monkeypatch.setenv("KETCH_SDK_FASTPATHS", "0")
-        plain, (plain_class, _) = await _session_bodies(wire, cwd, tmp_path / "data-plain", monkeypatch)
+        plain, (plain_class, _, plain_client) = await _session_bodies(wire, cwd, tmp_path / "data-plain", monkeypatch)
         assert not history_scans.installed()
         assert not plain_class.__name__.startswith("Memoized"), plain_class
+        if wire == "anthropic-messages":
+            assert plain_client == "AsyncAnthropic", plain_client
     finally:
         history_scans.uninstall()
-    assert len(fast) == len(plain) > STEPS + 4
+    assert len(fast) == len(plain) > 2 * (STEPS + 4)
     assert any("admin mode" in body for body in fast)
     for k, (a, b) in enumerate(zip(fast, plain)):
         assert a == b, f"request {k} differs with the fast paths"

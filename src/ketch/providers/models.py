@@ -103,15 +103,19 @@ def build_model(
         from pydantic_ai.models.anthropic import AnthropicModel
         from pydantic_ai.providers.anthropic import AnthropicProvider
 
-        client = AsyncAnthropic(
+        from ketch.providers import anthropic_body, anthropic_memo, anthropic_scans, history_scans
+
+        anthropic_scans.install()  # its scans for native tool use, skipped where there is none
+        client_class = AsyncAnthropic
+        if history_scans.enabled() and anthropic_body.usable():
+            client_class = anthropic_body.OnceEncodedAnthropic  # serializes a plain JSON body without copying it
+        client = client_class(
             base_url=conn.base_url,
             api_key=conn.api_key or _NO_KEY,
             max_retries=conn.max_retries,
             timeout=_timeout(conn),
             http_client=DefaultAsyncHttpxClient(event_hooks={"response": _response_hooks(wire)}),
         )
-        from ketch.providers import anthropic_memo, history_scans
-
         if history_scans.enabled() and anthropic_memo.usable():
             AnthropicModel = anthropic_memo.MemoizedAnthropicModel  # noqa: N806 - maps each tool result once
         return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
