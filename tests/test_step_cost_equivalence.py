@@ -1,14 +1,15 @@
 """ketch's fast paths around the SDK change nothing that is sent.
 
-``providers/history_scans.py``, ``providers/lookalike_memo.py`` and ``providers/responses_memo.py``
-skip or remember per-step work of pydantic-ai (issue 17, cost per step). Here one scripted session
+``providers/history_scans.py``, ``lookalike_memo.py``, ``responses_memo.py``, ``anthropic_memo.py``,
+``anthropic_scans.py`` and ``anthropic_body.py`` skip or remember per-step work of pydantic-ai and
+the Anthropic SDK (issue 17, cost per step). Here one scripted session
 runs through the real wiring (``build_session``) against the fake provider twice, once with them
 and once without (``KETCH_SDK_FASTPATHS=0``, and the scans put back), on Responses, Anthropic and
 Chat (which gets the scans only):
 a long first turn that is pruned and summarized (a small window), a second turn cancelled while
 its answer streams, a third prompt, then the session resumed from the store for a fourth. Every
 request body the provider received must be the same JSON text, key order included (the body as
-the fake parsed it, dumped again), in both runs;
+the fake parsed it, dumped again), with the same length, type and user agent, in both runs;
 and the run with the fast paths must have used them.
 """
 
