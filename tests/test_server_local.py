@@ -246,3 +246,47 @@ async def test_switching_model_recomputes_the_thinking_field(tmp_path: Path) -> 
             await session.aclose()
     efforts = [r.body.get("reasoning_effort") for r in fake.model_requests]
     assert efforts == ["medium", None, "medium"]
+
+
+async def test_switching_model_sizes_the_requests_for_the_new_models_window(tmp_path: Path) -> None:
+    """``/model`` to a model with a smaller window: the next request fits that window (input and
+    ``max_tokens``), not the first model's; and back again, the larger window returns."""
+    from ketch.frontends.assemble import build_session
+    from ketch.frontends.slash_actions import SlashActions
+
+    write_project_config(tmp_path, '[models."small"]\ncontext_window = 8000\n')
+    (tmp_path / "big.txt").write_text("".join(f"line {i}: {'word ' * 20}\n" for i in range(400)))  # ~50 kB
+    answers = [Turn(tool_calls=[ToolCall("read_file", {"path": "big.txt"})]), Turn(text="read it"),
+               Turn(text="on the small one"), Turn(text="back on the big one")]
+
+    def script(request: Any) -> Turn:
+        if not (request.body or {}).get("tools"):
+            return Turn(text="Summary: the user had big.txt read.")  # the summary call, on the small model
+        return answers.pop(0)
+
+    with FakeProvider([script] * 8) as fake:
+        args = SimpleNamespace(base_url=fake.base_url, wire="openai-chat", model="gpt-5", cwd=str(tmp_path), add_dir=[],
+                               yolo=True)
+        session = await build_session(args, interactive=True)
+        try:
+            actions = SlashActions(lambda: session, args, tmp_path)
+            [e async for e in session.run_turn("read big.txt")]
+            big_window = session.compactor.window
+            await actions.run("model", "small")
+            assert session.compactor.window == 8000
+            fake.window = 8000  # the small model's server refuses what passes its window (a retry would show)
+            [e async for e in session.run_turn("and now?")]
+            fake.window = None
+            await actions.run("model", "gpt-5")
+            assert session.compactor.window == big_window > 100_000
+            [e async for e in session.run_turn("and again?")]
+        finally:
+            await session.aclose()
+    bodies = [r.body for r in fake.model_requests if r.body.get("tools")]
+    assert [b["model"] for b in bodies] == ["gpt-5", "gpt-5", "small", "gpt-5"]
+    assert not answers
+    assert "line 399" in json.dumps(bodies[1]), "the first model's window holds the whole file"
+    small = bodies[2]
+    limit = small.get("max_completion_tokens") or small.get("max_tokens")
+    assert limit is not None and limit < 8000
+    assert "line 399" not in json.dumps(small)

@@ -169,6 +169,20 @@ class Compactor:
             self.server_window = tokens
             self._resolve(self._resolved_for, force=True)
 
+    def follow(self, connection: Any) -> None:
+        """Size the next requests for ``connection`` (``/model``): its configured window and
+        output, its model's profile and ketch's table, resolved again at the next request. A
+        window a server reported is kept only for the same model on the same server."""
+        if connection is None or connection is self.connection:
+            return
+        old = self.connection
+        if old is None or (old.base_url, old.model_name) != (connection.base_url, connection.model_name):
+            self.server_window = None
+        self.connection = connection
+        self.limits = limits_for_connection(connection, server_window=self.server_window)
+        self.window = self.limits.window
+        self._resolved_for = None
+
     def _resolve(self, model: Any, *, force: bool = False) -> None:
         if self.connection is None or (model is self._resolved_for and not force):
             return

@@ -129,7 +129,10 @@ class SlashActions(ExtensionCommands):
         if self._adhoc is not None and (name == "adhoc" or (not sep and conn is not None and conn.name == "adhoc")):
             # the ad-hoc --base-url endpoint the session started with: any model on it, from anywhere
             new_name = model_name if sep else ref
-            return dataclasses.replace(self._adhoc, model_name=new_name, meta=session.config.models.get(new_name))
+            from ketch.core.config_limits import limit_fields
+
+            return dataclasses.replace(self._adhoc, model_name=new_name, meta=session.config.models.get(new_name),
+                                       **limit_fields(session.config, "adhoc", new_name))  # this model's window
         from ketch.core.config import resolve_connection
 
         return resolve_connection(session.config, ref)

@@ -30,22 +30,32 @@ class ServerWindowReader(AbstractCapability[Any]):
 
     The window lands in ``compactor.window`` (``context.compaction.Compactor``), which the
     pruning threshold and the status line read. An explicit ``context_window`` in config
-    wins and nothing is asked; a failed read keeps the assumed window, with one notice."""
+    wins and nothing is asked; a failed read keeps the assumed window, with one notice.
+    After ``/model`` (the compactor follows the session's new connection) the new connection's
+    server is asked at the next turn, if it is a local server without an explicit window."""
 
     conn: Connection | None = None
     compactor: Any = None
     notify: Notify | None = None
     done: bool = False
+    config: Config | None = None
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
         return None
 
     async def before_run(self, ctx: Any) -> None:
-        if self.done or self.conn is None or self.compactor is None:
+        if self.compactor is None:
+            return
+        current = getattr(self.compactor, "connection", None) or self.conn
+        if current is not self.conn:  # /model: the session talks to another connection now
+            self.conn, self.done = current, False
+        if self.done or self.conn is None:
             return
         self.done = True
         conn = self.conn
+        if self.config is not None and not asks_server(conn, self.config):
+            return
         reading = await read_window(conn.preset.name, conn.base_url, conn.model_name, api_key=conn.api_key,
                                     timeout=min(conn.timeout, 5.0))
         if reading.window is not None:
@@ -74,11 +84,7 @@ class ServerBehaviour:
 
     def __post_init__(self) -> None:
         self._streams = StreamRefusalFallback(switch=switch_for(connection_key(self.conn)), name=self.conn.name)
-        explicit = self.conn.context_window or self.conn.window_ceiling or self.config.compaction.context_window or (
-            self.conn.meta.context_window if self.conn.meta else None
-        )
-        if self.conn.preset.name in WINDOW_PRESETS and not explicit:
-            self._window = ServerWindowReader(conn=self.conn)
+        self._window = ServerWindowReader(conn=self.conn, config=self.config)
 
     def capabilities(self) -> list[AbstractCapability[Any]]:
         caps: list[AbstractCapability[Any]] = [self._strict]
@@ -102,6 +108,15 @@ class ServerBehaviour:
             self._window.notify = notify
 
 
+def asks_server(conn: Connection, config: Config) -> bool:
+    """Whether ``conn``'s window is read from its server: a local server's preset, and no
+    window in config for it."""
+    explicit = conn.context_window or conn.window_ceiling or config.compaction.context_window or (
+        conn.meta.context_window if conn.meta else None
+    )
+    return conn.preset.name in WINDOW_PRESETS and not explicit
+
+
 def connection_key(conn: Connection) -> str:
     return f"{conn.name}|{conn.base_url}"
 
@@ -111,4 +126,4 @@ def child_capabilities(conn: Connection) -> list[AbstractCapability[Any]]:
     return [StrictToolArguments(), StreamRefusalFallback(switch=switch_for(connection_key(conn)), name=conn.name)]
 
 
-__all__ = ["ServerBehaviour", "ServerWindowReader", "child_capabilities", "connection_key"]
+__all__ = ["ServerBehaviour", "ServerWindowReader", "asks_server", "child_capabilities", "connection_key"]
