@@ -113,3 +113,40 @@ def test_retryable_failure_does_not_switch(tmp_path: Path) -> None:
         run = run_ketch(["-p", "hi", "-m", "openai:gpt-5"], tmp_path, env={"OPENAI_API_KEY": "sk-test-1234567890"})
     assert run.code == 1
     assert not fake.requests_to("responses")
+
+
+async def test_a_model_switched_to_gets_the_responses_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session that starts on another connection, then ``/model openai:…``: when Chat Completions
+    rejects the new model's request shape, it moves to Responses as a session started there does;
+    and a later ``/model`` back to a third-party connection does not."""
+    from types import SimpleNamespace
+
+    from ketch.frontends.assemble import build_session
+    from ketch.frontends.slash_actions import SlashActions
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-1234567890")
+    with FakeProvider([Turn(text="from the proxy"), Turn(text="from responses"), Turn(text="never")]) as fake:
+        write_project_config(tmp_path, (
+            f'[connections.openai]\npreset = "openai"\nbase_url = "{fake.base_url}"\nmax_retries = 0\n'
+            f'[connections.proxy]\npreset = "openai-compatible"\nbase_url = "{fake.base_url}"\nmax_retries = 0\n'
+        ))
+        args = SimpleNamespace(model="proxy:gpt-5", cwd=str(tmp_path), add_dir=[], yolo=True)
+        session = await build_session(args, interactive=True)
+        try:
+            actions = SlashActions(lambda: session, args, tmp_path)
+            first = [e async for e in session.run_turn("hi")]
+            fake.fail_path("/v1/chat/completions", status=400)
+            await actions.run("model", "openai:gpt-5-pro")
+            second = [e async for e in session.run_turn("hi again")]
+            await actions.run("model", "proxy:gpt-5")
+            third = [e async for e in session.run_turn("and the proxy?")]
+        finally:
+            await session.aclose()
+    assert first[-1].reason == "done" and second[-1].reason == "done", second[-3:]
+    from ketch.core import events as ev
+
+    assert "".join(e.text for e in second if isinstance(e, ev.TextDelta)) == "from responses"
+    assert third[-1].reason != "done", "a third-party connection reports the 400, it does not switch"
+    paths = [(r.path.rsplit("/", 1)[-1], r.body.get("model")) for r in fake.model_requests]
+    assert paths == [("completions", "gpt-5"), ("completions", "gpt-5-pro"), ("responses", "gpt-5-pro"),
+                     ("completions", "gpt-5")], paths

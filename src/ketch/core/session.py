@@ -154,6 +154,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self.deps.extras.setdefault("escalate", self._ask_outside_sandbox)
         if compactor is not None:
             capabilities = [*capabilities, *compactor.capabilities(self)]
+        self._model_followers = [c for c in capabilities if callable(getattr(c, "follow_model", None))]
+        """Capabilities told of a ``/model`` switch (``follow_model(model, connection)``)."""
         self.agent = self._build_agent(extra_toolsets, capabilities, model_settings)
 
     # ------------------------------------------------------------------ wiring

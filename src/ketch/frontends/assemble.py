@@ -43,20 +43,18 @@ def connection_from_args(args: Any, config: Config) -> Connection:
     )
 
 
-def _fallback_capability(conn: Connection, chat_model: Any) -> list[Any]:
-    """The sticky Chat → Responses switch: official OpenAI preset on the chat wire only."""
-    if not (conn.preset.official_openai and conn.wire == "openai-chat"):
+def _fallback_capability(conn: Connection, chat_model: Any, *, follows_model: bool = False) -> list[Any]:
+    """The sticky Chat → Responses switch: official OpenAI preset on the chat wire only. With
+    ``follows_model`` (a session's own agent) it is there for any connection, idle, so that a
+    ``/model`` to such a connection gets it too (``ResponsesFallback.follow_model``)."""
+    official = conn.preset.official_openai and conn.wire == "openai-chat"
+    if not official and not follows_model:
         return []
-    from ketch.providers.fallback import ResponsesFallback, switch_for
-    from ketch.providers.models import build_model
+    from ketch.providers.fallback import ResponsesFallback
 
-    return [
-        ResponsesFallback(
-            chat_model=chat_model,
-            responses_model_factory=lambda: build_model(conn, "openai-responses"),
-            state=switch_for(f"{conn.name}|{conn.base_url}"),
-        )
-    ]
+    fallback = ResponsesFallback()
+    fallback.follow_model(chat_model, conn)
+    return [fallback]
 
 
 def _compactor(config: Config, conn: Connection) -> Any:
@@ -322,7 +320,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         extra_toolsets=hub.toolsets if hub is not None and not compound else (),
         extra_kinds=extra_kinds,
         capabilities=[
-            *(_fallback_capability(s.conn, model) if model_override is None and search.wire == s.conn.wire else []),
+            *(_fallback_capability(s.conn, model, follows_model=True) if model_override is None and search.wire == s.conn.wire else []),
             *search.route.capabilities(),
             *server_behaviour.capabilities(),
             redact,

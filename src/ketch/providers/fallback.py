@@ -47,19 +47,35 @@ class ResponsesFallback(AbstractCapability[Any]):
     def get_serialization_name(cls) -> str | None:
         return None
 
+    def follow_model(self, model: Any, conn: Any) -> None:
+        """After ``/model``: serve ``model`` when it is a Chat model of the official OpenAI preset
+        (its own connection's switch and Responses model), and nothing otherwise."""
+        self._responses_model = None
+        if conn is None or not (conn.preset.official_openai and conn.wire == "openai-chat"):
+            self.chat_model, self.responses_model_factory = None, None
+            return
+        from ketch.providers.models import build_model
+
+        self.chat_model = model
+        self.responses_model_factory = lambda: build_model(conn, "openai-responses")
+        self.state = switch_for(f"{conn.name}|{conn.base_url}")
+
     def _responses(self) -> Any:
         if self._responses_model is None and self.responses_model_factory is not None:
             self._responses_model = self.responses_model_factory()
         return self._responses_model
 
     async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
+        if self.chat_model is None:
+            return request_context
         if self.state.switched and request_context.model is self.chat_model:
             raise RetryModelRequest(self._responses())
         return request_context
 
     async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> Any:
         if (
-            request_context.model is self.chat_model
+            self.chat_model is not None
+            and request_context.model is self.chat_model
             and isinstance(error, ModelHTTPError)
             and error.status_code in SHAPE_REJECTION_CODES
         ):
