@@ -122,6 +122,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         finished and a turn stopped. Refusals before a tool run through the gate."""
         self.mcp_hub: Any = None
         self.web_search: Any = None
+        self.live_search: Any = None
+        """What the session's hosted search tool and prompt read per request (``/model`` replaces it)."""
         """The session's ``search_wiring.SessionSearch`` (children derive their route from it)."""
         self._searches = NativeSearchTracker()
         self.closers: list[Callable[[], Any]] = []

@@ -292,9 +292,12 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     deps.settings.sandbox = sandbox
     sandbox.workspace = s.workspace  # directories added later (/add-dir) become writable too
     descriptions = {spec.name: (spec.function.__doc__ or "").strip().splitlines()[0] if spec.function.__doc__ else "" for spec in specs}
+    from ketch.websearch.wiring import LiveSearch
+
+    live_search = LiveSearch(search)  # /model replaces what it holds
     sources = InstructionSources(
         cwd=s.cwd, root=s.root, agent_prompt=lambda: session.variant.prompt, descriptions=descriptions,
-        notebook=deps.extras["notebook"], memory=deps.extras["memory"], skills=deps.extras["skills"], search=search,
+        notebook=deps.extras["notebook"], memory=deps.extras["memory"], skills=deps.extras["skills"], search=live_search,
     )
     hub, extra_kinds = await start_mcp(s.config, descriptions, warnings, sandbox, child_env=child_env)
     gate.kinds = {**gate.kinds, **extra_kinds}
@@ -321,7 +324,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         extra_kinds=extra_kinds,
         capabilities=[
             *(_fallback_capability(s.conn, model, follows_model=True) if model_override is None and search.wire == s.conn.wire else []),
-            *search.route.capabilities(),
+            *live_search.capabilities(),
             *server_behaviour.capabilities(),
             redact,
         ],
@@ -330,7 +333,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     )
     deps.emit = redacting_emit(deps.emit, ring)  # live output chunks, the parent's and its subagents'
     session.hooks = hooks
-    session.web_search = search
+    session.web_search, session.live_search = search, live_search
     attach_subagents(session, s, specs=specs, task_kinds=task_kinds, search=search, sources=sources,
                      own_model=model_override is None, always=(redact,))
     session.mcp_hub = hub

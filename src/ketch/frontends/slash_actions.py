@@ -112,14 +112,38 @@ class SlashActions(ExtensionCommands):
 
         if compound_connection(conn):  # it takes none of this session's tools and searches on its own
             raise ValueError(switch_refusal(conn.ref))
-        model = await asyncio.to_thread(build_model, conn)  # may import another SDK module
+        search, search_note = self._search_for(session, conn)
+        wire = search.wire if search is not None else conn.wire  # hosted search may need Responses
+        profile = search.model_profile() if search is not None else None
+        model = await asyncio.to_thread(lambda: build_model(conn, wire, profile=profile))  # may import another SDK module
         old = session.model
         session.set_model(model, conn)
+        if search is not None:
+            session.web_search = search
+            if session.live_search is not None:
+                session.live_search.current = search
         level = session.config.think
-        session.set_thinking(level, model_settings(level, model=model, conn=conn))  # the level, honestly, for this model
+        session.set_thinking(level, model_settings(level, wire=wire, model=model, conn=conn))  # the level, honestly, for this model
         await close_model(old)
-        notes = [n for n in (url_notice, thinking_notice(level, model, conn), _online_note(conn)) if n]
+        notes = [n for n in (url_notice, thinking_notice(level, model, conn, wire), search_note, _online_note(conn)) if n]
         return "\n".join([f"Model: {conn.ref} (the conversation so far is kept)", *notes])
+
+    def _search_for(self, session: Any, conn: Any) -> tuple[Any, str]:
+        """The search decision for ``conn`` as the session's start would make it, and a line when
+        it differs from the current one (hosted search gained or lost)."""
+        current = getattr(session, "web_search", None)
+        if current is None:
+            return None, ""
+        from ketch.websearch.wiring import session_search
+
+        search = session_search(session.config, conn, interactive=current.surface == "tui",
+                                flag=bool(getattr(self.args, "web_search", False)), tool_ceiling=session.variant.tools)
+        had, has = current.route.native_tool is not None, search.route.native_tool is not None
+        if had and not has:
+            return search, f"web search: off with this model ({search.route.reason})"
+        if has and not had:
+            return search, "web search: on, run by the model's provider"
+        return search, ""
 
     def _resolve_model(self, session: Any, ref: str) -> Any:
         conn = session.connection

@@ -34,6 +34,14 @@ def switch_for(connection_key: str) -> EndpointSwitch:
     return _SWITCHES.setdefault(connection_key, EndpointSwitch())
 
 
+def _is_chat(model: Any) -> bool:
+    """Whether ``model`` speaks Chat Completions (a session whose hosted search needs Responses
+    was built on Responses already)."""
+    from pydantic_ai.models.openai import OpenAIChatModel
+
+    return isinstance(model, OpenAIChatModel)
+
+
 @dataclass
 class ResponsesFallback(AbstractCapability[Any]):
     """Sends requests to ``responses_model`` once Chat Completions rejected a request's shape."""
@@ -51,7 +59,7 @@ class ResponsesFallback(AbstractCapability[Any]):
         """After ``/model``: serve ``model`` when it is a Chat model of the official OpenAI preset
         (its own connection's switch and Responses model), and nothing otherwise."""
         self._responses_model = None
-        if conn is None or not (conn.preset.official_openai and conn.wire == "openai-chat"):
+        if conn is None or not (conn.preset.official_openai and conn.wire == "openai-chat") or not _is_chat(model):
             self.chat_model, self.responses_model_factory = None, None
             return
         from ketch.providers.models import build_model

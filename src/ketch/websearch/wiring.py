@@ -67,6 +67,32 @@ class SessionSearch:
         return model_profile_overrides(self.capability) or None
 
 
+@dataclass
+class LiveSearch:
+    """A session's current search decision, read per request: ``/model`` replaces it (``current``)
+    with the new connection's, so the hosted tool on the wire and the prompt's line about it follow
+    the model that is asked, never the one the session started with."""
+
+    current: SessionSearch
+
+    def native_tool(self, ctx: Any = None) -> Any:
+        """The hosted search tool for this request, or None (a pydantic-ai native-tool factory)."""
+        return self.current.route.native_tool
+
+    def prompt_entries(self) -> list[tuple[str, str]]:
+        return self.current.prompt_entries()
+
+    def capabilities(self) -> list[Any]:
+        """The hosted tool as a capability read per request where a later model may search (search
+        on, from the model); otherwise the route's own, fixed for the session."""
+        settings = self.current.settings
+        if self.current.route.client_tool is not None or not (settings.enabled and settings.source == "model"):
+            return self.current.route.capabilities()
+        from pydantic_ai.capabilities import NativeTool
+
+        return [NativeTool(tool=self.native_tool)]
+
+
 def search_settings(
     config: Config, *, flag: bool = False, tool_ceiling: Iterable[str] | None = None
 ) -> WebSearchSettings:

@@ -1,0 +1,71 @@
+"""``/model`` re-decides hosted search for the new model: a model that cannot search gets no
+search tool (and its turns run), the prompt stops offering it, and a model that can search gets
+it back, on the wire it needs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from fakeprovider import FakeProvider, Turn
+from kettle import write_project_config
+
+from ketch.core import events as ev
+
+
+def _config(base_url: str) -> str:
+    return f'''
+[connections.openai]
+preset = "openai"
+base_url = "{base_url}"
+wire = "openai-responses"
+max_retries = 0
+
+[connections.local]
+preset = "openai-compatible"
+base_url = "{base_url}"
+max_retries = 0
+
+[models."openai:gpt-5"]
+capabilities = {{ web_search = true }}
+
+[web_search]
+enabled = true
+'''
+
+
+def _offers_search(body: dict) -> bool:
+    instructions = json.dumps(body.get("instructions") or body.get("messages", [])[:1])
+    return "run by the model provider" in instructions
+
+
+async def test_search_follows_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ketch.frontends.assemble import build_session
+    from ketch.frontends.slash_actions import SlashActions
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-1234567890")
+    with FakeProvider([Turn(text="one"), Turn(text="two"), Turn(text="three")]) as fake:
+        write_project_config(tmp_path, _config(fake.base_url))
+        args = SimpleNamespace(model="openai:gpt-5", cwd=str(tmp_path), add_dir=[], yolo=True)
+        session = await build_session(args, interactive=True)
+        try:
+            actions = SlashActions(lambda: session, args, tmp_path)
+            first = [e async for e in session.run_turn("hi")]
+            lost = await actions.run("model", "local:qwen3")
+            second = [e async for e in session.run_turn("hi again")]
+            gained = await actions.run("model", "openai:gpt-5")
+            third = [e async for e in session.run_turn("and once more")]
+        finally:
+            await session.aclose()
+    for events in (first, second, third):
+        assert isinstance(events[-1], ev.TurnFinished) and events[-1].reason == "done", events[-3:]
+    assert "web search: off with this model" in lost
+    assert "web search: on" in gained
+    requests = fake.model_requests
+    assert [r.path.rsplit("/", 1)[-1] for r in requests] == ["responses", "completions", "responses"]
+    kinds = [[t.get("type") for t in r.body.get("tools", [])] for r in requests]
+    assert "web_search" in kinds[0] and "web_search" in kinds[2]
+    assert "web_search" not in kinds[1] and all(k == "function" for k in kinds[1])
+    assert _offers_search(requests[0].body) and not _offers_search(requests[1].body) and _offers_search(requests[2].body)
