@@ -121,6 +121,8 @@ async def test_every_event_type_renders_without_breaking_the_turn() -> None:
         Usage(input_tokens=10, output_tokens=5, cost_usd=0.001, session_cost_usd=0.002),
         TodoUpdated(items=[{"content": "write tests", "status": "pending"}]),
         WebSearchResult(call_id="w", query="pyte docs", sources=[{"title": "pyte", "url": "https://x"}]),
+        WebSearchResult(call_id="w2", query=" \n ", sources=[]),
+        WebSearchResult(call_id="w3", query="a\nquery " + "long " * 40, sources=[]),
         Notice(level="warning", text="falling back to Chat Completions"),
         TextDelta(text="Finished."),
     ]
@@ -133,8 +135,11 @@ async def test_every_event_type_renders_without_breaking_the_turn() -> None:
         text = h.sink.text()
         for expected in ("● task  explore: map the repo", "✗ shell denied (no-rm): rm -rf /",
                          "✓ read_file allowed (read:*)", "context compacted: 120,000 → 40,000 tokens",
-                         "● web_search  pyte docs", "falling back to Chat Completions", "Finished."):
+                         "● web_search  pyte docs", "falling back to Chat Completions", "Finished.",
+                         "● web_search  (the provider gave no query)", "no sources came back", "● web_search  a query long"):
             assert expected in text, expected
+        row = next(line for line in text.splitlines() if "a query long" in line)
+        assert row.rstrip().endswith("…") and "long long" in row, "a long query is cut to its one row, not wrapped"
         assert "↳" not in text
 
 

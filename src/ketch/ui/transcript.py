@@ -121,8 +121,11 @@ class TurnView:
                 self.status_dirty = True
             case WebSearchResult():
                 self.end_answer()
-                rows = [paint("●", "32") + paint(f" web_search  {event.query}", "1")]
+                query = " ".join(event.query.split()) or "(the provider gave no query)"  # one row, whatever it sent
+                rows = [paint("●", "32") + paint(clip(f" web_search  {query}", self._width() - 2), "1")]
                 rows += [f"    {clip(s.get('title') or s.get('url', ''), self._width() - 4)}" for s in event.sources[:5]]
+                if not event.sources:
+                    rows.append(paint("    no sources came back", "2"))
                 self._commit(rows + [""])
             case SubagentStarted():
                 self.subagents[event.subagent_id] = f"{event.kind}: {event.description}"
