@@ -69,3 +69,59 @@ async def test_search_follows_the_model(tmp_path: Path, monkeypatch: pytest.Monk
     assert "web_search" in kinds[0] and "web_search" in kinds[2]
     assert "web_search" not in kinds[1] and all(k == "function" for k in kinds[1])
     assert _offers_search(requests[0].body) and not _offers_search(requests[1].body) and _offers_search(requests[2].body)
+
+
+async def test_a_subagent_after_the_switch_gets_the_new_models_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A web_research subagent started after ``/model`` to a model that cannot search runs on that
+    model without the hosted tool (before, it sent the first model's tool and failed)."""
+    from fakeprovider import ToolCall
+
+    from ketch.frontends.assemble import build_session
+    from ketch.frontends.slash_actions import SlashActions
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-1234567890")
+    task = ToolCall("task", {"kind": "web_research", "description": "look it up", "prompt": "find the docs"})
+    with FakeProvider([Turn(text="one"), Turn(tool_calls=[task]), Turn(text="child report"), Turn(text="done")]) as fake:
+        write_project_config(tmp_path, _config(fake.base_url))
+        args = SimpleNamespace(model="openai:gpt-5", cwd=str(tmp_path), add_dir=[], yolo=True)
+        session = await build_session(args, interactive=True)
+        try:
+            actions = SlashActions(lambda: session, args, tmp_path)
+            [e async for e in session.run_turn("hi")]
+            await actions.run("model", "local:qwen3")
+            second = [e async for e in session.run_turn("research it")]
+        finally:
+            await session.aclose()
+    assert second[-1].reason == "done", second[-3:]
+    finished = [e for e in second if isinstance(e, ev.SubagentFinished)]
+    assert finished and finished[0].ok, finished
+    child = [r for r in fake.model_requests[1:] if "find the docs" in json.dumps(r.body.get("messages", []))]
+    assert child and all(t.get("type") == "function" for r in child for t in r.body.get("tools", []))
+    assert all(r.path.endswith("/chat/completions") for r in fake.model_requests[1:])
+
+
+async def test_a_subagent_on_its_own_model_is_judged_on_that_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent searches on Responses; a configured kind runs on a local model that cannot: the
+    child gets no hosted tool (before, it was sent the parent's and its request failed)."""
+    from fakeprovider import ToolCall
+
+    from ketch.frontends.assemble import build_session
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-1234567890")
+    task = ToolCall("task", {"kind": "finder", "description": "look it up", "prompt": "find the docs"})
+    with FakeProvider([Turn(tool_calls=[task]), Turn(text="child report"), Turn(text="done")]) as fake:
+        write_project_config(tmp_path, _config(fake.base_url) + (
+            '\n[agents.finder]\nmodel = "local:qwen3"\ntools = ["read_file", "web_search"]\n'))
+        args = SimpleNamespace(model="openai:gpt-5", cwd=str(tmp_path), add_dir=[], yolo=True)
+        session = await build_session(args, interactive=True)
+        try:
+            events = [e async for e in session.run_turn("research it")]
+        finally:
+            await session.aclose()
+    assert events[-1].reason == "done", events[-3:]
+    finished = [e for e in events if isinstance(e, ev.SubagentFinished)]
+    assert finished and finished[0].ok, finished
+    child = [r for r in fake.model_requests if r.body.get("model") == "qwen3"]
+    assert child and all(t.get("type") == "function" for r in child for t in r.body.get("tools", []))
+    parent = [r for r in fake.model_requests if r.body.get("model") == "gpt-5"]
+    assert parent and "web_search" in [t.get("type") for t in parent[0].body.get("tools", [])]

@@ -167,7 +167,9 @@ class ChildWiring:
         conn, model = parent.connection, parent.model
         if variant.model and self.own_model:
             conn, model = self._model_for(config, conn, variant.model)
-        route = child_search_route(self.search, variant.tools)
+        # The parent's search now (``/model`` re-decides it), judged on the child's own model when it has one.
+        own_connection = conn if conn is not parent.connection else None
+        route = child_search_route(getattr(parent, "web_search", None) or self.search, variant.tools, connection=own_connection)
         wanted = set(variant.tools) if variant.tools is not None else None
         specs = [s for s in self.specs if wanted is None or s.name in wanted]  # schemas cost ~10 ms a tool
         if route.client_tool is not None and route.client_tool.name not in {s.name for s in specs}:
