@@ -1,4 +1,4 @@
-"""Context management for a session: the pruning ladder in the loop, and the 404 item repair.
+"""Context management for a session: the pruning ladder in the loop, and the summary call.
 
 :class:`Compactor` is the session's ``compactor``. Before every model request it estimates
 what would be sent (instructions, history, tool schemas) against ``window × threshold`` and,
@@ -6,11 +6,8 @@ when that is too much, runs :func:`ketch.context.prune.prune`. The pruned histor
 request's messages and the run's persistent history, so later steps and the store carry the
 shorter history rather than pruning the same thing again. The first pruning of a turn is
 reported as one :class:`ketch.core.events.Compacted`.
-
-:class:`ItemNotFoundRetry` is a pydantic-ai capability answering the Responses
-"404 Item with id … not found": when nothing of the turn was delivered yet, it rewrites the
-session's history with every provider item id stripped and sends the request once more; at
-most once per turn.
+The two request retries it installs (a context-length refusal, the Responses 404 item) are in
+``request_retries``.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import RetryModelRequest
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
 from ketch.context.budget import (
@@ -31,8 +27,8 @@ from ketch.context.budget import (
     estimate_text,
     estimate_tools,
 )
-from ketch.context.overflow import context_length_counts, is_context_length_error
-from ketch.context.prune import ITEM_REPLAY_PROVIDERS, PruneResult, Summarize, is_item_not_found, prune, strip_item_ids
+from ketch.context.overflow import context_length_counts
+from ketch.context.prune import ITEM_REPLAY_PROVIDERS, PruneResult, Summarize, prune
 from ketch.context.windows import Limits, limits_for, limits_for_connection, thinking_floor
 from ketch.core import events as ev
 
@@ -192,6 +188,8 @@ class Compactor:
 
     def capabilities(self, session: Session) -> list[AbstractCapability[Any]]:
         """Capabilities the session's agent needs for context management."""
+        from ketch.context.request_retries import ContextLengthRetry, ItemNotFoundRetry
+
         return [ItemNotFoundRetry(session), ContextLengthRetry(session, self)]
 
     def _summarizer(self, session: Session) -> Summarize:
@@ -326,85 +324,4 @@ async def _failed_already(transcript: str) -> str:
     raise RuntimeError("the summary failed earlier in this turn")
 
 
-class ContextLengthRetry(AbstractCapability[Any]):
-    """Answers a provider's "too long for the context window" by pruning harder and sending the
-    request once more, before any of its output (a rejection comes before the stream)."""
-
-    def __init__(self, session: Session, compactor: Compactor) -> None:
-        super().__init__()
-        self.session = session
-        self.compactor = compactor
-        self._retried: tuple[str, int] | None = None
-        self._squeeze_next: BaseException | None = None
-
-    @classmethod
-    def get_serialization_name(cls) -> str | None:
-        return None
-
-    def _key(self, ctx: Any) -> tuple[str, int] | None:
-        turn = self.session._turn
-        return None if turn is None else (turn.turn_id, len(ctx.messages))
-
-    def _handles_model_request_error(self, ctx: Any, request_context: Any) -> bool:
-        return self._key(ctx) is not None and self._retried != self._key(ctx)
-
-    async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
-        if self._squeeze_next is not None:
-            error, self._squeeze_next = self._squeeze_next, None
-            await self.compactor.squeezed(self.session, request_context, error)
-        return request_context
-
-    async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> Any:
-        key = self._key(ctx)
-        if key is None or self._retried == key or not is_context_length_error(error):
-            raise error
-        self._retried = key
-        self._squeeze_next = error
-        raise RetryModelRequest()
-
-
-class ItemNotFoundRetry(AbstractCapability[Any]):
-    """Answers a 404 "Item with id … not found" by resending the history inline, once a turn.
-
-    Only before any output of the turn reached the front end: delivered text cannot be unsent.
-    The run's history is rewritten without item ids (so later steps and the store no longer
-    refer to the lost items), and the retried attempt sends that history too.
-    """
-
-    def __init__(self, session: Session) -> None:
-        super().__init__()
-        self.session = session
-        self._retried_turn: str | None = None
-        self._strip_next = False
-
-    @classmethod
-    def get_serialization_name(cls) -> str | None:
-        return None
-
-    def _can_retry(self) -> bool:
-        turn = self.session._turn
-        return turn is not None and not turn.delivered and self._retried_turn != turn.turn_id
-
-    def _handles_model_request_error(self, ctx: Any, request_context: Any) -> bool:
-        # Streams are opened early (primed) only while a retry is still possible this turn.
-        return self._can_retry()
-
-    async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
-        # Each attempt starts from what ``before_model_request`` left, which still has the ids.
-        if self._strip_next:
-            self._strip_next = False
-            request_context.messages = strip_item_ids(request_context.messages)
-        return request_context
-
-    async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> Any:
-        turn = self.session._turn
-        if turn is None or not self._can_retry() or not is_item_not_found(error):
-            raise error
-        self._retried_turn = turn.turn_id
-        ctx.messages[:] = strip_item_ids(ctx.messages)
-        self.session.history_rewritten = True
-        self._strip_next = True
-        raise RetryModelRequest()
-
-
-__all__ = ["Compactor", "ContextLengthRetry", "ItemNotFoundRetry", "SUMMARY_INSTRUCTIONS", "model_summarizer", "reserved_tokens"]
+__all__ = ["Compactor", "SUMMARY_INSTRUCTIONS", "model_summarizer", "reserved_tokens"]
