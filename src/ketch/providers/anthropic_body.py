@@ -39,9 +39,8 @@ from __future__ import annotations
 
 import inspect
 import json
-from typing import Any
-
 from functools import cached_property
+from typing import Any
 
 from anthropic import AsyncAnthropic
 from anthropic._types import NotGiven, Omit
