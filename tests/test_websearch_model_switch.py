@@ -125,3 +125,18 @@ async def test_a_subagent_on_its_own_model_is_judged_on_that_model(tmp_path: Pat
     assert child and all(t.get("type") == "function" for r in child for t in r.body.get("tools", []))
     parent = [r for r in fake.model_requests if r.body.get("model") == "gpt-5"]
     assert parent and "web_search" in [t.get("type") for t in parent[0].body.get("tools", [])]
+
+
+def test_a_headless_session_keeps_its_fixed_search_capability() -> None:
+    """Only an interactive session (which can switch models) reads the hosted tool per request."""
+    from ketch.websearch.capability import Capability, SearchRoute, WebSearchSettings
+    from ketch.websearch.wiring import LiveSearch, SessionSearch
+
+    settings = WebSearchSettings(enabled=True, source="model", privacy=False, protocol="auto", anthropic_dynamic_filtering=False)
+
+    def search(surface: str) -> SessionSearch:
+        return SessionSearch(settings, Capability(False, reason="x"), SearchRoute(reason="none"), surface, False, "openai-chat")
+
+    assert LiveSearch(search("headless")).capabilities() == []
+    [tool] = LiveSearch(search("tui")).capabilities()
+    assert tool.tool(None) is None

@@ -150,3 +150,18 @@ async def test_a_model_switched_to_gets_the_responses_fallback(tmp_path: Path, m
     paths = [(r.path.rsplit("/", 1)[-1], r.body.get("model")) for r in fake.model_requests]
     assert paths == [("completions", "gpt-5"), ("completions", "gpt-5-pro"), ("responses", "gpt-5-pro"),
                      ("completions", "gpt-5")], paths
+
+
+def test_the_idle_responses_switch_leaves_other_models_streams_lazy() -> None:
+    """A capability that answers model-request errors makes the agent open streams eagerly; the
+    switch is on every session, so it answers only for the Chat model it serves (per-step cost)."""
+    from types import SimpleNamespace
+
+    from ketch.providers.fallback import ResponsesFallback
+
+    idle = ResponsesFallback()
+    assert not idle._handles_model_request_error(None, SimpleNamespace(model=object()))
+    chat = object()
+    serving = ResponsesFallback(chat_model=chat)
+    assert serving._handles_model_request_error(None, SimpleNamespace(model=chat))
+    assert not serving._handles_model_request_error(None, SimpleNamespace(model=object()))

@@ -73,6 +73,10 @@ class ResponsesFallback(AbstractCapability[Any]):
             self._responses_model = self.responses_model_factory()
         return self._responses_model
 
+    def _handles_model_request_error(self, ctx: Any, request_context: Any) -> bool:
+        # Only the chat model's requests: the agent opens every other stream lazily, as without it.
+        return self.chat_model is not None and request_context.model is self.chat_model
+
     async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
         if self.chat_model is None:
             return request_context

@@ -83,10 +83,12 @@ class LiveSearch:
         return self.current.prompt_entries()
 
     def capabilities(self) -> list[Any]:
-        """The hosted tool as a capability read per request where a later model may search (search
-        on, from the model); otherwise the route's own, fixed for the session."""
+        """The hosted tool as a capability read per request where a later model may search (an
+        interactive session, search on, from the model); otherwise the route's own, fixed for the
+        session (a headless run never switches models)."""
         settings = self.current.settings
-        if self.current.route.client_tool is not None or not (settings.enabled and settings.source == "model"):
+        if (self.current.route.client_tool is not None or self.current.surface != "tui"
+                or not (settings.enabled and settings.source == "model")):
             return self.current.route.capabilities()
         from pydantic_ai.capabilities import NativeTool
 
