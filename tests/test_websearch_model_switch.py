@@ -71,6 +71,15 @@ async def test_search_follows_the_model(tmp_path: Path, monkeypatch: pytest.Monk
     assert _offers_search(requests[0].body) and not _offers_search(requests[1].body) and _offers_search(requests[2].body)
 
 
+def _child_ran_without_hosted_search(events: list, child_requests: list) -> None:
+    """The parent's turn ended done, its subagent finished ok, and every request of the child
+    carried function tools only."""
+    assert events[-1].reason == "done", events[-3:]
+    finished = [e for e in events if isinstance(e, ev.SubagentFinished)]
+    assert finished and finished[0].ok, finished
+    assert child_requests and all(t.get("type") == "function" for r in child_requests for t in r.body.get("tools", []))
+
+
 async def test_a_subagent_after_the_switch_gets_the_new_models_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A web_research subagent started after ``/model`` to a model that cannot search runs on that
     model without the hosted tool (before, it sent the first model's tool and failed)."""
@@ -92,11 +101,7 @@ async def test_a_subagent_after_the_switch_gets_the_new_models_search(tmp_path: 
             second = [e async for e in session.run_turn("research it")]
         finally:
             await session.aclose()
-    assert second[-1].reason == "done", second[-3:]
-    finished = [e for e in second if isinstance(e, ev.SubagentFinished)]
-    assert finished and finished[0].ok, finished
-    child = [r for r in fake.model_requests[1:] if "find the docs" in json.dumps(r.body.get("messages", []))]
-    assert child and all(t.get("type") == "function" for r in child for t in r.body.get("tools", []))
+    _child_ran_without_hosted_search(second, [r for r in fake.model_requests[1:] if "find the docs" in json.dumps(r.body.get("messages", []))])
     assert all(r.path.endswith("/chat/completions") for r in fake.model_requests[1:])
 
 
@@ -118,11 +123,7 @@ async def test_a_subagent_on_its_own_model_is_judged_on_that_model(tmp_path: Pat
             events = [e async for e in session.run_turn("research it")]
         finally:
             await session.aclose()
-    assert events[-1].reason == "done", events[-3:]
-    finished = [e for e in events if isinstance(e, ev.SubagentFinished)]
-    assert finished and finished[0].ok, finished
-    child = [r for r in fake.model_requests if r.body.get("model") == "qwen3"]
-    assert child and all(t.get("type") == "function" for r in child for t in r.body.get("tools", []))
+    _child_ran_without_hosted_search(events, [r for r in fake.model_requests if r.body.get("model") == "qwen3"])
     parent = [r for r in fake.model_requests if r.body.get("model") == "gpt-5"]
     assert parent and "web_search" in [t.get("type") for t in parent[0].body.get("tools", [])]
 
