@@ -28,7 +28,8 @@ never profiled. The profile is split three ways:
 - ``other``: the rest: pydantic-ai's agent graph between steps, reading the response stream,
   httpx, asyncio.
 
-The split is the profile's share times the unprofiled median of those five steps.
+A mark's figure is the median of the twenty steps before it in the timed session (``TIMED``);
+the split is the profile's share times that median.
 Targets (issue 17): ketch's share at step 1,000 under twice its step-10 figure, and the
 whole step under 100 ms, on both wires.
 """
@@ -55,6 +56,10 @@ from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn  # noqa: 
 
 MARKS = (10, 100, 500, 1000)
 WINDOW = 5
+"""Steps profiled after each mark (in the profiled session)."""
+TIMED = 20
+"""Steps before each mark whose median is the step's figure (in the timed session): on a shared
+machine a few steps in a row can run a third slower, which five steps' median would report."""
 TOP = int(os.environ.get("BENCH_TOP", "0"))
 """With BENCH_TOP=N, print the N functions of most self time of each profiled window."""
 
@@ -192,13 +197,18 @@ def _session(wire_key: str, steps: int, *, profiled: bool) -> tuple[list[float],
             return asyncio.run(_drive(args, steps, profiled))
 
 
+def _timed_window(per_step: list[float], mark: int) -> list[float]:
+    """The timed steps just before ``mark`` (up to :data:`TIMED` of them)."""
+    return [t for t in per_step[max(0, mark - 1 - TIMED) : mark - 1] if t == t]
+
+
 def _report(wire_key: str, per_step: list[float], splits: dict[int, dict[str, float]]) -> None:
     _wire, model, _suffix = WIRES[wire_key]
     print(f"{wire_key} ({model}, {len(per_step)} steps measured), CPU per step of the loop's thread:")
     for mark in MARKS:
         if mark > len(per_step) + 1:
             continue
-        window = [t for t in per_step[max(0, mark - 1 - WINDOW) : mark - 1] if t == t]
+        window = _timed_window(per_step, mark)
         median = statistics.median(window) * 1000
         split = splits.get(mark)
         parts = (
@@ -208,8 +218,8 @@ def _report(wire_key: str, per_step: list[float], splits: dict[int, dict[str, fl
         )
         print(f"  step {mark:>5}: {median:6.1f} ms  [{parts}]")
     if len(per_step) + 1 >= 1000 and 10 in splits and 1000 in splits:
-        at10 = statistics.median([t for t in per_step[4:9] if t == t])
-        at1000 = statistics.median([t for t in per_step[994:999] if t == t])
+        at10 = statistics.median(_timed_window(per_step, 10))
+        at1000 = statistics.median(_timed_window(per_step, 1000))
         ketch10, ketch1000, whole = splits[10]["ketch"] * at10, splits[1000]["ketch"] * at1000, at1000 * 1000
         print(
             f"  targets: ketch at 1,000 {ketch1000 * 1000:.1f} ms vs 2 × step 10 {2 * ketch10 * 1000:.1f} ms: "
