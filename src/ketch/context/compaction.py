@@ -165,7 +165,7 @@ class Compactor:
             self.server_window = tokens
             self._resolve(self._resolved_for, force=True)
 
-    def follow(self, connection: Any) -> None:
+    def follow_model(self, model: Any, connection: Any) -> None:
         """Size the next requests for ``connection`` (``/model``): its configured window and
         output, its model's profile and ketch's table, resolved again at the next request. A
         window a server reported is kept only for the same model on the same server."""

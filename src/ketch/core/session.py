@@ -122,9 +122,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         finished and a turn stopped. Refusals before a tool run through the gate."""
         self.mcp_hub: Any = None
         self.web_search: Any = None
+        """The session's ``search_wiring.SessionSearch`` (children derive their route from it)."""
         self.live_search: Any = None
         """What the session's hosted search tool and prompt read per request (``/model`` replaces it)."""
-        """The session's ``search_wiring.SessionSearch`` (children derive their route from it)."""
         self._searches = NativeSearchTracker()
         self.closers: list[Callable[[], Any]] = []
         self._pending: dict[str, asyncio.Future[Any]] = pending if pending is not None else {}
@@ -156,7 +156,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self.deps.extras.setdefault("escalate", self._ask_outside_sandbox)
         if compactor is not None:
             capabilities = [*capabilities, *compactor.capabilities(self)]
-        self._model_followers = [c for c in capabilities if callable(getattr(c, "follow_model", None))]
+        self._model_followers = [c for c in [*capabilities, compactor] if callable(getattr(c, "follow_model", None))]
         """Capabilities told of a ``/model`` switch (``follow_model(model, connection)``)."""
         self.agent = self._build_agent(extra_toolsets, capabilities, model_settings)
 

@@ -30,10 +30,8 @@ class SessionControls:
         self._require_idle()
         self.model, self.connection = model, connection
         self.agent.model = model
-        if self.compactor is not None:
-            self.compactor.follow(connection)  # the new model's window and output, not the old one's
-        for capability in self._model_followers:
-            capability.follow_model(model, connection)  # e.g. the Chat → Responses switch
+        for follower in self._model_followers:
+            follower.follow_model(model, connection)  # the compactor's window, the Chat → Responses switch
 
     def set_thinking(self, level: str, settings: Any) -> None:
         """Use thinking ``level`` from the next request on; ``settings`` are its model settings."""

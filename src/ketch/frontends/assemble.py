@@ -47,14 +47,11 @@ def _fallback_capability(conn: Connection, chat_model: Any, *, follows_model: bo
     """The sticky Chat → Responses switch: official OpenAI preset on the chat wire only. With
     ``follows_model`` (a session's own agent) it is there for any connection, idle, so that a
     ``/model`` to such a connection gets it too (``ResponsesFallback.follow_model``)."""
-    official = conn.preset.official_openai and conn.wire == "openai-chat"
-    if not official and not follows_model:
-        return []
     from ketch.providers.fallback import ResponsesFallback
 
     fallback = ResponsesFallback()
     fallback.follow_model(chat_model, conn)
-    return [fallback]
+    return [fallback] if follows_model or fallback.chat_model is not None else []
 
 
 def _compactor(config: Config, conn: Connection) -> Any:

@@ -21,7 +21,6 @@ from ketch.core.exceptions import ConfigError
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-
 _LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 """Characters JSON leaves raw in a string but line readers (Python's ``splitlines``, JavaScript)
 take as the end of a line: escaped, so each JSON value stays on its one line."""
@@ -30,6 +29,7 @@ take as the end of a line: escaped, so each JSON value stays on its one line."""
 def _json_line(value: Any) -> str:
     """``value`` as one line of strict JSON (UTF-8 text, line separators escaped), newline-ended."""
     return strict_json.dumps(value, ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
+
 
 @dataclass
 class HeadlessPrinter:

@@ -18,11 +18,20 @@ ROOT_PRESETS = ("ollama", "lmstudio", "llamacpp")
 """Local presets whose servers serve under ``/v1``; a bare root gets it added."""
 
 
+def _split(base_url: str | None) -> Any:
+    """A base URL's parts, written with or without its scheme."""
+    text = base_url or ""
+    return urlsplit(text if "//" in text else f"//{text}")
+
+
 def host_of(base_url: str | None) -> str:
     """The lower-case host of a base URL, written with or without its scheme ("" when none)."""
-    if not base_url:
-        return ""
-    return (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").lower()
+    return (_split(base_url).hostname or "").lower() if base_url else ""
+
+
+def path_of(base_url: str | None) -> str:
+    """A base URL's path with one trailing slash (``/api/paas/v4/``; ``/`` when none)."""
+    return _split(base_url).path.rstrip("/") + "/"
 
 
 def _local_host(host: str | None) -> bool:

@@ -63,10 +63,11 @@ class ResponsesFallback(AbstractCapability[Any]):
             self.chat_model, self.responses_model_factory = None, None
             return
         from ketch.providers.models import build_model
+        from ketch.providers.wiring import connection_key
 
         self.chat_model = model
         self.responses_model_factory = lambda: build_model(conn, "openai-responses")
-        self.state = switch_for(f"{conn.name}|{conn.base_url}")
+        self.state = switch_for(connection_key(conn))
 
     def _responses(self) -> Any:
         if self._responses_model is None and self.responses_model_factory is not None:

@@ -275,7 +275,7 @@ def install(kinds: _Kinds | None = None) -> bool:
 def holds_none(messages: Sequence[Any], kinds: int) -> bool:
     """Whether no message of ``messages`` holds a part of ``kinds`` (False, so the SDK's own scan
     decides, while the fast paths are not installed)."""
-    return _memo is not None and bool(_installed) and _memo.none_of(messages, kinds)
+    return _memo is not None and _memo.none_of(messages, kinds)
 
 
 def replace(owner: Any, name: str, replacement: Any) -> None:

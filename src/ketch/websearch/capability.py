@@ -24,9 +24,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit
 
-from ketch.providers.base_url import host_of
+from ketch.providers.base_url import host_of, path_of
 from ketch.websearch.matrix import CAPABILITY_RULES, CapabilityRule, Protocol, bare_model
 from ketch.websearch.normalize import (
     SEARCH_TOOL_NAME,
@@ -116,11 +115,6 @@ def _state(rule: CapabilityRule) -> str:
     return "hosted search"
 
 
-def _path(base_url: str | None) -> str:
-    """The base URL's path with one trailing slash (``/api/paas/v4/``), for path-limited rows."""
-    return urlsplit(base_url if "//" in (base_url or "") else f"//{base_url or ''}").path.rstrip("/") + "/"
-
-
 def _wire_protocol(wire: str | None) -> Protocol | None:
     """The hosted-search protocol a connection's wire already fixes, if any."""
     normalized = (wire or "").strip().lower()
@@ -189,7 +183,7 @@ def resolve_capability(
         dynamic = dynamic_opt_in or (dynamic_filtering and _preset_filters_dynamically(preset, model_name))
         return _capable(wire_protocol, dynamic, f"declared by model metadata ({wire_protocol})")
 
-    host, preset_name, path = host_of(base_url), (preset or "").lower(), _path(base_url)
+    host, preset_name, path = host_of(base_url), (preset or "").lower(), path_of(base_url)
     rule = next((r for r in CAPABILITY_RULES if r.covers_connection(preset_name, host, path)), None)
     if rule is None:
         return Capability(
