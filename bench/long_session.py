@@ -4,11 +4,12 @@ Run: ``.venv/bin/python bench/long_session.py [--steps 1000] [--wire responses|a
 
 One turn of ``--steps`` tool calls (``read_file`` of a 1 kB file each) against the fake
 provider on 127.0.0.1, at the model's default window (``gpt-5`` on Responses, 400k;
-``claude-sonnet-4-5`` on Anthropic, 200k), in this process: the session is built as the
-headless front end builds it and its events are read here, on the event loop's thread.
+``claude-sonnet-4-5`` on Anthropic, 200k). The session runs in this process, built as the
+headless front end builds it, and its events are read here, on the event loop's thread; the
+fake provider runs in a child process (:class:`_FakeProcess`), as a real provider is elsewhere.
 
-Per step it records the CPU time of that thread (``time.thread_time``: the fake provider
-runs on other threads and is not counted) from one ``tool_call_started`` to the next: the
+Per step it records the CPU time of that thread (``time.thread_time``) from one
+``tool_call_started`` to the next, garbage collections it triggers included: the
 end of the previous response, the tool, pruning and storing, and the building of the next
 request. The tool's own time is in it (a 1 kB read, well under a millisecond).
 
@@ -42,6 +43,7 @@ import cProfile
 import os
 import pstats
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -185,16 +187,57 @@ def _session(wire_key: str, steps: int, *, profiled: bool) -> tuple[list[float],
         (root / "config" / "config.toml").write_text(f"titles = false\nmax_steps = {steps + 20}\n")
         os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
         os.environ.setdefault("ANTHROPIC_API_KEY", "sk-bench")
-        with FakeProvider([Script(steps + WINDOW + 1)] * (steps + 70)) as fake:
+        with _FakeProcess(steps) as base_url:
             from ketch.frontends.cli import _main_parser
 
-            base = fake.base_url if suffix else fake.base_url.removesuffix("/v1")
+            base = base_url if suffix else base_url.removesuffix("/v1")
             args = _main_parser().parse_args(
                 ["-p", "x", "--base-url", base, "--wire", wire, "--model", model, "--output-format", "json"]
             )
             args.cwd = str(root)
             os.chdir(root)
             return asyncio.run(_drive(args, steps, profiled))
+
+
+class _FakeProcess:
+    """The fake provider in a process of its own (this file with ``--serve-fake STEPS``).
+
+    In this process it would share the interpreter's heap: it keeps every request it parsed, so at
+    step 1,000 it holds about a thousand requests of up to 2,000 messages each (millions of objects),
+    and each garbage collection the loop's thread triggers walks them too, which a user's ketch, whose
+    provider is elsewhere, never pays."""
+
+    def __init__(self, steps: int) -> None:
+        self._steps = steps
+        self._process: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> str:
+        self._process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--serve-fake", str(self._steps)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        assert self._process.stdout is not None
+        base_url = self._process.stdout.readline().strip()
+        if not base_url.startswith("http://127.0.0.1:"):
+            self._process.kill()
+            raise SystemExit(f"long_session: the fake provider did not start (it printed {base_url!r})")
+        return base_url
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._process is not None and self._process.stdin is not None
+        self._process.stdin.close()  # the server's cue to stop
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+
+def _serve_fake(steps: int) -> None:
+    """Serve the bench's script on 127.0.0.1 until standard input closes; print the base URL first."""
+    with FakeProvider([Script(steps + WINDOW + 1)] * (steps + 70)) as fake:
+        print(fake.base_url, flush=True)
+        sys.stdin.read()
 
 
 def _timed_window(per_step: list[float], mark: int) -> list[float]:
@@ -232,7 +275,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--wire", choices=["responses", "anthropic", "both"], default="both")
+    parser.add_argument("--serve-fake", type=int, metavar="STEPS", help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.serve_fake is not None:
+        _serve_fake(options.serve_fake)
+        return
     for wire_key in ("responses", "anthropic") if options.wire == "both" else (options.wire,):
         run(wire_key, options.steps)
 
