@@ -236,7 +236,9 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from ketch.state.resume import open_history, open_store
     from ketch.websearch.wiring import session_search
     from ketch.core.redaction import RedactToolOutput, redacting_emit
+    from ketch.context.collector import tune_for_long_sessions
 
+    tune_for_long_sessions()
     s = settle(args)
     if getattr(args, "acp_mcp_servers", None):  # servers the editor passed with session/new
         mcp = dict(s.config.mcp)
