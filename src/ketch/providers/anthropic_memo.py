@@ -12,7 +12,14 @@ looking whether it has any). :class:`MemoizedAnthropicModel`:
   ``cache_control`` to a block of the request they build. What is kept is what the last two
   ``_map_message`` calls used;
 - writes a text part without citations as the SDK does, ``{"text": …, "type": "text"}``,
-  without the replay check whose answer cannot matter then.
+  without the replay check whose answer cannot matter then;
+- maps a request of nothing but such plain tool results straight to the one user turn the SDK
+  makes of it, ``{"role": "user", "content": [block, …]}``. The SDK's ``_map_model_request`` first
+  builds a ``_MapModelRequestContext``, whose five list fields have ``list[…]`` generic aliases as
+  default factories: each call of one of those raises and swallows an ``AttributeError`` (it cannot
+  set ``__orig_class__`` on a list), which on a 1,000-step turn was about a tenth of the step.
+  Such a request holds no system prompt, effort change, cache point, availability delta or
+  request-scoped prompt, so the context would stay empty but for the blocks.
 
 It also checks each request's lookalike frames once (``lookalike_memo``). Everything else is
 the SDK's own code. ``tests/test_step_cost_equivalence.py`` compares every request body of a
@@ -36,6 +43,7 @@ from ketch.providers.lookalike_memo import usable as lookalike_usable
 
 _EXPECTED = {
     "_map_message": ["self", "messages", "model_request_parameters", "model_settings"],
+    "_map_model_request": ["self", "message", "standing_prompt_count", "map_context"],
     "_map_tool_return_part": ["self", "part", "map_context"],
     "_map_text_part": ["self", "message", "part", "assistant_content_params"],
 }
@@ -50,6 +58,12 @@ def usable(cls: type = AnthropicModel) -> bool:
     """Whether ``cls`` still has the private methods wrapped here (and by ``lookalike_memo``), with
     their 2.68 signatures."""
     return lookalike_usable(cls) and has_methods(cls, _EXPECTED)
+
+
+def _plain_result(part: Any) -> bool:
+    """A tool result of text content that is not a ``search_tools`` result: its block depends on
+    nothing but the part."""
+    return type(part) is ToolReturnPart and type(part.content) is str and part.tool_name != _SEARCH_TOOLS
 
 
 def _copy(block: dict[str, Any]) -> dict[str, Any]:
@@ -79,23 +93,41 @@ class MemoizedAnthropicModel(LookalikeNotesMemo, AnthropicModel):
         self._blocks_before, self._blocks_now = self._blocks_now, used
         return result
 
-    async def _map_tool_return_part(self, part: ToolReturnPart, map_context: Any) -> Any:
-        used = _USED.get()
-        if used is None or type(part) is not ToolReturnPart or type(part.content) is not str or part.tool_name == _SEARCH_TOOLS:
-            return await super()._map_tool_return_part(part, map_context)
+    async def _map_model_request(self, message: Any, standing_prompt_count: int, map_context: Any) -> None:
+        parts = message.parts
+        if _USED.get() is None or not parts or not all(map(_plain_result, parts)):
+            await super()._map_model_request(message, standing_prompt_count, map_context)
+            return
+        blocks = []
+        for part in parts:
+            block = self._remembered_block(part)
+            blocks.append(block if block is not None else await self._map_tool_return_part(part, map_context))
+        map_context.anthropic_messages.append({"role": "user", "content": blocks})
+
+    def _remembered_block(self, part: ToolReturnPart) -> dict[str, Any] | None:
+        """A copy of the block ``part`` became in one of the last two requests, or None (noted as used)."""
         key = id(part)
         entry = self._blocks_now.get(key) or self._blocks_before.get(key)
         if (
-            entry is not None
-            and entry[0] is part
-            and entry[1] is part.content
-            and entry[2] == part.outcome
-            and entry[3] == part.tool_call_id
+            entry is None
+            or entry[0] is not part
+            or entry[1] is not part.content
+            or entry[2] != part.outcome
+            or entry[3] != part.tool_call_id
         ):
-            used[key] = entry
-            return _copy(entry[4])
+            return None
+        _USED.get()[key] = entry  # type: ignore[index]
+        return _copy(entry[4])
+
+    async def _map_tool_return_part(self, part: ToolReturnPart, map_context: Any) -> Any:
+        used = _USED.get()
+        if used is None or not _plain_result(part):
+            return await super()._map_tool_return_part(part, map_context)
+        block = self._remembered_block(part)
+        if block is not None:
+            return block
         block = await super()._map_tool_return_part(part, map_context)
-        used[key] = (part, part.content, part.outcome, part.tool_call_id, _copy(block))
+        used[id(part)] = (part, part.content, part.outcome, part.tool_call_id, _copy(block))
         return block
 
     def _map_text_part(self, message: Any, part: TextPart, assistant_content_params: list[Any]) -> None:
