@@ -42,7 +42,7 @@ import inspect
 import operator
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 _COMPACTION = 1
 _LOADS = 2
@@ -59,56 +59,75 @@ _memo: _Kinds | None = None
 """The installed scans' memo (:func:`holds_none`)."""
 
 
+S = TypeVar("S")
+
 _REMEMBERED = 4
 """Histories :class:`_Kinds` remembers: the run's, the request's and the prepared one, and one more."""
 
 
-class _Kinds:
-    """Which of the scanned part kinds a history holds, remembered for the last few histories.
+class PrefixMemo(Generic[S]):
+    """State derived from a history message by message, remembered for the last few histories.
 
     A history is remembered as its messages, each message's ``parts`` list and that list's
     length. A later history that starts with a remembered one (the same message objects,
-    ``parts`` lists and lengths, compared in C, by identity first) is classified only in what
-    follows that start: on a step, the newest request and response. Anything else (a pruned or
-    compacted history, whose messages are new objects; a message whose parts were replaced or
-    appended to) is classified again from the start. At most :data:`_REMEMBERED` histories are
-    held, so the memo is bounded by a few histories' worth of references."""
+    ``parts`` lists and lengths, compared in C, by identity first) has its state extended only by
+    what follows that start: on a step, the newest request and response. Anything else (a pruned
+    or compacted history, whose messages are new objects; a message whose parts were replaced or
+    appended to) is derived again from the start. At most :data:`_REMEMBERED` histories are held,
+    so the memo is bounded by a few histories' worth of references.
 
-    def __init__(self, classify: Callable[[Any], int]) -> None:
-        self._classify = classify
-        self._seen: list[tuple[tuple[Any, ...], tuple[Any, ...], tuple[int, ...], int]] = []
+    ``extend(state, messages)`` is the state of a history that continues with ``messages``;
+    ``empty`` the state of no history; ``unknown`` the answer for anything whose messages have no
+    ``parts`` list (the fast paths then leave it to the SDK)."""
 
-    def kinds(self, messages: Sequence[Any]) -> int:
+    def __init__(self, empty: S, extend: Callable[[S, Sequence[Any]], S], unknown: S) -> None:
+        self._empty = empty
+        self._extend = extend
+        self._unknown = unknown
+        self._seen: list[tuple[tuple[Any, ...], tuple[Any, ...], tuple[int, ...], S]] = []
+
+    def of(self, messages: Sequence[Any]) -> S:
         history = tuple(messages)
         try:
             parts = tuple(map(_parts_of, history))
             lengths = tuple(map(len, parts))
         except (AttributeError, TypeError):
-            return _ALL  # not messages the fast paths know: the SDK's own scans decide
-        classify = self._classify
-        for index, (seen, seen_parts, seen_lengths, seen_kinds) in enumerate(self._seen):
+            return self._unknown
+        for index, (seen, seen_parts, seen_lengths, seen_state) in enumerate(self._seen):
             known = len(seen)
             if known <= len(history) and history[:known] == seen and parts[:known] == seen_parts \
                     and lengths[:known] == seen_lengths:
-                kinds = seen_kinds
-                for message in history[known:]:
-                    kinds |= classify(message)
+                state = self._extend(seen_state, history[known:]) if known < len(history) else seen_state
                 del self._seen[index]
                 break
         else:
-            kinds = 0
-            for message in history:
-                kinds |= classify(message)
-        self._seen.insert(0, (history, parts, lengths, kinds))
+            state = self._extend(self._empty, history)
+        self._seen.insert(0, (history, parts, lengths, state))
         del self._seen[_REMEMBERED:]
-        return kinds
-
-    def none_of(self, messages: Sequence[Any], kinds: int) -> bool:
-        """Whether no message of ``messages`` holds a part of ``kinds``."""
-        return not self.kinds(messages) & kinds
+        return state
 
     def __len__(self) -> int:
         return len(self._seen)
+
+
+class _Kinds(PrefixMemo[int]):
+    """Which of the scanned part kinds a history holds (bits of :data:`_ALL`), remembered as
+    :class:`PrefixMemo` remembers."""
+
+    def __init__(self, classify: Callable[[Any], int]) -> None:
+        def extend(kinds: int, messages: Sequence[Any]) -> int:
+            for message in messages:
+                kinds |= classify(message)
+            return kinds
+
+        super().__init__(0, extend, _ALL)
+
+    def kinds(self, messages: Sequence[Any]) -> int:
+        return self.of(messages)
+
+    def none_of(self, messages: Sequence[Any], kinds: int) -> bool:
+        """Whether no message of ``messages`` holds a part of ``kinds``."""
+        return not self.of(messages) & kinds
 
 
 _parts_of = operator.attrgetter("parts")
@@ -299,4 +318,4 @@ def installed() -> bool:
     return bool(_installed)
 
 
-__all__ = ["NATIVE", "enabled", "holds_none", "install", "installed", "replace", "uninstall"]
+__all__ = ["NATIVE", "PrefixMemo", "enabled", "holds_none", "install", "installed", "replace", "uninstall"]
