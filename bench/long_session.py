@@ -234,8 +234,12 @@ class _FakeProcess:
 
 
 def _serve_fake(steps: int) -> None:
-    """Serve the bench's script on 127.0.0.1 until standard input closes; print the base URL first."""
+    """Serve the bench's script on 127.0.0.1 until standard input closes; print the base URL first.
+
+    Requests are not recorded (nothing here reads them): kept, they would grow this process to
+    millions of objects whose collections compete with the measured process for the machine."""
     with FakeProvider([Script(steps + WINDOW + 1)] * (steps + 70)) as fake:
+        fake._record = lambda request: None  # type: ignore[method-assign]
         print(fake.base_url, flush=True)
         sys.stdin.read()
 

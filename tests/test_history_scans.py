@@ -15,6 +15,7 @@ import pydantic_ai.toolsets._tool_search as tool_search
 import pytest
 from pydantic_ai._deferred_capabilities import LoadCapabilityCallPart, LoadCapabilityReturnPart
 from pydantic_ai.messages import (
+    BinaryContent,
     CapabilityLoadDeltaPart,
     CompactionPart,
     ModelRequest,
@@ -25,6 +26,8 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+
+from pydantic_ai.profiles import ModelProfile
 
 from ketch.providers import history_scans
 
@@ -72,10 +75,18 @@ def _histories() -> dict[str, list[Any]]:
             *_steps(1)[1:],
         ],
         "tool availability": _with(ToolAvailabilityDeltaPart(tools_added=["grep"])),
+        "tool result with a file": _with(
+            ToolReturnPart("read_file", ["see", BinaryContent(b"\x89PNG", media_type="image/png")], tool_call_id="f1")
+        ),
+        "tool result of data": _with(ToolReturnPart("read_file", {"rows": 2}, tool_call_id="d1")),
         "legacy search_tools return": _with(
             ToolReturnPart("search_tools", "found", tool_call_id="s1", metadata={"discovered_tools": ["grep", "glob"]})
         ),
     }
+
+
+_TEXT_ONLY = ModelProfile(supports_image_input=False)
+"""A profile whose model reads no file a tool returns."""
 
 
 def _accept_all(response: Any, part: Any) -> bool:
@@ -97,6 +108,8 @@ def _answers(history: list[Any]) -> tuple[Any, ...]:
         deferred._parse_loaded_capabilities(history),
         deferred.parse_loaded_capabilities(history),
         (of.values, of._changed, of._unstated, type(of)),
+        models_module._replace_unsupported_tool_return_files(history, _TEXT_ONLY),
+        models_module._replace_unsupported_tool_return_files(history, _TEXT_ONLY) is history,
     )
 
 
@@ -106,6 +119,7 @@ def test_every_scan_answers_as_the_sdk_does_with_and_without_the_parts_it_reads(
     assert any(answer[6] for answer in expected.values()) and any(answer[8] for answer in expected.values())
     assert any(answer[4] != (0, 0) for answer in expected.values())
     assert any(len(answer[0]) < len(history) for answer, history in zip(expected.values(), histories.values()))
+    assert not all(answer[-1] for answer in expected.values())  # some history had a file replaced
     assert history_scans.install()
     assert messages_module._post_compaction_window_start is not ORIGINALS["window"]
     for name, history in histories.items():

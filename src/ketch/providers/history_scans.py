@@ -9,10 +9,13 @@ four times; ``_parse_loaded_capabilities``), and which tools a tool search disco
 before a request or a tool call (``_trim_messages_before_compaction``,
 ``_post_compaction_window_for_response``). On a 1,000-step turn (2,000 messages) that
 is about 25 ms of CPU a step, growing with the history, for answers that are always empty:
-ketch sends no compaction parts, loads no deferred capabilities and has no tool search.
+ketch sends no compaction parts, loads no deferred capabilities and has no tool search. One pass
+of ``Model.prepare_messages`` is of the same kind: ``_replace_unsupported_tool_return_files``
+replaces files a tool returned that the model cannot read, and a plain text result holds none
+(:data:`_FILES`); it then returns the history it was given.
 
 Each of these scans reads parts of a few types only (:data:`_COMPACTION`, :data:`_LOADS`,
-:data:`_DISCOVERY`). :func:`install` wraps them so that a history holding none of the types a
+:data:`_DISCOVERY`, :data:`_FILES`). :func:`install` wraps them so that a history holding none of the types a
 scan reads gets that scan's empty answer at once, and any other history the SDK's own function:
 the answer is the same either way (``tests/test_history_scans.py`` compares them on histories
 with and without such parts). What a history holds is remembered for the last few histories
@@ -50,7 +53,9 @@ _DISCOVERY = 4
 NATIVE = 8
 """A native (provider-run) tool call or result, or a response that names a code-execution container
 (``providers/anthropic_scans.py`` reads this one)."""
-_ALL = _COMPACTION | _LOADS | _DISCOVERY | NATIVE
+_FILES = 16
+"""A tool result that may hold files: any but a plain ``ToolReturnPart`` of text content."""
+_ALL = _COMPACTION | _LOADS | _DISCOVERY | NATIVE | _FILES
 
 _installed: dict[tuple[Any, str], Any] = {}
 """(owner, attribute) → the SDK's original, for :func:`uninstall`."""
@@ -172,6 +177,8 @@ def _classifier() -> Callable[[Any], int]:
                 kinds |= _LOADS
             elif isinstance(part, discovery) or (isinstance(part, ToolReturnPart) and part.tool_name == _SEARCH_TOOLS_NAME):
                 kinds |= _DISCOVERY
+            if isinstance(part, ToolReturnPart) and (type(part) is not ToolReturnPart or type(part.content) is not str):
+                kinds |= _FILES
         return kinds
 
     return classify
@@ -202,6 +209,7 @@ _EXPECTED_PARAMETERS = {
     "_discovered_tool_names_in_order": ["messages"],
     "_parse_loaded_capabilities": ["messages"],
     "of": ["messages"],
+    "_replace_unsupported_tool_return_files": ["messages", "profile"],
 }
 """The parameters of each wrapped function in the SDK version the fast paths were written against."""
 
@@ -235,10 +243,12 @@ def install(kinds: _Kinds | None = None) -> bool:
     of = getattr(values, "of", None)
     window_for_response = getattr(mods["messages"], "_post_compaction_window_for_response", None)
     trim = getattr(mods["models"], "_trim_messages_before_compaction", None)
+    replace_files = getattr(mods["models"], "_replace_unsupported_tool_return_files", None)
     sites = {
         "_post_compaction_window_start": (window_start, [mods["messages"], mods["instructions"], mods["models"]]),
         "_post_compaction_window_for_response": (window_for_response, [mods["messages"]]),
         "_trim_messages_before_compaction": (trim, [mods["models"]]),
+        "_replace_unsupported_tool_return_files": (replace_files, [mods["models"]]),
         "_discovered_tool_names_in_order": (discovered, [mods["tool_search"], mods["agent_graph"]]),
         "_parse_loaded_capabilities": (parse_loads, [mods["deferred"], mods["agent_graph"]]),
     }
@@ -264,6 +274,9 @@ def install(kinds: _Kinds | None = None) -> bool:
     def fast_trim(messages: list[Any], accepts: Any, **flags: Any) -> list[Any]:
         return messages if none_of(messages, _COMPACTION) else trim(messages, accepts, **flags)
 
+    def fast_replace_files(messages: list[Any], profile: Any) -> list[Any]:
+        return messages if none_of(messages, _FILES) else replace_files(messages, profile)
+
     def fast_discovered(messages: Sequence[Any]) -> tuple[str, ...]:
         return () if none_of(messages, _DISCOVERY) else discovered(messages)
 
@@ -279,6 +292,7 @@ def install(kinds: _Kinds | None = None) -> bool:
         "_post_compaction_window_start": fast_window_start,
         "_post_compaction_window_for_response": fast_window_for_response,
         "_trim_messages_before_compaction": fast_trim,
+        "_replace_unsupported_tool_return_files": fast_replace_files,
         "_discovered_tool_names_in_order": fast_discovered,
         "_parse_loaded_capabilities": fast_parse_loads,
     }
