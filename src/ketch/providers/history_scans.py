@@ -67,7 +67,7 @@ _memo: _Kinds | None = None
 S = TypeVar("S")
 
 _REMEMBERED = 4
-"""Histories :class:`_Kinds` remembers: the run's, the request's and the prepared one, and one more."""
+"""Histories a :class:`PrefixMemo` remembers: the run's, the request's and the prepared one, and one more."""
 
 
 class PrefixMemo(Generic[S]):
