@@ -14,11 +14,11 @@ looking whether it has any). :class:`MemoizedAnthropicModel`:
 - writes a text part without citations as the SDK does, ``{"text": …, "type": "text"}``,
   without the replay check whose answer cannot matter then;
 - maps a request of nothing but such plain tool results straight to the one user turn the SDK
-  makes of it, ``{"role": "user", "content": [block, …]}``. The SDK's ``_map_model_request`` first
-  builds a ``_MapModelRequestContext``, whose five list fields have ``list[…]`` generic aliases as
-  default factories: each call of one of those raises and swallows an ``AttributeError`` (it cannot
-  set ``__orig_class__`` on a list), which on a 1,000-step turn was about a tenth of the step.
-  Such a request holds no system prompt, effort change, cache point, availability delta or
+  makes of it, ``{"role": "user", "content": [block, …]}``. The SDK's ``_map_model_request`` builds
+  a ``_MapModelRequestContext`` per request (about 3 µs here, half of it the ``list[…]`` generic
+  aliases it uses as default factories) and sends each part through an ``isinstance`` chain and an
+  awaited coroutine: for a history of 1,000 steps ``_map_message`` took 13.4 ms, 7.9 ms with this
+  path. Such a request holds no system prompt, effort change, cache point, availability delta or
   request-scoped prompt, so the context would stay empty but for the blocks.
 
 It also checks each request's lookalike frames once (``lookalike_memo``). Everything else is
