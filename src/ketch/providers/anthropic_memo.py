@@ -98,36 +98,32 @@ class MemoizedAnthropicModel(LookalikeNotesMemo, AnthropicModel):
         if _USED.get() is None or not parts or not all(map(_plain_result, parts)):
             await super()._map_model_request(message, standing_prompt_count, map_context)
             return
-        blocks = []
-        for part in parts:
-            block = self._remembered_block(part)
-            blocks.append(block if block is not None else await self._map_tool_return_part(part, map_context))
+        blocks = [await self._plain_block(part, map_context) for part in parts]
         map_context.anthropic_messages.append({"role": "user", "content": blocks})
 
-    def _remembered_block(self, part: ToolReturnPart) -> dict[str, Any] | None:
-        """A copy of the block ``part`` became in one of the last two requests, or None (noted as used)."""
+    async def _map_tool_return_part(self, part: ToolReturnPart, map_context: Any) -> Any:
+        if _USED.get() is None or not _plain_result(part):
+            return await super()._map_tool_return_part(part, map_context)
+        return await self._plain_block(part, map_context)
+
+    async def _plain_block(self, part: ToolReturnPart, map_context: Any) -> Any:
+        """The block of a plain result: a copy of what it became in one of the last two requests, or
+        the SDK's mapping of it, remembered (inside ``_map_message`` only)."""
+        used = _USED.get()
+        assert used is not None
         key = id(part)
         entry = self._blocks_now.get(key) or self._blocks_before.get(key)
         if (
-            entry is None
-            or entry[0] is not part
-            or entry[1] is not part.content
-            or entry[2] != part.outcome
-            or entry[3] != part.tool_call_id
+            entry is not None
+            and entry[0] is part
+            and entry[1] is part.content
+            and entry[2] == part.outcome
+            and entry[3] == part.tool_call_id
         ):
-            return None
-        _USED.get()[key] = entry  # type: ignore[index]
-        return _copy(entry[4])
-
-    async def _map_tool_return_part(self, part: ToolReturnPart, map_context: Any) -> Any:
-        used = _USED.get()
-        if used is None or not _plain_result(part):
-            return await super()._map_tool_return_part(part, map_context)
-        block = self._remembered_block(part)
-        if block is not None:
-            return block
+            used[key] = entry
+            return _copy(entry[4])
         block = await super()._map_tool_return_part(part, map_context)
-        used[id(part)] = (part, part.content, part.outcome, part.tool_call_id, _copy(block))
+        used[key] = (part, part.content, part.outcome, part.tool_call_id, _copy(block))
         return block
 
     def _map_text_part(self, message: Any, part: TextPart, assistant_content_params: list[Any]) -> None:
