@@ -14,6 +14,16 @@ tool types walked the same way, with no alias or format either) to the SDK as
 walk only the other, scalar parameters. The bytes on the wire are the same, save the key
 order (tested). The upstream fix would be the same in the SDK: skip the walk for a type
 whose members declare no alias or format (decidable once per type and cached).
+
+The same client also skips the SDK's parsing of the tools each response echoes back. Every
+status event of a Responses stream (``response.created``, ``response.in_progress``, the terminal
+``response.completed``, ...) carries the whole ``Response``, whose ``tools`` repeats the request's
+tool schemas; the SDK validates each event against the union of all event types, and those schemas
+against the union of all tool types: about 2 ms an event with ketch's eighteen tools, three events
+a step, whatever the step does. Nothing reads that echo (pydantic-ai 2.68 takes the status, id,
+usage, output, finish and store fields of these events; ketch reads none), so the event is built
+with ``tools`` empty. An event without a list of tools there, or of any other type, is parsed as the
+SDK parses it.
 """
 
 from __future__ import annotations
@@ -40,8 +50,33 @@ class _PassthroughResponses(AsyncResponses):
         return await super().create(extra_body=extra or extra_body, **params)
 
 
+_STATUS_EVENTS = frozenset({
+    "response.created", "response.queued", "response.in_progress",
+    "response.completed", "response.incomplete", "response.failed",
+})
+"""The Responses stream events that carry the whole ``Response`` (and with it the echoed tools)."""
+
+
+def without_echoed_tools(data: Any) -> Any:
+    """``data`` as it is, or, for a status event whose response echoes the request's tools, a copy
+    whose response has an empty ``tools`` (``data`` itself is not changed)."""
+    if not isinstance(data, dict) or not isinstance(data.get("type"), str) or data["type"] not in _STATUS_EVENTS:
+        return data
+    response = data.get("response")
+    if not isinstance(response, dict) or not isinstance(response.get("tools"), list) or not response["tools"]:
+        return data
+    return {**data, "response": {**response, "tools": []}}
+
+
 class PassthroughOpenAI(AsyncOpenAI):
-    """``AsyncOpenAI`` whose Responses ``input`` and ``tools`` skip the SDK's parameter transform."""
+    """``AsyncOpenAI`` whose Responses ``input`` and ``tools`` skip the SDK's parameter transform,
+    and whose stream events skip parsing the tools a response echoes."""
+
+    def _process_response_data(self, *args: Any, **kwargs: Any) -> Any:
+        # The SDK (3.57) passes everything by keyword; any other call goes through untouched.
+        if "data" in kwargs:
+            kwargs["data"] = without_echoed_tools(kwargs["data"])
+        return super()._process_response_data(*args, **kwargs)
 
     @property
     def user_agent(self) -> str:
@@ -53,4 +88,4 @@ class PassthroughOpenAI(AsyncOpenAI):
         return _PassthroughResponses(self)
 
 
-__all__ = ["PassthroughOpenAI"]
+__all__ = ["PassthroughOpenAI", "without_echoed_tools"]
