@@ -94,10 +94,11 @@ def build_model(
     starts the Responses warm-up (``sdk_warmup``) at once, for the interactive app, which then
     waits for the user; otherwise it starts when the first request is sent."""
     wire = wire or conn.wire
-    from ketch.providers import history_scans, settled_history
+    from ketch.providers import history_scans, ordered_results, settled_history
 
     history_scans.install()  # the SDK's per-step scans of the whole history, skipped where they find nothing
     settled_history.install()  # its per-step repair of the whole history, skipped where there is nothing to repair
+    ordered_results.install()  # its per-step reorderings of tool results, skipped where nothing would move
     extra: dict[str, Any] = {"profile": profile} if profile else {}
     if wire == "anthropic-messages":
         from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
