@@ -143,7 +143,17 @@ def test_the_scans_are_wrapped_where_the_sdk_binds_them_and_put_back() -> None:
         assert owner._post_compaction_window_start is messages_module._post_compaction_window_start
     assert agent_graph._discovered_tool_names_in_order is tool_search._discovered_tool_names_in_order
     assert agent_graph._parse_loaded_capabilities is deferred._parse_loaded_capabilities
+    sdk_window_scan = history_scans.original(tool_search, "discovered_tool_names_in_order")
+    assert sdk_window_scan is not None and tool_search.discovered_tool_names_in_order is not sdk_window_scan
+    import pydantic_ai.models.anthropic as anthropic_adapter
+
+    from ketch.providers import anthropic_scans
+
+    assert anthropic_scans.install()
+    assert anthropic_adapter.discovered_tool_names_in_order is tool_search.discovered_tool_names_in_order
     history_scans.uninstall()
+    assert tool_search.discovered_tool_names_in_order is sdk_window_scan
+    assert anthropic_adapter.discovered_tool_names_in_order is sdk_window_scan
     for owner in (messages_module, instructions, models_module):
         assert owner._post_compaction_window_start is ORIGINALS["window"]
     assert agent_graph._discovered_tool_names_in_order is ORIGINALS["discovered"]

@@ -9,6 +9,8 @@ per cent of a step's CPU, growing with the history.
   history, for a code-execution call or a response naming a container. When the history holds no
   native tool part and no response with a ``container_id`` (``history_scans.holds_none`` with
   ``NATIVE``, remembered across steps) the answer is ``False`` without the walk.
+- ``discovered_tool_names_in_order(messages)`` (once a step), which the adapter imported by name,
+  is pointed at ``history_scans``' fast path for it.
 - ``drop_unpaired_native_tool_calls(anthropic_messages)`` drops ``server_tool_use`` /
   ``mcp_tool_use`` blocks without a result; with no such block it changes nothing. The fast path
   looks, in one loop, for such a block (or for anything the SDK's own pass would not take: a
@@ -79,6 +81,14 @@ def install() -> bool:
         replacement.__ketch_fast_path__ = True  # type: ignore[attr-defined]
     history_scans.replace(adapter, "open_turn_has_code_execution", fast_open_turn)
     history_scans.replace(adapter, "drop_unpaired_native_tool_calls", fast_drop_unpaired)
+    # The adapter imported the tool-search window scan by name: it gets the history scans' fast path too.
+    import pydantic_ai.toolsets._tool_search as tool_search
+
+    scan = "discovered_tool_names_in_order"
+    fast_scan, sdk_scan = getattr(tool_search, scan, None), history_scans.original(tool_search, scan)
+    # Imported after the history scans were installed, the adapter bound the fast path itself.
+    if sdk_scan is not None and getattr(adapter, scan, None) in (sdk_scan, fast_scan):
+        history_scans.replace(adapter, scan, fast_scan, sdk=sdk_scan)
     return True
 
 

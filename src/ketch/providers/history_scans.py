@@ -5,7 +5,9 @@ by part, with ``isinstance`` checks: where the latest compaction part is
 (``messages._post_compaction_window_start``, about eleven times a step), which capabilities a
 ``load_capability`` exchange loaded and their instructions (``LoadedInstructionValues.of``,
 four times; ``_parse_loaded_capabilities``), and which tools a tool search discovered
-(``_discovered_tool_names_in_order``, six times), and where a compaction part cuts the history
+(``_discovered_tool_names_in_order``, six times, most of them through
+``discovered_tool_names_in_order``, which first copies the window after the latest compaction
+part), and where a compaction part cuts the history
 before a request or a tool call (``_trim_messages_before_compaction``,
 ``_post_compaction_window_for_response``). On a 1,000-step turn (2,000 messages) that
 is about 25 ms of CPU a step, growing with the history, for answers that are always empty:
@@ -207,6 +209,7 @@ _EXPECTED_PARAMETERS = {
     "_post_compaction_window_for_response": ["messages", "serving_response", "accepts"],
     "_trim_messages_before_compaction": ["messages", "accepts", "requires_encrypted_content", "standing_prompt_retained"],
     "_discovered_tool_names_in_order": ["messages"],
+    "discovered_tool_names_in_order": ["messages"],
     "_parse_loaded_capabilities": ["messages"],
     "of": ["messages"],
     "_replace_unsupported_tool_return_files": ["messages", "profile"],
@@ -238,6 +241,7 @@ def install(kinds: _Kinds | None = None) -> bool:
         return False
     window_start = getattr(mods["messages"], "_post_compaction_window_start", None)
     discovered = getattr(mods["tool_search"], "_discovered_tool_names_in_order", None)
+    discovered_in_window = getattr(mods["tool_search"], "discovered_tool_names_in_order", None)
     parse_loads = getattr(mods["deferred"], "_parse_loaded_capabilities", None)
     values = getattr(mods["instructions"], "LoadedInstructionValues", None)
     of = getattr(values, "of", None)
@@ -250,12 +254,13 @@ def install(kinds: _Kinds | None = None) -> bool:
         "_trim_messages_before_compaction": (trim, [mods["models"]]),
         "_replace_unsupported_tool_return_files": (replace_files, [mods["models"]]),
         "_discovered_tool_names_in_order": (discovered, [mods["tool_search"], mods["agent_graph"]]),
+        "discovered_tool_names_in_order": (discovered_in_window, [mods["tool_search"]]),
         "_parse_loaded_capabilities": (parse_loads, [mods["deferred"], mods["agent_graph"]]),
     }
-    for name, (original, owners) in sites.items():
-        if original is None or any(getattr(owner, name, None) is not original for owner in owners):
+    for name, (sdk_function, owners) in sites.items():
+        if sdk_function is None or any(getattr(owner, name, None) is not sdk_function for owner in owners):
             return False
-        if _parameters(original) != _EXPECTED_PARAMETERS[name]:
+        if _parameters(sdk_function) != _EXPECTED_PARAMETERS[name]:
             return False
     if of is None or _parameters(of) != _EXPECTED_PARAMETERS["of"] or not isinstance(values.__dict__.get("of"), classmethod):
         return False
@@ -280,6 +285,12 @@ def install(kinds: _Kinds | None = None) -> bool:
     def fast_discovered(messages: Sequence[Any]) -> tuple[str, ...]:
         return () if none_of(messages, _DISCOVERY) else discovered(messages)
 
+    def fast_discovered_in_window(messages: Sequence[Any]) -> tuple[str, ...]:
+        # The window after the latest compaction part, then the scan above: with no part of the
+        # kinds the scan reads anywhere in the history, there are none in the window either, and
+        # one look at the memo answers without copying the window.
+        return () if none_of(messages, _DISCOVERY) else discovered_in_window(messages)
+
     def fast_parse_loads(messages: Sequence[Any]) -> set[str]:
         return set() if none_of(messages, _LOADS) else parse_loads(messages)
 
@@ -294,11 +305,13 @@ def install(kinds: _Kinds | None = None) -> bool:
         "_trim_messages_before_compaction": fast_trim,
         "_replace_unsupported_tool_return_files": fast_replace_files,
         "_discovered_tool_names_in_order": fast_discovered,
+        "discovered_tool_names_in_order": fast_discovered_in_window,
         "_parse_loaded_capabilities": fast_parse_loads,
     }
-    for name, (original, owners) in sites.items():
+    for name, (sdk_function, owners) in sites.items():
+        replacements[name].__ketch_fast_path__ = True  # type: ignore[attr-defined]
         for owner in owners:
-            _installed[(owner, name)] = original
+            _installed[(owner, name)] = sdk_function
             setattr(owner, name, replacements[name])
     _installed[(values, "of")] = values.__dict__["of"]
     values.of = classmethod(fast_of)
@@ -311,11 +324,13 @@ def holds_none(messages: Sequence[Any], kinds: int) -> bool:
     return _memo is not None and _memo.none_of(messages, kinds)
 
 
-def replace(owner: Any, name: str, replacement: Any) -> None:
+def replace(owner: Any, name: str, replacement: Any, *, sdk: Any = None) -> None:
     """Put ``replacement`` in place of ``owner.name`` until :func:`uninstall` (for the fast paths of
-    one wire's adapter, installed when a model of that wire is built)."""
+    one wire's adapter, installed when a model of that wire is built). ``sdk``: the SDK's function to
+    put back, where ``owner`` bound a fast path already (a module imported after :func:`install`
+    that imported a wrapped name)."""
     if (owner, name) not in _installed:
-        _installed[(owner, name)] = getattr(owner, name)
+        _installed[(owner, name)] = sdk if sdk is not None else getattr(owner, name)
     setattr(owner, name, replacement)
 
 
@@ -328,8 +343,13 @@ def uninstall() -> None:
     _memo = None
 
 
+def original(owner: Any, name: str) -> Any:
+    """The SDK's own ``owner.name`` where a fast path replaced it (None where none did)."""
+    return _installed.get((owner, name))
+
+
 def installed() -> bool:
     return bool(_installed)
 
 
-__all__ = ["NATIVE", "PrefixMemo", "enabled", "holds_none", "install", "installed", "replace", "uninstall"]
+__all__ = ["NATIVE", "PrefixMemo", "enabled", "holds_none", "install", "installed", "original", "replace", "uninstall"]
