@@ -409,7 +409,9 @@ def responses_render(
              'instructions': body.get('instructions'), 'tools': body.get('tools', []), 'tool_choice': 'auto',
              'parallel_tool_calls': True, 'metadata': {}, 'text': {'format': {'type': 'text'}},
              'previous_response_id': body.get('previous_response_id'), 'store': body.get('store', True)}
-    usage = {'input_tokens': turn.usage[0], 'input_tokens_details': {'cached_tokens': 0},
+    # As the API reports it (the openai SDK's types require cache_write_tokens; without it every
+    # terminal event fails the SDK's validation and is built by its slower fallback).
+    usage = {'input_tokens': turn.usage[0], 'input_tokens_details': {'cached_tokens': 0, 'cache_write_tokens': 0},
              'output_tokens': turn.usage[1], 'output_tokens_details': {'reasoning_tokens': 0},
              'total_tokens': sum(turn.usage)}
     cut = turn.finish == 'length'
