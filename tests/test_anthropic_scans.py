@@ -23,6 +23,7 @@ from ketch.providers import anthropic_scans, history_scans
 
 OPEN_TURN = adapter.open_turn_has_code_execution
 DROP_UNPAIRED = adapter.drop_unpaired_native_tool_calls
+FETCHED_PAGES = adapter.fetched_pages_from_history
 
 
 @pytest.fixture(autouse=True)
@@ -32,6 +33,7 @@ def _sdk_as_it_was() -> Any:
     history_scans.uninstall()
     assert adapter.open_turn_has_code_execution is OPEN_TURN
     assert adapter.drop_unpaired_native_tool_calls is DROP_UNPAIRED
+    assert adapter.fetched_pages_from_history is FETCHED_PAGES
 
 
 def _turn(n: int, *, provider: str = "anthropic") -> list[Any]:
@@ -55,8 +57,14 @@ def _histories() -> dict[str, list[Any]]:
                                        provider_details={"container_id": "cnt_1"})
     empty_details = _turn(3)
     empty_details[3] = ModelResponse(parts=empty_details[3].parts, provider_name="anthropic", provider_details={"finish_reason": "x"})
+    fetched = {"type": "web_fetch_result", "url": "https://docs.test/page", "retrieved_at": "2026-01-01T00:00:00Z",
+               "content": {"type": "document", "title": "t", "citations": None,
+                           "source": {"type": "text", "media_type": "text/plain", "data": "the fetched page"}}}
     return {
         "plain": _turn(6),
+        "a fetched page": [*_turn(2), ModelResponse(parts=[NativeToolReturnPart("web_fetch", fetched, tool_call_id="srv2",
+                                                                                 provider_name="anthropic")],
+                                                    provider_name="anthropic"), *_turn(1)[1:]],
         "code execution in the open turn": [*_turn(2), ModelResponse(parts=[_code_call()], provider_name="anthropic"), *_turn(1)[1:]],
         "code execution before the last prompt": [ModelResponse(parts=[_code_call()], provider_name="anthropic"), *_turn(3)],
         "another native tool": [*_turn(2), ModelResponse(parts=[_code_call("web_search")], provider_name="anthropic")],
@@ -91,8 +99,9 @@ def _blocks() -> dict[str, list[Any]]:
     }
 
 
-def _open_turn_answers(histories: dict[str, list[Any]]) -> dict[str, tuple[bool, bool]]:
-    return {name: (adapter.open_turn_has_code_execution(h, "anthropic"), adapter.open_turn_has_code_execution(h, "openai"))
+def _open_turn_answers(histories: dict[str, list[Any]]) -> dict[str, tuple[Any, ...]]:
+    return {name: (adapter.open_turn_has_code_execution(h, "anthropic"), adapter.open_turn_has_code_execution(h, "openai"),
+                   adapter.fetched_pages_from_history(h))
             for name, h in histories.items()}
 
 
@@ -109,10 +118,11 @@ def test_the_scans_answer_as_the_sdks() -> None:
     histories = _histories()
     expected_turns = _open_turn_answers(histories)
     expected_drops = _dropped(_blocks())
-    assert any(a for a, _ in expected_turns.values()) and not expected_turns["plain"][0]
+    assert any(a for a, _, _ in expected_turns.values()) and not expected_turns["plain"][0]
+    assert expected_turns["a fetched page"][2] == [("https://docs.test/page", "the fetched page")]
     assert expected_drops["unpaired server tool use, then text"] != _blocks()["unpaired server tool use, then text"]
     assert history_scans.install() and anthropic_scans.install()
-    assert adapter.open_turn_has_code_execution is not OPEN_TURN
+    assert adapter.open_turn_has_code_execution is not OPEN_TURN and adapter.fetched_pages_from_history is not FETCHED_PAGES
     for _ in range(2):  # and again, from the memo
         assert _open_turn_answers(histories) == expected_turns
         assert _dropped(_blocks()) == expected_drops

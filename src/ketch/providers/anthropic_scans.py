@@ -1,6 +1,6 @@
-"""Fast paths for two of the Anthropic adapter's per-step scans for native tool use.
+"""Fast paths for the Anthropic adapter's per-step scans for native tool use.
 
-pydantic-ai's Anthropic adapter (2.68) makes two walks per request that only native
+pydantic-ai's Anthropic adapter (2.68) makes walks per request that only native
 (provider-run) tools can give a result other than "nothing": on a 1,000-step turn each is a few
 per cent of a step's CPU, growing with the history.
 
@@ -11,15 +11,18 @@ per cent of a step's CPU, growing with the history.
   ``NATIVE``, remembered across steps) the answer is ``False`` without the walk.
 - ``discovered_tool_names_in_order(messages)`` (once a step), which the adapter imported by name,
   is pointed at ``history_scans``' fast path for it.
+- ``fetched_pages_from_history(messages)`` (once a step) walks every response for the pages a
+  native web fetch returned, which a citation in the new answer may quote; with no native tool part
+  in the history (``NATIVE`` again) there are none.
 - ``drop_unpaired_native_tool_calls(anthropic_messages)`` drops ``server_tool_use`` /
   ``mcp_tool_use`` blocks without a result; with no such block it changes nothing. The fast path
   looks, in one loop, for such a block (or for anything the SDK's own pass would not take: a
   message whose content is not a list, a block that is not a dict) and runs the SDK's pass only
   when it finds one.
 
-:func:`install` wraps the two names where ``pydantic_ai.models.anthropic`` calls them, through
+:func:`install` wraps these names where ``pydantic_ai.models.anthropic`` calls them, through
 ``history_scans.replace`` (so ``history_scans.uninstall`` puts them back), only while the history
-scans are installed and both functions have their 2.68 signatures; ``KETCH_SDK_FASTPATHS=0`` turns
+scans are installed and the functions have their 2.68 signatures; ``KETCH_SDK_FASTPATHS=0`` turns
 it off with the rest. ``tests/test_history_scans.py`` compares the answers with the SDK's on
 histories with and without native parts; ``tests/test_step_cost_equivalence.py`` the request bodies.
 """
@@ -34,6 +37,7 @@ from ketch.providers import history_scans
 _EXPECTED = {
     "open_turn_has_code_execution": ["messages", "provider_name"],
     "drop_unpaired_native_tool_calls": ["anthropic_messages"],
+    "fetched_pages_from_history": ["messages"],
 }
 
 _NATIVE_USE = frozenset({"server_tool_use", "mcp_tool_use"})
@@ -67,6 +71,7 @@ def install() -> bool:
             return False
     open_turn = originals["open_turn_has_code_execution"]
     drop_unpaired = originals["drop_unpaired_native_tool_calls"]
+    fetched_pages = originals["fetched_pages_from_history"]
 
     def fast_open_turn(messages: Any, provider_name: str) -> bool:
         if history_scans.holds_none(messages, history_scans.NATIVE):
@@ -77,10 +82,16 @@ def install() -> bool:
         if has_native_use(anthropic_messages):
             drop_unpaired(anthropic_messages)
 
-    for replacement in (fast_open_turn, fast_drop_unpaired):
+    def fast_fetched_pages(messages: Any) -> list[tuple[str, str]]:
+        if history_scans.holds_none(messages, history_scans.NATIVE):
+            return []
+        return fetched_pages(messages)
+
+    for replacement in (fast_open_turn, fast_drop_unpaired, fast_fetched_pages):
         replacement.__ketch_fast_path__ = True  # type: ignore[attr-defined]
     history_scans.replace(adapter, "open_turn_has_code_execution", fast_open_turn)
     history_scans.replace(adapter, "drop_unpaired_native_tool_calls", fast_drop_unpaired)
+    history_scans.replace(adapter, "fetched_pages_from_history", fast_fetched_pages)
     # The adapter imported the tool-search window scan by name: it gets the history scans' fast path too.
     import pydantic_ai.toolsets._tool_search as tool_search
 
