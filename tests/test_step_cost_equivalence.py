@@ -1,8 +1,8 @@
 """ketch's fast paths around the SDK change nothing that is sent.
 
-``providers/history_scans.py``, ``settled_history.py``, ``lookalike_memo.py``, ``responses_memo.py``,
-``anthropic_memo.py``, ``anthropic_scans.py`` and ``anthropic_body.py`` skip or remember per-step work of pydantic-ai and
-the Anthropic SDK (issue 17, cost per step). Here one scripted session
+``providers/history_scans.py``, ``settled_history.py``, ``ordered_results.py``, ``lookalike_memo.py``,
+``responses_memo.py``, ``anthropic_memo.py``, ``anthropic_scans.py`` and ``anthropic_body.py`` skip or remember
+per-step work of pydantic-ai and the Anthropic SDK (issue 17, cost per step). Here one scripted session
 runs through the real wiring (``build_session``) against the fake provider twice, once with them
 and once without (``KETCH_SDK_FASTPATHS=0``, and the scans put back), on Responses, Anthropic and
 Chat (which gets the scans only):
