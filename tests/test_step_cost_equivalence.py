@@ -1,8 +1,8 @@
 """ketch's fast paths around the SDK change nothing that is sent.
 
 ``providers/history_scans.py``, ``settled_history.py``, ``ordered_results.py``, ``lookalike_memo.py``,
-``responses_memo.py``, ``anthropic_memo.py``, ``anthropic_scans.py`` and ``anthropic_body.py`` skip or remember
-per-step work of pydantic-ai and the Anthropic SDK (issue 17, cost per step). Here one scripted session
+``responses_memo.py``, ``anthropic_memo.py``, ``anthropic_scans.py``, ``anthropic_body.py``, ``passthrough.py`` and
+``encoded_items.py`` skip or remember per-step work of pydantic-ai and the provider SDKs (issue 17, cost per step). Here one scripted session
 runs through the real wiring (``build_session``) against the fake provider twice, once with them
 and once without (``KETCH_SDK_FASTPATHS=0``, and the scans put back), on Responses, Anthropic and
 Chat (which gets the scans only):
@@ -26,7 +26,7 @@ from durable_session import open_session, run
 from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn
 
 from ketch.core import events as ev
-from ketch.providers import anthropic_body, history_scans
+from ketch.providers import anthropic_body, encoded_items, history_scans, passthrough
 
 STEPS = 24
 _SAME_HEADERS = ("content-length", "content-type", "user-agent", "accept")
@@ -108,12 +108,21 @@ async def test_request_bodies_are_the_same_with_and_without_the_fast_paths(
     encoded: list[int] = []
     real_encode = anthropic_body.encoded_plain_body
 
-    def counting_encode(json_data: Any, extra_json: Any) -> bytes | None:
-        body = real_encode(json_data, extra_json)
+    def counting_encode(json_data: Any, extra_json: Any, *messages: Any) -> bytes | None:
+        body = real_encode(json_data, extra_json, *messages)
         encoded.append(body is not None)
         return body
 
     monkeypatch.setattr(anthropic_body, "encoded_plain_body", counting_encode)
+    pieced: list[str] = []
+    real_encode_body = encoded_items.encode_body
+
+    def counting_encode_body(encoder: Any, body: Any, key: str, items: Any) -> str:
+        pieced.append(key)
+        return real_encode_body(encoder, body, key, items)
+
+    monkeypatch.setattr(anthropic_body, "encode_body", counting_encode_body)
+    monkeypatch.setattr(passthrough, "encode_body", counting_encode_body)
     try:
         monkeypatch.setenv("KETCH_SDK_FASTPATHS", "1")
         fast, (fast_class, remembered, fast_client) = await _session_bodies(wire, cwd, tmp_path / "data-fast", monkeypatch)
@@ -124,11 +133,15 @@ async def test_request_bodies_are_the_same_with_and_without_the_fast_paths(
         if wire == "anthropic-messages":
             assert fast_client == "OnceEncodedAnthropic", fast_client
             assert encoded and all(encoded), f"{encoded.count(False)} of {len(encoded)} bodies took the SDK's copy"
+        if wire != "openai-chat":  # each body's history items pieced from the last body's text
+            assert pieced and set(pieced) == {"messages" if wire == "anthropic-messages" else "input"}, pieced
+        pieced.clear()
         history_scans.uninstall()
         monkeypatch.setenv("KETCH_SDK_FASTPATHS", "0")
         plain, (plain_class, _, plain_client) = await _session_bodies(wire, cwd, tmp_path / "data-plain", monkeypatch)
         assert not history_scans.installed()
         assert not plain_class.__name__.startswith("Memoized"), plain_class
+        assert not pieced, pieced
         if wire == "anthropic-messages":
             assert plain_client == "AsyncAnthropic", plain_client
     finally:

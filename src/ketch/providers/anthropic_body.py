@@ -16,7 +16,9 @@ settings but no ``default`` hook, so that any value the copy would have changed 
 encoding fail; then the SDK's own ``_copy_and_prepare`` runs as it is. Otherwise the bytes are
 handed to the SDK as the request's ``content``, which ``_build_request`` sends as they are: the
 same bytes ``openapi_dumps`` makes of the copy, sent again unchanged by a retry. The query
-parameters are still prepared by the SDK.
+parameters are still prepared by the SDK. The messages a body shares with the one before it are
+not encoded again (``encoded_items``): their text is reused, position by position, while each is
+unchanged.
 
 Before that, ``beta.messages.create`` looks at every message and content block of the history
 for an SDK helper's telemetry tag (``x-stainless-helper``, ``collect_helpers``: about 3 ms a step
@@ -48,6 +50,7 @@ from anthropic._utils import _json as sdk_json
 from anthropic.resources.beta import AsyncBeta
 from anthropic.resources.beta.messages import AsyncMessages as AsyncBetaMessages
 
+from ketch.providers.encoded_items import ItemEncodings, encode_body
 from ketch.providers.history_scans import enabled
 
 _OPTION_FIELDS = ("method", "json_data", "extra_json", "content", "files")
@@ -122,14 +125,17 @@ class _Beta(AsyncBeta):
         return _BetaMessages(self._client)
 
 
-def encoded_plain_body(json_data: Any, extra_json: Any) -> bytes | None:
+def encoded_plain_body(json_data: Any, extra_json: Any, messages: ItemEncodings | None = None) -> bytes | None:
     """The bytes the SDK would send for this body, when it is plain JSON data below its top
-    level (what its copy would leave unchanged); None when it is not."""
+    level (what its copy would leave unchanged); None when it is not. ``messages``: the text of
+    the messages the last body sent, reused where a message is unchanged (``encoded_items``)."""
     if type(json_data) is not dict or (extra_json is not None and type(extra_json) is not dict):
         return None
     merged = {**json_data, **extra_json} if extra_json else json_data
     body = {key: value for key, value in merged.items() if not isinstance(value, (NotGiven, Omit))}
     try:
+        if messages is not None:
+            return encode_body(_ENCODER, body, "messages", messages).encode()  # type: ignore[arg-type]
         return _ENCODER.encode(body).encode()  # type: ignore[union-attr]
     except (TypeError, ValueError, RecursionError):  # a value the SDK's copy would change, or reject
         return None
@@ -147,6 +153,10 @@ class OnceEncodedAnthropic(AsyncAnthropic):
         """The SDK's own (it names the client class: this one must not show on the wire)."""
         return f"{AsyncAnthropic.__name__}/Python {self._version}"
 
+    @cached_property
+    def _message_encodings(self) -> ItemEncodings:
+        return ItemEncodings(_ENCODER)  # type: ignore[arg-type]
+
     async def _copy_and_prepare(self, options: Any) -> Any:
         if (
             not enabled()
@@ -157,7 +167,7 @@ class OnceEncodedAnthropic(AsyncAnthropic):
             or not self._spans_are_off()
         ):
             return await super()._copy_and_prepare(options)
-        content = encoded_plain_body(options.json_data, options.extra_json)
+        content = encoded_plain_body(options.json_data, options.extra_json, self._message_encodings)
         if content is None:
             return await super()._copy_and_prepare(options)
         prepared = await super()._copy_and_prepare(options.model_copy(update={"json_data": None, "extra_json": None}))

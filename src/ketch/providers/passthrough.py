@@ -15,6 +15,11 @@ walk only the other, scalar parameters. The bytes on the wire are the same, save
 order (tested). The upstream fix would be the same in the SDK: skip the walk for a type
 whose members declare no alias or format (decidable once per type and cached).
 
+The body's ``input`` items that a request shares with the one before it are not serialized again
+(``encoded_items``): the client hands the SDK the body's bytes, made with ``openapi_dumps``'
+settings, the items' text reused position by position while each is unchanged; the SDK sends
+bytes it is given as they are. A body that is not plain JSON data is left to the SDK's encoder.
+
 The same client also skips the SDK's parsing of the tools each response echoes back. Every
 status event of a Responses stream (``response.created``, ``response.in_progress``, the terminal
 ``response.completed``, ...) carries the whole ``Response``, whose ``tools`` repeats the request's
@@ -28,11 +33,16 @@ SDK parses it.
 
 from __future__ import annotations
 
-from functools import cached_property
+import inspect
+import json
+from functools import cache, cached_property
 from typing import Any
 
 from openai import AsyncOpenAI
 from openai.resources.responses import AsyncResponses
+
+from ketch.providers.encoded_items import ItemEncodings, encode_body
+from ketch.providers.history_scans import enabled
 
 
 _PASSED = ("input", "tools")
@@ -68,9 +78,57 @@ def without_echoed_tools(data: Any) -> Any:
     return {**data, "response": {**response, "tools": []}}
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+"""``openapi_dumps``' settings (openai 3.57) without its ``default`` hook: it refuses anything that
+hook would have turned into JSON (a date, a pydantic model), and the SDK then encodes the body."""
+
+
+@cache
+def _builds_requests_as_expected() -> bool:
+    method = getattr(AsyncOpenAI, "_build_request", None)
+    return method is not None and list(inspect.signature(method).parameters) == ["self", "options", "retries_taken"]
+
+
+def _plain_body(options: Any) -> dict[str, Any] | None:
+    """The JSON body the SDK would build for ``options`` (``json_data`` merged with ``extra_json``,
+    ``Omit`` values dropped, as its ``_build_request`` does), when it is a JSON request with a list of
+    Responses input items; None for anything else, which the SDK builds as it is."""
+    from openai._types import Omit
+
+    if options.method.lower() == "get" or options.files is not None or options.content is not None:
+        return None
+    headers = options.headers if isinstance(options.headers, dict) else {}
+    if any(key.lower() == "content-type" and value != "application/json" for key, value in headers.items()):
+        return None
+    json_data, extra = options.json_data, options.extra_json
+    if type(json_data) is not dict or (extra is not None and type(extra) is not dict):
+        return None
+    merged = {**json_data, **extra} if extra else json_data
+    body = {key: value for key, value in merged.items() if not isinstance(value, Omit)}
+    return body if type(body.get("input")) is list else None
+
+
 class PassthroughOpenAI(AsyncOpenAI):
     """``AsyncOpenAI`` whose Responses ``input`` and ``tools`` skip the SDK's parameter transform,
-    and whose stream events skip parsing the tools a response echoes."""
+    whose input items a request shares with the one before it are not encoded again, and whose
+    stream events skip parsing the tools a response echoes."""
+
+    @cached_property
+    def _input_encodings(self) -> ItemEncodings:
+        return ItemEncodings(_ENCODER)
+
+    def _build_request(self, options: Any, *args: Any, **kwargs: Any) -> Any:
+        if enabled() and _builds_requests_as_expected():
+            body = _plain_body(options)
+            if body is not None:
+                try:
+                    content = encode_body(_ENCODER, body, "input", self._input_encodings).encode()
+                except (TypeError, ValueError, RecursionError):
+                    content = None  # not plain JSON: the SDK's own encoder decides
+                if content is not None:
+                    # JSON bytes as the body: the SDK sends them as they are (its ``_build_request``).
+                    options = options.model_copy(update={"json_data": content, "extra_json": None})
+        return super()._build_request(options, *args, **kwargs)
 
     def _process_response_data(self, *args: Any, **kwargs: Any) -> Any:
         # The SDK (3.57) passes everything by keyword; any other call goes through untouched.
