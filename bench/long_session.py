@@ -76,7 +76,7 @@ _REQUEST_BUILDING = frozenset({"_map_messages", "_map_message", "async_maybe_tra
 parameter transform and its HTTP request build."""
 
 
-_SDK_SHIMS = ("passthrough.py", "responses_memo.py", "anthropic_memo.py", "anthropic_body.py", "anthropic_scans.py", "lookalike_memo.py", "history_scans.py", "settled_history.py", "ordered_results.py")
+_SDK_SHIMS = ("passthrough.py", "responses_memo.py", "anthropic_memo.py", "anthropic_body.py", "anthropic_scans.py", "lookalike_memo.py", "history_scans.py", "settled_history.py", "ordered_results.py", "encoded_items.py")
 """ketch's modules that stand in for parts of the SDK (``src/ketch/providers/``): their time, and
 that of the SDK code they call, is the SDK's, not ketch's own."""
 

@@ -47,7 +47,7 @@ import inspect
 import operator
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 _COMPACTION = 1
 _LOADS = 2
@@ -72,6 +72,31 @@ _REMEMBERED = 4
 """Histories a :class:`PrefixMemo` remembers: the run's, the request's and the prepared one, and one more."""
 
 
+class HistorySnapshot(NamedTuple):
+    """A history as a memo remembers it: its messages, each one's ``parts`` list and that list's length."""
+
+    messages: tuple[Any, ...]
+    parts: tuple[Any, ...]
+    lengths: tuple[int, ...]
+
+    @classmethod
+    def of(cls, messages: Sequence[Any]) -> HistorySnapshot | None:
+        """The snapshot of ``messages``; None when a message has no ``parts`` list."""
+        history = tuple(messages)
+        try:
+            parts = tuple(map(_parts_of, history))
+            return cls(history, parts, tuple(map(len, parts)))
+        except (AttributeError, TypeError):
+            return None
+
+    def starts(self, longer: HistorySnapshot) -> bool:
+        """Whether ``longer`` begins with this history: the same message objects, ``parts`` lists
+        and lengths (compared in C, by identity first)."""
+        known = len(self.messages)
+        return (known <= len(longer.messages) and longer.messages[:known] == self.messages
+                and longer.parts[:known] == self.parts and longer.lengths[:known] == self.lengths)
+
+
 class PrefixMemo(Generic[S]):
     """State derived from a history message by message, remembered for the last few histories.
 
@@ -91,25 +116,22 @@ class PrefixMemo(Generic[S]):
         self._empty = empty
         self._extend = extend
         self._unknown = unknown
-        self._seen: list[tuple[tuple[Any, ...], tuple[Any, ...], tuple[int, ...], S]] = []
+        self._seen: list[tuple[HistorySnapshot, S]] = []
 
     def of(self, messages: Sequence[Any]) -> S:
-        history = tuple(messages)
-        try:
-            parts = tuple(map(_parts_of, history))
-            lengths = tuple(map(len, parts))
-        except (AttributeError, TypeError):
+        snapshot = HistorySnapshot.of(messages)
+        if snapshot is None:
             return self._unknown
-        for index, (seen, seen_parts, seen_lengths, seen_state) in enumerate(self._seen):
-            known = len(seen)
-            if known <= len(history) and history[:known] == seen and parts[:known] == seen_parts \
-                    and lengths[:known] == seen_lengths:
+        history = snapshot.messages
+        for index, (seen, seen_state) in enumerate(self._seen):
+            if seen.starts(snapshot):
+                known = len(seen.messages)
                 state = self._extend(seen_state, history[known:]) if known < len(history) else seen_state
                 del self._seen[index]
                 break
         else:
             state = self._extend(self._empty, history)
-        self._seen.insert(0, (history, parts, lengths, state))
+        self._seen.insert(0, (snapshot, state))
         del self._seen[_REMEMBERED:]
         return state
 
@@ -352,4 +374,4 @@ def installed() -> bool:
     return bool(_installed)
 
 
-__all__ = ["NATIVE", "PrefixMemo", "enabled", "holds_none", "install", "installed", "original", "replace", "uninstall"]
+__all__ = ["NATIVE", "HistorySnapshot", "PrefixMemo", "enabled", "holds_none", "install", "installed", "original", "replace", "uninstall"]

@@ -32,11 +32,10 @@ off.
 from __future__ import annotations
 
 import inspect
-import operator
 from contextvars import ContextVar
 from typing import Any, NamedTuple
 
-from ketch.providers.history_scans import enabled
+from ketch.providers.history_scans import HistorySnapshot, enabled
 
 _EXPECTED = {
     "_note_lookalike_frames": ["self", "authored", "messages", "announce"],
@@ -78,41 +77,15 @@ def usable(cls: type) -> bool:
     return has_methods(cls, _EXPECTED)
 
 
-class _Snapshot(NamedTuple):
-    """A history as the memo remembers it: its messages, each one's ``parts`` list and its length."""
-
-    messages: tuple[Any, ...]
-    parts: tuple[Any, ...]
-    lengths: tuple[int, ...]
-
-    @classmethod
-    def of(cls, messages: Any) -> _Snapshot | None:
-        history = tuple(messages)
-        try:
-            parts = tuple(map(_parts_of, history))
-            return cls(history, parts, tuple(map(len, parts)))
-        except (AttributeError, TypeError):
-            return None
-
-    def starts(self, longer: _Snapshot) -> bool:
-        """Whether ``longer`` begins with this history: the same messages, parts lists and lengths."""
-        known = len(self.messages)
-        return (known <= len(longer.messages) and longer.messages[:known] == self.messages
-                and longer.parts[:known] == self.parts and longer.lengths[:known] == self.lengths)
-
-
 class _Unnoted(NamedTuple):
     """A call of ``_note_lookalike_frames`` that noted nothing: it returned ``messages`` itself and
     found no frame."""
 
-    authored: _Snapshot
-    messages: _Snapshot
+    authored: HistorySnapshot
+    messages: HistorySnapshot
     announce: bool
     first_request: int
     """The index of the history's first request."""
-
-
-_parts_of = operator.attrgetter("parts")
 
 
 class LookalikeNotesMemo:
@@ -126,8 +99,8 @@ class LookalikeNotesMemo:
     def _note_lookalike_frames(self, authored: Any, messages: Any, *, announce: bool) -> Any:
         if not enabled() or _second_model_prompt():
             return super()._note_lookalike_frames(authored, messages, announce=announce)  # type: ignore[misc]
-        authored_now = _Snapshot.of(authored)
-        messages_now = authored_now if messages is authored else _Snapshot.of(messages)
+        authored_now = HistorySnapshot.of(authored)
+        messages_now = authored_now if messages is authored else HistorySnapshot.of(messages)
         result = None
         if authored_now is not None and messages_now is not None:
             result = self._note_past_unnoted(authored_now, messages_now, messages, announce)
@@ -142,7 +115,7 @@ class LookalikeNotesMemo:
                 self._unnoted = _Unnoted(authored_now, messages_now, announce, first)
         return result
 
-    def _note_past_unnoted(self, authored: _Snapshot, messages: _Snapshot, given: Any, announce: bool) -> Any:
+    def _note_past_unnoted(self, authored: HistorySnapshot, messages: HistorySnapshot, given: Any, announce: bool) -> Any:
         """What the SDK's pass returns for a history continuing the last one in which it noted
         nothing, from a pass over its first request and its end only; None where that cannot be had.
 
