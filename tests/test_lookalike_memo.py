@@ -106,7 +106,7 @@ def _same(a: list[Any], b: list[Any]) -> None:
         assert {k: v for k, v in vars(x).items() if k != "parts"} == {k: v for k, v in vars(y).items() if k != "parts"}
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(leading_reply=st.booleans(), first_lookalike=st.booleans(), steps=st.lists(_step, max_size=7),
        inline_system=st.booleans(), mimics=st.booleans(), announce=st.booleans())
 def test_every_step_is_noted_as_the_sdk_notes_it(leading_reply: bool, first_lookalike: bool, steps: list[tuple[int, int]],

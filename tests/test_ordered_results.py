@@ -11,7 +11,6 @@ continuation of one they saw before (as on a step).
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import pydantic_ai.models as models
@@ -21,13 +20,12 @@ from hypothesis import strategies as st
 from pydantic_ai.messages import (
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     SystemPromptPart,
-    TextPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
+from step_histories import positions, retry, turn
 
 from ketch.providers import history_scans, ordered_results
 
@@ -45,31 +43,9 @@ def _installed() -> Any:
     assert models._tool_results_first is SDK_FIRST and models._order_tool_results_by_call is SDK_BY_CALL
 
 
-def _retry(tool_name: str | None, call_id: str) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # deprecated in pydantic-ai, still read from old histories
-        return RetryPromptPart("try again", tool_name=tool_name, tool_call_id=call_id)
-
-
-def _turn(steps: list[int]) -> list[Any]:
-    """A turn of steps; step ``i`` makes ``steps[i]`` calls (0 ends the step with user text)."""
-    history: list[Any] = [ModelRequest(parts=[SystemPromptPart("sys"), UserPromptPart("go")])]
-    for i, calls in enumerate(steps):
-        ids = [f"c{i}_{k}" for k in range(calls)]
-        history.append(ModelResponse(parts=[TextPart(f"step {i}"), *(ToolCallPart("read", {"k": k}, tool_call_id=k) for k in ids)]))
-        if ids:
-            history.append(ModelRequest(parts=[ToolReturnPart("read", f"out {k}", tool_call_id=k) for k in ids]))
-        else:
-            history.append(ModelRequest(parts=[UserPromptPart(f"next {i}")]))
-    return history
-
-
 def _disturb(history: list[Any], how: str, at: int) -> list[Any]:
     history = list(history)
-    requests = [i for i, m in enumerate(history) if isinstance(m, ModelRequest) and i > 0]
-    responses = [i for i, m in enumerate(history) if isinstance(m, ModelResponse)]
-    r = requests[at % len(requests)] if requests else 0
-    s = responses[at % len(responses)] if responses else 0
+    r, s = positions(history, at)
     parts = list(history[r].parts)
     if how == "results reversed":
         history[r] = ModelRequest(parts=parts[::-1])
@@ -82,9 +58,9 @@ def _disturb(history: list[Any], how: str, at: int) -> list[Any]:
     elif how == "text after the results":
         history[r] = ModelRequest(parts=[*parts, UserPromptPart("after")])
     elif how == "tool retry after text":
-        history[r] = ModelRequest(parts=[UserPromptPart("hm"), _retry("read", "c0_0")])
+        history[r] = ModelRequest(parts=[UserPromptPart("hm"), retry("read", "c0_0")])
     elif how == "plain retry after text":
-        history[r] = ModelRequest(parts=[UserPromptPart("hm"), _retry(None, "c0_0"), *parts])
+        history[r] = ModelRequest(parts=[UserPromptPart("hm"), retry(None, "c0_0"), *parts])
     elif how == "result for an older call":
         history[r] = ModelRequest(parts=[ToolReturnPart("read", "late", tool_call_id="c0_0"), *parts])
     elif how == "result for an unknown call first":
@@ -128,14 +104,14 @@ def _check(history: list[Any]) -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(st.integers(0, 3), max_size=8), how=st.sampled_from(_DISTURBANCES), at=st.integers(0, 20))
 def test_the_fast_paths_answer_as_the_sdk_does(steps: list[int], how: str, at: int) -> None:
-    history = _disturb(_turn(steps), how, at)
+    history = _disturb(turn(steps), how, at)
     _check(history)
     for end in range(1, len(history) + 1):  # seen again as the continuation of each prefix, as on steps
         _check(history[:end])
 
 
 def test_an_ordered_history_comes_back_as_it_was_given() -> None:
-    history = _turn([1, 3, 0, 2])
+    history = turn([1, 3, 0, 2])
     assert ordered_results.in_order(history) == (True, True)
     authored = list(history)
     assert models._tool_results_first(authored, history) == (authored, history)
@@ -147,14 +123,14 @@ def test_an_ordered_history_comes_back_as_it_was_given() -> None:
 @pytest.mark.parametrize("how", ["results reversed", "results rotated", "text ahead of the results",
                                  "system prompt ahead of the results", "tool retry after text"])
 def test_each_disturbance_that_moves_a_part_is_seen(how: str) -> None:
-    disturbed = _disturb(_turn([3, 3, 3]), how, 1)
+    disturbed = _disturb(turn([3, 3, 3]), how, 1)
     assert ordered_results.in_order(disturbed) != (True, True), how
     first_fast, by_call_fast = models._tool_results_first(list(disturbed), list(disturbed)), models._order_tool_results_by_call(list(disturbed))
     assert first_fast[1] != disturbed or by_call_fast != disturbed  # something moved, as the SDK moves it
 
 
 def test_a_request_whose_parts_were_reordered_in_place_is_looked_at_again() -> None:
-    history = _turn([2, 2])
+    history = turn([2, 2])
     assert models._order_tool_results_by_call(history) is history
     history[-1].parts.reverse()  # same list, same length, new order: the memo keys on the list and length
     history[-1].parts.append(UserPromptPart("more"))

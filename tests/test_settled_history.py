@@ -11,7 +11,6 @@ sees the history whole or as the continuation of one it saw before (as on a step
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import pydantic_ai._agent_graph as agent_graph
@@ -22,14 +21,13 @@ from hypothesis import strategies as st
 from pydantic_ai.messages import (
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
-    SystemPromptPart,
     TextPart,
     ToolAvailabilityDeltaPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
+from step_histories import positions, retry, turn
 
 from ketch.providers import history_scans, settled_history
 
@@ -46,32 +44,9 @@ def _installed() -> Any:
     assert agent_graph._clean_message_history is SDK
 
 
-def _retry(tool_name: str | None, call_id: str) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # deprecated in pydantic-ai, still read from old histories
-        return RetryPromptPart("try again", tool_name=tool_name, tool_call_id=call_id)
-
-
-def _turn(steps: list[int]) -> list[Any]:
-    """A turn of steps; step ``i`` makes ``steps[i]`` calls (0 ends the turn with text)."""
-    history: list[Any] = [ModelRequest(parts=[SystemPromptPart("sys"), UserPromptPart("go")])]
-    for i, calls in enumerate(steps):
-        ids = [f"c{i}_{k}" for k in range(calls)]
-        history.append(ModelResponse(parts=[TextPart(f"step {i}"), *(ToolCallPart("read", {"k": k}, tool_call_id=k) for k in ids)],
-                                     provider_name="anthropic"))
-        if ids:
-            history.append(ModelRequest(parts=[ToolReturnPart("read", f"out {k}", tool_call_id=k) for k in ids]))
-        else:
-            history.append(ModelRequest(parts=[UserPromptPart(f"next {i}")]))
-    return history
-
-
 def _break(history: list[Any], how: str, at: int) -> list[Any]:
     history = list(history)
-    requests = [i for i, m in enumerate(history) if isinstance(m, ModelRequest) and i > 0]
-    responses = [i for i, m in enumerate(history) if isinstance(m, ModelResponse)]
-    r = requests[at % len(requests)] if requests else 0
-    s = responses[at % len(responses)] if responses else 0
+    r, s = positions(history, at)
     if how == "orphan result":
         history[r] = ModelRequest(parts=[*history[r].parts, ToolReturnPart("read", "x", tool_call_id="nowhere")])
     elif how == "drop a result":
@@ -96,10 +71,11 @@ def _break(history: list[Any], how: str, at: int) -> list[Any]:
     elif how == "tool retry":
         parts = list(history[r].parts)
         if parts and isinstance(parts[0], ToolReturnPart):
-            history[r] = ModelRequest(parts=[_retry("read", parts[0].tool_call_id), *parts[1:]])
+            history[r] = ModelRequest(parts=[retry("read", parts[0].tool_call_id), *parts[1:]])
     elif how == "plain retry":
-        history[r] = ModelRequest(parts=[*history[r].parts, _retry(None, "c0_0")])
+        history[r] = ModelRequest(parts=[*history[r].parts, retry(None, "c0_0")])
     elif how == "ends on a call":
+        responses = [i for i, m in enumerate(history) if isinstance(m, ModelResponse)]
         history = history[: responses[-1] + 1] if responses else history
     elif how == "duplicate result":
         parts = list(history[r].parts)
@@ -128,7 +104,7 @@ def _same(fast: list[Any], sdk: list[Any]) -> None:
 @given(steps=st.lists(st.integers(0, 3), max_size=8), how=st.sampled_from(_BREAKS), at=st.integers(0, 20),
        repair=st.booleans())
 def test_the_fast_path_answers_as_the_sdk_does(steps: list[int], how: str, at: int, repair: bool) -> None:
-    history = _break(_turn(steps), how, at)
+    history = _break(turn(steps, provider_name="anthropic"), how, at)
     expected = SDK(list(history), repair_last_response=repair)
     _same(agent_graph._clean_message_history(list(history), repair_last_response=repair), expected)
     # Seen again as the continuation of each of its prefixes, as on the steps of a turn.
@@ -140,7 +116,7 @@ def test_the_fast_path_answers_as_the_sdk_does(steps: list[int], how: str, at: i
 
 @pytest.mark.parametrize("how", _HARMLESS)
 def test_a_settled_history_comes_back_as_a_new_list_of_the_same_messages(how: str) -> None:
-    history = _break(_turn([1, 2, 0, 3]), how, 3)
+    history = _break(turn([1, 2, 0, 3], provider_name="anthropic"), how, 3)
     assert settled_history.settled(history)
     cleaned = agent_graph._clean_message_history(history, repair_last_response=True)
     assert cleaned is not history and all(a is b for a, b in zip(cleaned, history, strict=True))
@@ -148,12 +124,12 @@ def test_a_settled_history_comes_back_as_a_new_list_of_the_same_messages(how: st
 
 @pytest.mark.parametrize("how", [b for b in _BREAKS if b not in _HARMLESS])
 def test_each_break_unsettles_the_history(how: str) -> None:
-    broken = _break(_turn([2, 1, 2]), how, 2)
+    broken = _break(turn([2, 1, 2], provider_name="anthropic"), how, 2)
     assert not settled_history.settled(broken), how
 
 
 def test_a_message_whose_parts_grew_is_looked_at_again() -> None:
-    history = _turn([1, 1])
+    history = turn([1, 1], provider_name="anthropic")
     assert agent_graph._clean_message_history(history) == SDK(list(history))
     history[-1].parts.append(ToolReturnPart("read", "x", tool_call_id="nowhere"))  # appended in place
     assert agent_graph._clean_message_history(history) == SDK(list(history))
