@@ -26,7 +26,7 @@ from durable_session import open_session, run
 from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn
 
 from ketch.core import events as ev
-from ketch.providers import anthropic_body, encoded_items, history_scans, passthrough
+from ketch.providers import anthropic_body, encoded_items, history_scans
 
 STEPS = 24
 _SAME_HEADERS = ("content-length", "content-type", "user-agent", "accept")
@@ -121,8 +121,7 @@ async def test_request_bodies_are_the_same_with_and_without_the_fast_paths(
         pieced.append(key)
         return real_encode_body(encoder, body, key, items)
 
-    monkeypatch.setattr(anthropic_body, "encode_body", counting_encode_body)
-    monkeypatch.setattr(passthrough, "encode_body", counting_encode_body)
+    monkeypatch.setattr(encoded_items, "encode_body", counting_encode_body)  # both clients' bodies go through it
     try:
         monkeypatch.setenv("KETCH_SDK_FASTPATHS", "1")
         fast, (fast_class, remembered, fast_client) = await _session_bodies(wire, cwd, tmp_path / "data-fast", monkeypatch)

@@ -50,7 +50,7 @@ from anthropic._utils import _json as sdk_json
 from anthropic.resources.beta import AsyncBeta
 from anthropic.resources.beta.messages import AsyncMessages as AsyncBetaMessages
 
-from ketch.providers.encoded_items import ItemEncodings, encode_body
+from ketch.providers.encoded_items import ItemEncodings, encoded_body, merged_body
 from ketch.providers.history_scans import enabled
 
 _OPTION_FIELDS = ("method", "json_data", "extra_json", "content", "files")
@@ -129,13 +129,12 @@ def encoded_plain_body(json_data: Any, extra_json: Any, messages: ItemEncodings 
     """The bytes the SDK would send for this body, when it is plain JSON data below its top
     level (what its copy would leave unchanged); None when it is not. ``messages``: the text of
     the messages the last body sent, reused where a message is unchanged (``encoded_items``)."""
-    if type(json_data) is not dict or (extra_json is not None and type(extra_json) is not dict):
+    body = merged_body(json_data, extra_json, (NotGiven, Omit))
+    if body is None:
         return None
-    merged = {**json_data, **extra_json} if extra_json else json_data
-    body = {key: value for key, value in merged.items() if not isinstance(value, (NotGiven, Omit))}
+    if messages is not None:
+        return encoded_body(_ENCODER, body, "messages", messages)  # type: ignore[arg-type]
     try:
-        if messages is not None:
-            return encode_body(_ENCODER, body, "messages", messages).encode()  # type: ignore[arg-type]
         return _ENCODER.encode(body).encode()  # type: ignore[union-attr]
     except (TypeError, ValueError, RecursionError):  # a value the SDK's copy would change, or reject
         return None

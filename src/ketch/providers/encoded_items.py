@@ -114,6 +114,25 @@ def _remembered(item: Any, text: str) -> _Entry | None:
     return _Entry(copy, tuple(numbers), text)
 
 
+def merged_body(json_data: Any, extra_json: Any, omitted: tuple[type, ...]) -> dict[str, Any] | None:
+    """The JSON body a provider SDK builds of a request's ``json_data`` and ``extra_json`` (merged,
+    ``extra_json`` winning, values of the ``omitted`` types dropped), when both are plain dicts; None
+    otherwise (the SDK then builds it as it does)."""
+    if type(json_data) is not dict or (extra_json is not None and type(extra_json) is not dict):
+        return None
+    merged = {**json_data, **extra_json} if extra_json else json_data
+    return {key: value for key, value in merged.items() if not isinstance(value, omitted)}
+
+
+def encoded_body(encoder: json.JSONEncoder, body: dict[str, Any], key: str, items: ItemEncodings) -> bytes | None:
+    """:func:`encode_body` as UTF-8 bytes, or None where the encoder refuses the body (data that is
+    not plain JSON, a NaN, a cycle): the SDK's own path then decides."""
+    try:
+        return encode_body(encoder, body, key, items).encode()
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
 def encode_body(encoder: json.JSONEncoder, body: dict[str, Any], key: str, items: ItemEncodings) -> str:
     """``body`` as ``encoder`` writes it, with the list at ``key`` from ``items`` (raises what the
     encoder raises for data it refuses)."""
@@ -127,4 +146,4 @@ def encode_body(encoder: json.JSONEncoder, body: dict[str, Any], key: str, items
     return rest.replace(marker, items.encode(value), 1)
 
 
-__all__ = ["ItemEncodings", "encode_body"]
+__all__ = ["ItemEncodings", "encode_body", "encoded_body", "merged_body"]

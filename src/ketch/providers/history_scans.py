@@ -151,9 +151,6 @@ class _Kinds(PrefixMemo[int]):
 
         super().__init__(0, extend, _ALL)
 
-    def kinds(self, messages: Sequence[Any]) -> int:
-        return self.of(messages)
-
     def none_of(self, messages: Sequence[Any], kinds: int) -> bool:
         """Whether no message of ``messages`` holds a part of ``kinds``."""
         return not self.of(messages) & kinds

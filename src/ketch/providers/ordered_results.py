@@ -53,10 +53,8 @@ _UNKNOWN = _State(False, False, False, None)
 
 
 def _extender() -> Any:
-    from pydantic_ai.messages import ModelRequest, ModelResponse, RetryPromptPart, ToolCallPart, ToolReturnPart
-
-    def is_result(part: Any) -> bool:
-        return isinstance(part, ToolReturnPart) or (isinstance(part, RetryPromptPart) and part.tool_name is not None)
+    from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
+    from pydantic_ai.messages import _is_tool_result_part as is_result  # the SDK's own test, so the two agree
 
     def results_first(parts: Sequence[Any]) -> bool:
         other_seen = False
@@ -105,8 +103,11 @@ def install() -> bool:
     """Wrap both reorderings where ``prepare_messages`` calls them (once); False when not done."""
     if not history_scans.installed():
         return False
+    import pydantic_ai.messages as messages_module
     import pydantic_ai.models as models
 
+    if not hasattr(messages_module, "_is_tool_result_part"):
+        return False
     sdk_first = getattr(models, "_tool_results_first", None)
     sdk_by_call = getattr(models, "_order_tool_results_by_call", None)
     if getattr(sdk_first, "__ketch_fast_path__", False):

@@ -41,7 +41,7 @@ from typing import Any
 from openai import AsyncOpenAI
 from openai.resources.responses import AsyncResponses
 
-from ketch.providers.encoded_items import ItemEncodings, encode_body
+from ketch.providers.encoded_items import ItemEncodings, encoded_body, merged_body
 from ketch.providers.history_scans import enabled
 
 
@@ -100,12 +100,8 @@ def _plain_body(options: Any) -> dict[str, Any] | None:
     headers = options.headers if isinstance(options.headers, dict) else {}
     if any(key.lower() == "content-type" and value != "application/json" for key, value in headers.items()):
         return None
-    json_data, extra = options.json_data, options.extra_json
-    if type(json_data) is not dict or (extra is not None and type(extra) is not dict):
-        return None
-    merged = {**json_data, **extra} if extra else json_data
-    body = {key: value for key, value in merged.items() if not isinstance(value, Omit)}
-    return body if type(body.get("input")) is list else None
+    body = merged_body(options.json_data, options.extra_json, (Omit,))
+    return body if body is not None and type(body.get("input")) is list else None
 
 
 class PassthroughOpenAI(AsyncOpenAI):
@@ -120,14 +116,10 @@ class PassthroughOpenAI(AsyncOpenAI):
     def _build_request(self, options: Any, *args: Any, **kwargs: Any) -> Any:
         if enabled() and _builds_requests_as_expected():
             body = _plain_body(options)
-            if body is not None:
-                try:
-                    content = encode_body(_ENCODER, body, "input", self._input_encodings).encode()
-                except (TypeError, ValueError, RecursionError):
-                    content = None  # not plain JSON: the SDK's own encoder decides
-                if content is not None:
-                    # JSON bytes as the body: the SDK sends them as they are (its ``_build_request``).
-                    options = options.model_copy(update={"json_data": content, "extra_json": None})
+            content = None if body is None else encoded_body(_ENCODER, body, "input", self._input_encodings)
+            if content is not None:
+                # JSON bytes as the body: the SDK sends them as they are (its ``_build_request``).
+                options = options.model_copy(update={"json_data": content, "extra_json": None})
         return super()._build_request(options, *args, **kwargs)
 
     def _process_response_data(self, *args: Any, **kwargs: Any) -> Any:

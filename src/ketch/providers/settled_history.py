@@ -62,10 +62,8 @@ _EMPTY = _State(True, None, frozenset())
 
 
 def _extender() -> Any:
-    from pydantic_ai.messages import ModelRequest, ModelResponse, RetryPromptPart, ToolAvailabilityDeltaPart, ToolCallPart, ToolReturnPart
-
-    def is_result(part: Any) -> bool:
-        return isinstance(part, ToolReturnPart) or (isinstance(part, RetryPromptPart) and part.tool_name is not None)
+    from pydantic_ai.messages import ModelRequest, ModelResponse, ToolAvailabilityDeltaPart, ToolCallPart
+    from pydantic_ai.messages import _is_tool_result_part as is_result  # the SDK's own test, so the two agree
 
     def results_together(parts: Sequence[Any], flags: list[bool]) -> bool:
         first, last = flags.index(True), len(flags) - 1 - flags[::-1].index(True)
@@ -114,7 +112,7 @@ def install() -> bool:
         return True
     if original is None or original is not getattr(messages, "_clean_message_history", None):
         return False
-    if list(inspect.signature(original).parameters) != _EXPECTED:
+    if list(inspect.signature(original).parameters) != _EXPECTED or not hasattr(messages, "_is_tool_result_part"):
         return False
     memo = history_scans.PrefixMemo(_EMPTY, _extender(), _UNSETTLED)
 
