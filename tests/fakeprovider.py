@@ -638,7 +638,7 @@ class FakeProvider:
         """Bind ``port`` (a free one when 0) on 127.0.0.1 and serve in a daemon thread.
 
         A given port is bound with SO_REUSEPORT, so a test can keep that port reserved
-        (bound, never listening, see ``servertools.reserved_port``) until this server holds it:
+        (bound, never listening, see ``isolation.reserved_port``) until this server holds it:
         no other process can take it in between."""
         server = (_ReusePortServer if port else ThreadingHTTPServer)(('127.0.0.1', port), _Handler)
         server.daemon_threads = True

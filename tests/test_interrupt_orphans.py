@@ -41,7 +41,7 @@ def sleepers(seconds: str) -> list[psutil.Process]:
     return own_processes_running(["sleep", seconds])
 
 
-def wait_for(seconds: str, timeout: float = 20.0) -> psutil.Process:
+def wait_for(seconds: str, timeout: float = 60.0) -> psutil.Process:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         procs = sleepers(seconds)
