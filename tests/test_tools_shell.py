@@ -138,14 +138,16 @@ async def test_cancelling_the_task_kills_the_tree(tmp_path: Path):
 
 
 async def test_output_streams_before_the_command_ends(tmp_path: Path):
+    """The command waits for a gate file the test creates only once the first line and the
+    partial one have streamed: were output held to the end, neither would ever arrive."""
     ctx, recorder, _ = make_ctx(tmp_path)
-    started = time.monotonic()
-    result = await shell(ctx, "echo first; printf partial; sleep 0.8; echo second")
-    ended = time.monotonic()
-    first = next(t for t, e in recorder.events if "first" in e.text)
-    partial = next(t for t, e in recorder.events if "partial" in e.text)
-    assert first - started < ended - started - 0.4, "the first line arrived only at the end"
-    assert partial - started < ended - started - 0.4, "a partial line waited for the end"
+    task = asyncio.create_task(shell(ctx, "echo first; printf partial; while [ ! -e gate ]; do sleep 0.02; done; echo second"))
+    deadline = time.monotonic() + 30  # a liveness limit: the command waits for the gate forever
+    while not ({"first", "partial"} <= {word for _, e in recorder.events for word in ("first", "partial") if word in e.text}):
+        assert not task.done() and time.monotonic() < deadline, "output was held back until the command ended"
+        await asyncio.sleep(0.02)
+    (tmp_path / "gate").touch()
+    result = await asyncio.wait_for(task, 30)
     assert all(e.call_id == "call-1" for _, e in recorder.events)
     assert result == "first\npartialsecond\n"
 
