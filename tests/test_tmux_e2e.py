@@ -46,7 +46,7 @@ class Tmux:
         """Scrollback and screen, as a user scrolling back would read them."""
         return self.run("capture-pane", "-p", "-t", "k", "-S", "-")
 
-    def wait(self, pattern: str, timeout: float = 20.0, *, whole: bool = False) -> str:
+    def wait(self, pattern: str, timeout: float = 60.0, *, whole: bool = False) -> str:
         deadline = time.monotonic() + timeout
         while True:
             text = self.everything() if whole else self.screen()
