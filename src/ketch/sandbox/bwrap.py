@@ -1,8 +1,10 @@
 """The Linux launcher: a policy and an argv become a ``bwrap`` command line.
 
-The whole file system is bound read-only, then a private ``/dev``, ``/proc`` and ``/tmp`` (an
-overlay where bwrap and the kernel allow it: the host's files show, the command's writes vanish),
-then each writable root read-write, then each run-later carve-out read-only again (later
+The whole file system is bound read-only, then a private ``/dev`` and ``/proc``, then the
+session's scratch directory read-write at ``/tmp`` (every command of the session sees what the
+ones before wrote there; ketch removes it when the session ends; the working directory and
+this Python, when they live under the host's /tmp, are bound read-only into it), then each
+writable root read-write, then each run-later carve-out read-only again (later
 mounts win). Every namespace is new (user, PID, network, IPC, UTS, cgroup), except the
 network one when the policy allows the network. The command gets no capabilities, cannot
 make another user namespace, runs in its own session (no TIOCSTI into ketch's terminal),
@@ -80,13 +82,18 @@ def newest(binaries: Sequence[Path]) -> tuple[Path, tuple[int, ...]] | None:
 
 def argv(
     bwrap: Path | str, policy: SandboxPolicy, command: Sequence[str], *, cwd: Path | str, seccomp_file: Path | str,
-    tmp_overlay: bool = True,
+    tmp_overlay: bool = True, scratch: Path | str | None = None,
 ) -> list[str]:
-    """The argv that runs ``command`` under ``policy``. ``tmp_overlay`` (bwrap 0.10+, a kernel that
-    allows overlayfs in a user namespace): ``/tmp`` shows the host's files and keeps the command's
-    own writes private; otherwise ``/tmp`` is an empty tmpfs (with what must stay visible bound in)."""
+    """The argv that runs ``command`` under ``policy``. ``scratch`` (the session's scratch
+    directory, what commands get): bound read-write at ``/tmp``. Without it (the detection's
+    trial run) ``/tmp`` is private to the one command: with ``tmp_overlay`` (bwrap 0.10+, a kernel
+    that allows overlayfs in a user namespace) an overlay of the host's, else an empty tmpfs."""
     args: list[str] = [str(bwrap), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    if tmp_overlay:
+    if scratch is not None:
+        args += ["--bind", str(scratch), "/tmp"]
+        for path in _seen_through_tmp(policy, cwd):
+            args += ["--ro-bind", str(path), str(path)]
+    elif tmp_overlay:
         args += ["--overlay-src", "/tmp", "--tmp-overlay", "/tmp"]
     else:
         args += ["--tmpfs", "/tmp"]

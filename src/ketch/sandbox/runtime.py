@@ -82,7 +82,9 @@ class Sandbox:
         return self.policy.confined and not self.mechanism.available
 
     def private_tmp(self) -> str:
-        """The session's own temporary directory (Landlock and Seatbelt cannot hide /tmp)."""
+        """The session's scratch directory, shared by all its sandboxed commands until the
+        session ends: bubblewrap binds it at ``/tmp``; Landlock and Seatbelt cannot replace
+        /tmp, so there only ``TMPDIR`` points at it (and writes to /tmp itself are refused)."""
         if not self._tmpdir:
             self._tmpdir = tempfile.mkdtemp(prefix="ketch-tmp-")
         return self._tmpdir
@@ -112,7 +114,9 @@ class Sandbox:
         seccomp_file = self.mechanism.seccomp_file(policy.network)
         if name == "bubblewrap":
             wrapped = bwrap.argv(
-                self.mechanism.binary, policy, argv, cwd=cwd, seccomp_file=seccomp_file, tmp_overlay=self.mechanism.tmp_overlay
+                self.mechanism.binary, policy, argv, cwd=cwd, seccomp_file=seccomp_file,
+                tmp_overlay=self.mechanism.tmp_overlay,
+                scratch=None if read_only else self.private_tmp(),  # the read-only git tools write nothing, not even there
             )
         elif name == "landlock":
             wrapped = landlock.argv(policy, argv, seccomp_file=seccomp_file, tmpdir=self.private_tmp())
