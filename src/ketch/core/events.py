@@ -15,7 +15,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-Decision = Literal["allow", "allow_session", "deny"]
+Decision = Literal["allow", "allow_session", "deny", "allow_rule", "allow_rule_saved"]
+"""``allow_rule``: allow this call and add an allow rule for the session (the pattern goes
+where a denial's reason goes); ``allow_rule_saved``: the same, and write it to the user's config."""
 DecidedBy = Literal["user", "rule", "guard", "yolo", "default", "hook", "sandbox"]
 
 
@@ -98,6 +100,14 @@ class ApprovalRequested(_Event):
     reason: str = ""
     """Why the gate asks instead of allowing: the ask rule that matched, the run-later path,
     or why no allow rule applied to the command (empty when the tool simply asks by default)."""
+    cwd: str = ""
+    """Where the command runs (the shell)."""
+    sandbox: str = ""
+    """What the sandbox lets the call do and not do (the shell)."""
+    rule_proposal: str = ""
+    """The ``shell(...)`` pattern "allow commands like this" would add ('' when none)."""
+    no_rule_because: str = ""
+    """Why no rule is proposed for a shell command."""
 
 
 @dataclass(frozen=True, kw_only=True)

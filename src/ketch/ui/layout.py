@@ -38,6 +38,7 @@ STYLE = Style.from_dict({
     "error": "ansired",
     "status": "dim",
     "overlay.title": "bold",
+    "command": "bold",
     "choice.selected": "bold reverse",
     "overlay.input": "",
     "pick": "",
@@ -104,6 +105,8 @@ def build_layout(ctl: KetchApp) -> Layout:
             out.append(("class:queued", "⧗ queued: " + clip(text.splitlines()[0] if text else "", width - 12) + "\n"))
         overlay = ctl.overlay
         if overlay is not None:
+            if hasattr(overlay, "screen_rows"):
+                overlay.screen_rows = size.rows
             out += overlay.fragments(width)
         return _pad_to_keep_rows(_trim_last_newline(out), ctl.output.keep_rows_above - ctl.buffer.document.cursor_position_row)
 
