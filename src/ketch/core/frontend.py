@@ -24,6 +24,8 @@ class SessionStatus:
     model: str = ""
     thinking: str = "off"
     agent: str = "build"
+    approval: str = ""
+    """The approval mode (ask, auto, plan, never; ``yolo``); empty when the session has no gate."""
     context_used_pct: float = 0.0
     context_tokens: int = 0
     context_window: int = 0

@@ -44,6 +44,31 @@ class SessionControls:
         self._require_idle()
         self.variant = variant
 
+    def set_approval_mode(self, mode: str) -> str:
+        """Switch the approval mode for the rest of the session (``/approval``, Shift-Tab);
+        the line the transcript keeps."""
+        from ketch.core.approval import APPROVAL_MODES, describe_mode
+
+        if mode not in APPROVAL_MODES:
+            raise ValueError(f"unknown approval mode {mode!r}; use one of: {', '.join(APPROVAL_MODES)}")
+        if getattr(self.gate, "yolo", False):
+            return "approval: --yolo is on for this session, so nothing asks whatever the mode says"
+        self.gate.approval = mode
+        sandbox = getattr(self, "sandbox", None)
+        if sandbox is not None:
+            sandbox.approval = mode
+        return f"approval mode: {describe_mode(mode)}"
+
+    def set_sandbox_mode(self, mode: str) -> str:
+        """Switch the sandbox mode for the rest of the session (``/sandbox MODE``); the line
+        the transcript keeps."""
+        from ketch.sandbox.wiring import switch_mode
+
+        sandbox = getattr(self, "sandbox", None)
+        if sandbox is None:
+            raise ValueError("this session has no sandbox")
+        return switch_mode(sandbox, mode, self.config)
+
     def switch_to(self, session_id: str, history: Sequence[ModelMessage]) -> None:
         """Continue as another stored session (``/clear``, ``/resume``, ``/fork``)."""
         self._require_idle()
@@ -70,6 +95,7 @@ class SessionControls:
             model=self.model_ref,
             thinking=self.config.think,
             agent=self.variant.name,
+            approval="yolo" if getattr(self.gate, "yolo", False) else str(getattr(self.gate, "approval", "")),
             context_tokens=used,
             context_window=window,
             context_used_pct=(100.0 * used / window) if window else 0.0,

@@ -55,6 +55,10 @@ def build_key_bindings(ctl: KetchApp) -> KeyBindings:
         if kind == "/" and event.key_sequence[0].key == Keys.ControlM:
             _submit(ctl)
 
+    @kb.add("s-tab", filter=editing & ~menu)
+    def _(event: KeyPressEvent) -> None:
+        ctl.cycle_approval()
+
     @kb.add("escape", filter=menu, eager=True)
     def _(event: KeyPressEvent) -> None:
         ctl.close_menu()
