@@ -47,7 +47,11 @@ import fake_gemini
 import fake_groq
 import fake_mistral
 import fake_zai
-import pytest
+
+try:
+    import pytest
+except ImportError:  # the README's demo server runs without the test extras installed
+    pytest = None  # type: ignore[assignment]
 from fake_gemini import GEMINI
 from fake_mistral import MISTRAL
 
@@ -1139,7 +1143,6 @@ def user_texts(req: RecordedRequest) -> list[str]:
 
 
 # ---------------------------------------------------------------- pytest fixture
-@pytest.fixture
 def fake_provider() -> Iterator[Callable[..., FakeProvider]]:
     """Factory fixture: `fake_provider(script, models=..., strict_responses=...)` returns a started
     `FakeProvider`; all are stopped at teardown."""
@@ -1153,6 +1156,10 @@ def fake_provider() -> Iterator[Callable[..., FakeProvider]]:
     yield make
     for fake in started:
         fake.stop()  # raises the first server-side error, if any
+
+
+if pytest is not None:
+    fake_provider = pytest.fixture(fake_provider)
 
 
 def delegating(kind: str, description: str = "look it up") -> Callable[[RecordedRequest], Turn]:

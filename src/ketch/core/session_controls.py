@@ -93,7 +93,7 @@ class SessionControls:
             session_id=self.session_id,
             stored=self.store is None or not self.store.is_reserved(self.session_id),
             model=self.model_ref,
-            thinking=self.config.think,
+            thinking=self._thinking_label(),
             agent=self.variant.name,
             approval="yolo" if getattr(self.gate, "yolo", False) else str(getattr(self.gate, "approval", "")),
             context_tokens=used,
@@ -107,6 +107,23 @@ class SessionControls:
             todos=notebook.as_dicts() if notebook is not None else [],
             context_parts=parts,
         )
+
+    def _thinking_label(self) -> str:
+        """The level for the status line, with "(not sent)" when ``/think`` said it is not
+        applied to this model (the same test as its notice; cached per model and level)."""
+        level = str(self.config.think)
+        key = (id(self.model), id(self.connection), level)
+        cached = getattr(self, "_thinking_label_cache", None)
+        if cached is None or cached[0] != key:
+            try:
+                from ketch.providers.thinking import thinking_notice
+
+                shown = f"{level} (not sent)" if thinking_notice(level, self.model, self.connection) else level
+            except Exception:  # noqa: BLE001 - the status line must not fail on a label
+                shown = level
+            cached = (key, shown)
+            self._thinking_label_cache = cached
+        return cached[1]
 
     def _context_parts(self) -> dict[str, int]:
         """Estimated tokens of the next request by part, for ``/context``: the instructions

@@ -74,7 +74,9 @@ def result_lines(record: CallRecord, width: int, *, expandable: bool = False) ->
     body: list[str] = []
     inner = max(10, width - 4)
     if record.denied:
-        body.append(paint(clip(f"denied {record.denied}", inner), ERROR_SGR))
+        import textwrap
+
+        body += [paint(row, ERROR_SGR) for row in textwrap.wrap(f"denied {record.denied}", inner, break_long_words=True)]
     elif record.diff and not record.is_error:
         rows = record.diff.splitlines()
         body += [paint(clip(row, inner), diff_line_style(row)) for row in rows[:MAX_DIFF_LINES]]

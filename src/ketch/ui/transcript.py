@@ -158,9 +158,10 @@ class TurnView:
         if event.decision == "deny":
             why = f": {event.reason}" if event.reason else ""
             if event.call_id in self.tools:  # shown once, under the call, when it finishes
-                self._denials[event.call_id] = f"by {who}{why}"
+                by = (f"user ({event.rule})" if event.rule else "user") if event.by == "user" else who
+                self._denials[event.call_id] = f"by {by}{why}"
             else:
-                self.commit_text(f"✗ {event.name} denied ({who}){why}", "31")
+                self.commit_text(f"✗ {event.name} denied ({'user' if event.by == 'user' else who}){why}", "31")
         elif event.by not in ("user",):
             self.commit_text(f"✓ {event.name} allowed ({who})", "2")
 
