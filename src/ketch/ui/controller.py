@@ -33,8 +33,6 @@ from ketch.ui.transcript import TurnView
 from ketch.ui.working import TurnMeter
 
 
-APPROVAL_CYCLE = ("ask", "auto", "plan")
-"""The approval modes Shift-Tab steps through (``core.approval.CYCLE``)."""
 QUIT_WINDOW_S = 1.0
 """A second ctrl-c on an empty idle prompt within this many seconds quits."""
 
@@ -372,38 +370,6 @@ class KetchApp:
             if self.session is not None:
                 self.session.answer(request_id, text)
         return answer
-
-    # -- the approval mode (shift-tab) -------------------------------------------------
-    def cycle_approval(self) -> None:
-        """Shift-Tab: the next approval mode (ask → auto → plan → ask), for the session; the
-        switch is a line in the transcript and the status line shows the mode."""
-        current = self.status.approval if self.status is not None else ""
-        if self.session is None or not current or self.config.on_command is None:
-            self.hint = "the approval mode can be switched once the session has loaded"
-            self.invalidate()
-            return
-        if current == "yolo":
-            self.hint = "--yolo is on: nothing asks, whatever the mode"
-            self.invalidate()
-            return
-        following = APPROVAL_CYCLE[(APPROVAL_CYCLE.index(current) + 1) % 3] if current in APPROVAL_CYCLE else "ask"
-        if self.status is not None:  # the status line shows it at once
-            import dataclasses
-
-            self.status = dataclasses.replace(self.status, approval=following)
-        self._spawn(self._switch_approval(following))
-        self.invalidate()
-
-    async def _switch_approval(self, mode: str) -> None:
-        handler = self.config.on_command
-        try:
-            reply = await handler("approval", mode) if handler is not None else None
-        except Exception as exc:  # noqa: BLE001 - one line for the user
-            reply = f"\x1b[31mcould not switch the approval mode: {exc}\x1b[0m"
-        if reply:
-            self.committer.commit([f"\x1b[2m{line}\x1b[0m" for line in str(reply).splitlines()] + [""])
-        self.refresh_status()
-        self.invalidate()
 
     # -- interrupting ------------------------------------------------------------------
     def cancel_turn(self) -> None:

@@ -57,7 +57,9 @@ def build_key_bindings(ctl: KetchApp) -> KeyBindings:
 
     @kb.add("s-tab", filter=editing & ~menu)
     def _(event: KeyPressEvent) -> None:
-        ctl.cycle_approval()
+        from ketch.ui.modes import cycle_approval
+
+        cycle_approval(ctl)
 
     @kb.add("escape", filter=menu, eager=True)
     def _(event: KeyPressEvent) -> None:
