@@ -41,4 +41,5 @@ async def test_stderr_above_long_stdout_and_the_refusal_note_are_shown_whole(col
         await h.type("\x0f")  # ctrl-o: the pager has the note too
         await h.wait_text("q close")
         await h.type("G")
-        await h.wait_for(lambda: NOTE in "".join(line[1:] for line in h.sink.display()[-10:]))
+        # (rows are compared without spaces: the screen drops a space that ends a wrapped row)
+        await h.wait_for(lambda: NOTE.replace(" ", "") in "".join(h.sink.display()[-10:]).replace(" ", ""))
