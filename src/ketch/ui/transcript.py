@@ -22,7 +22,7 @@ from ketch.core.events import (
 from ketch.ui.blocks import BlockSplitter
 from ketch.ui.rich_render import AnsiRenderer
 from ketch.ui.results import CallRecord, is_expandable, result_lines
-from ketch.ui.toolfmt import clip, paint
+from ketch.ui.toolfmt import clip, headline, paint
 
 TOOL_TAIL_LINES = 5
 
@@ -145,11 +145,29 @@ class TurnView:
             case TurnFinished():
                 if event.reason in ("cancelled", "interrupted"):
                     self.end_answer()
+                    self._commit_stopped_calls()
                     self.commit_text("⎿ stopped by the user; the answer above is incomplete"
                                      if self.cancelled_answer else "⎿ stopped by the user", "33")
                 self.end_turn()
             case _:
                 assert_never(event)
+
+    def _commit_stopped_calls(self) -> None:
+        """The turn was stopped with calls still running: each keeps what the live region
+        showed of it (its headline and the lines it printed), marked stopped, instead of
+        vanishing with the live region."""
+        width = self._width()
+        for call_id, tool in list(self.tools.items()):
+            rows = [paint("●", "33") + paint(headline(tool.name, tool.args, width)[1:], "1")]
+            printed = [line for _, text in self._outputs.get(call_id, []) for line in text.replace("\r\n", "\n").split("\n")]
+            printed = [line.rsplit("\r", 1)[-1] for line in printed if line.strip()]
+            if len(printed) > TOOL_TAIL_LINES:
+                rows.append(paint(f"    … {len(printed) - TOOL_TAIL_LINES} earlier lines", "2"))
+            rows += ["    " + clip(line, width - 5) for line in printed[-TOOL_TAIL_LINES:]]
+            rows.append(paint("  ⎿ stopped by the user before it finished", "33"))
+            self._commit(rows + [""])
+            self.tools.pop(call_id, None)
+            self._outputs.pop(call_id, None)
 
     def _note_resolution(self, event: ApprovalResolved) -> None:
         if event.by == "user" and event.decision != "deny":
