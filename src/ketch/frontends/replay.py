@@ -54,7 +54,7 @@ def _decode(rows: Sequence[dict[str, Any]]) -> list[ev.AgentEvent]:
 def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict[str, Any]]) -> list[ReplayItem]:
     """The conversation's items: banner, prompts and events, banner."""
     from pydantic_ai.messages import (
-        ModelRequest, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart,
+        ModelRequest, ModelResponse, RetryPromptPart, TextPart, ThinkingPart, ToolCallPart, ToolReturnPart, UserPromptPart,
     )
 
     events = _decode(stored)
@@ -91,7 +91,9 @@ def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict
                     turns[-1].append(_finished(part, name, args, finished, ToolReturnPart))
         elif isinstance(message, ModelResponse):
             for part in message.parts:
-                if isinstance(part, TextPart) and part.content:
+                if isinstance(part, ThinkingPart) and part.content.strip():
+                    turns[-1].append(ev.ReasoningDelta(text=part.content))  # kept for ctrl-r, one line shown
+                elif isinstance(part, TextPart) and part.content:
                     text = _CANCELLED_TAIL.sub("", part.content)
                     if text != part.content:
                         cancelled.add(len(turns) - 1)

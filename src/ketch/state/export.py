@@ -109,6 +109,9 @@ def render_markdown(session: SessionRow, messages: Sequence[ModelMessage], event
             if isinstance(part, m.UserPromptPart):
                 heading("User")
                 out.extend([_as_text(part.content).strip(), ""])
+            elif isinstance(part, m.ThinkingPart) and part.content.strip():
+                heading("Assistant")  # the reasoning is kept, folded (the UI's ctrl-r)
+                out.extend(["<details><summary>Thinking</summary>", "", part.content.strip(), "", "</details>", ""])
             elif isinstance(part, m.TextPart) and part.content.strip():
                 heading("Assistant")
                 out.extend([part.content.strip(), ""])

@@ -123,8 +123,16 @@ def build_key_bindings(ctl: KetchApp) -> KeyBindings:
 
     @kb.add("c-r")
     def _(event: KeyPressEvent) -> None:
-        ctl.reasoning_expanded = not ctl.reasoning_expanded
-        ctl.committer.request_rewind()
+        if ctl.view.reasoning or ctl.overlay is not None:
+            ctl.reasoning_expanded = not ctl.reasoning_expanded
+            ctl.committer.request_rewind()
+            return
+        from ketch.ui.outputs import open_thoughts
+
+        problem = open_thoughts(ctl)
+        if problem:
+            ctl.hint = problem
+            ctl.invalidate()
 
     return kb
 

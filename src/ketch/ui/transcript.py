@@ -8,6 +8,7 @@ Requests (approval, ask) are not handled here; the app owns the overlays for the
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,6 +67,9 @@ class TurnView:
         self.answer_lines: list[str] = []
         """ANSI lines of the open Markdown block."""
         self.reasoning = ""
+        self._reasoning_began = 0.0
+        self.thoughts: list[str] = []
+        """The reasoning of every answer of the session so far (ctrl-r opens them)."""
         self.tools: dict[str, ToolProgress] = {}
         self.subagents: dict[str, str] = {}
         self.todos: list[dict[str, str]] = []
@@ -82,13 +86,18 @@ class TurnView:
         match event:
             case TextDelta():
                 if not event.agent:
+                    if self.reasoning:
+                        self.close_reasoning()
                     self._pending_text += event.text
             case ReasoningDelta():
                 if not event.agent:
+                    if not self.reasoning:
+                        self._reasoning_began = time.monotonic()
                     self.reasoning += event.text
             case ToolCallStarted():
                 if event.agent:
                     return
+                self.close_reasoning()
                 self.end_answer()
                 self.tools[event.call_id] = ToolProgress(event.name, dict(event.args))
             case ToolOutputChunk():
@@ -213,10 +222,23 @@ class TurnView:
         self.cancelled_answer = bool(self._blocks_in_answer)
         self._blocks_in_answer = 0
 
-    def end_turn(self) -> None:
-        """Commit the rest of the answer; reasoning and progress are dropped, not kept."""
+    def close_reasoning(self) -> None:
+        """The answer (or a call) starts after reasoning: the reasoning leaves the live region,
+        is kept for ctrl-r, and one line in the transcript says it was there."""
+        if not self.reasoning.strip():
+            self.reasoning = ""
+            return
         self.end_answer()
+        seconds = round(time.monotonic() - self._reasoning_began)
+        self.thoughts.append(self.reasoning)
         self.reasoning = ""
+        took = f" for {seconds} s" if seconds >= 1 else ""
+        self._commit([paint(f"✻ thought{took} · ctrl-r shows it", "2"), ""])
+
+    def end_turn(self) -> None:
+        """Commit the rest of the answer; reasoning is kept (ctrl-r), progress dropped."""
+        self.close_reasoning()
+        self.end_answer()
         for call_id, text in self._denials.items():
             self.commit_text(f"✗ denied {text}", "31")
         self._denials.clear()
