@@ -99,3 +99,24 @@ def test_the_readme_demo_server_runs_without_pytest() -> None:
     code = "import sys; sys.modules['pytest'] = None; sys.path.insert(0, 'tests'); import fakeprovider_server; print('imported')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.stdout.strip() == "imported", out.stderr
+
+
+async def test_after_a_rewind_to_the_start_the_status_and_context_agree(tmp_path: Path, isolated_home: Path, fake_provider: Any) -> None:
+    import argparse
+
+    from ketch.frontends.assemble import build_session
+
+    fake = fake_provider([Turn(text="an answer " * 40, usage=(3000, 200))])
+    args = argparse.Namespace(cwd=str(tmp_path), model="fake-model", wire="openai-chat", base_url=fake.base_url, yolo=True)
+    session = await build_session(args, interactive=True)
+    try:
+        [e async for e in session.run_turn("hello")]
+        assert session.status().context_tokens == 3200  # measured by the request
+        session.switch_to(session.session_id, [])  # what a rewind to the first prompt does
+        status = session.status()
+    finally:
+        await session.aclose()
+    assert status.context_tokens == sum(status.context_parts.values()) > 0
+    rows = context_panel(status)
+    assert rows[0].startswith(f"Context: {status.context_tokens:,} / ")
+    assert rows[-1].split()[1] == f"{status.context_tokens:,}"

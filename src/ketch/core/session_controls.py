@@ -87,8 +87,9 @@ class SessionControls:
         notebook = self.deps.extras.get("notebook")
         window = self.compactor.window if self.compactor is not None else 0
         parts = self._context_parts()
-        # no request measured since the history was loaded or rewritten: the estimate
-        used = self.last_request_tokens or (sum(parts.values()) if self.messages else 0)
+        # no request measured since the history was loaded or rewritten (a rewind to the first
+        # prompt included): the estimate of the next request, which /context shows by part
+        used = self.last_request_tokens or sum(parts.values())
         return SessionStatus(
             session_id=self.session_id,
             stored=self.store is None or not self.store.is_reserved(self.session_id),
