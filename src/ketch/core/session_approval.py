@@ -163,7 +163,11 @@ class ApprovalBridge:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         preview = f"Run it again outside the sandbox? The sandbox refused {reason}.\n{command}"
-        self._emit(ev.ApprovalRequested(request_id=request_id, call_id=call_id, name="shell", args={"command": command, "outside_sandbox": True}, preview=preview, reason=f"the sandbox refused {reason}"))
+        self._emit(ev.ApprovalRequested(
+            request_id=request_id, call_id=call_id, name="shell", args={"command": command, "outside_sandbox": True},
+            preview=preview, reason=f"the sandbox refused {reason}", cwd=str(self.workspace.root),
+            sandbox="none if you allow it: it runs unconfined, able to change anything you can and to use the network",
+        ))
         decision, why = await future
         self._emit(ev.ApprovalResolved(call_id=call_id, name="shell", decision=decision, by="user", reason=why, rule="outside the sandbox"))
         return str(decision)
