@@ -74,6 +74,8 @@ def session_scope(name: str, args: dict[str, object], width: int = 0) -> str:
     """What "allow for this session" covers (the gate's ``session_key``): for the shell
     this exact command line, for other tools every call of the tool except the writes that
     always ask (run-later paths)."""
+    if name == "shell" and args.get("outside_sandbox"):
+        return "Run this exact command outside the sandbox whenever it comes again this session (a)"
     if name == "shell":
         return "Allow this exact command again this session (a)"
     if name in ("write_file", "edit_file"):
@@ -154,7 +156,8 @@ class ApprovalOverlay:
 
     def labels(self, width: int = 0) -> list[str]:
         """The choices; 'for this session' says what it will let through."""
-        labels = [self.LABELS[0], session_scope(self.request.name, self.request.args, width)]
+        once = "Run it outside the sandbox this once (y)" if self.request.args.get("outside_sandbox") else self.LABELS[0]
+        labels = [once, session_scope(self.request.name, self.request.args, width)]
         if self.request.rule_proposal:
             rule = f"shell({self.request.rule_proposal})"
             labels += [f"Allow commands like this this session: {rule} (p)",
