@@ -57,10 +57,15 @@ async def test_a_body_taller_than_the_screen_scrolls_and_shows_every_row(columns
         await h.type("go\r")
         await h.wait_text("pgup/pgdn scroll")
         seen: set[str] = set()
-        for _ in range(12):
+
+        def where() -> str:
+            return next((line for line in h.sink.display() if "pgup/pgdn scroll" in line), "")
+
+        while "in /w" not in h.sink.text():
             seen |= {line.strip() for line in h.sink.display() if line.strip().startswith("echo line-")}
+            before = where()
             await h.type("\x1b[6~")  # page down
-        await h.wait_text("in /w")
+            await h.wait_for(lambda: where() != before)  # the next page is drawn
         seen |= {line.strip() for line in h.sink.display() if line.strip().startswith("echo line-")}
         assert seen == {f"echo line-{i:02d}" for i in range(40)}
         await h.type("n\r")
@@ -101,3 +106,26 @@ async def test_without_a_proposal_the_prompt_says_why_and_offers_no_rule() -> No
         await h.type("\r")
         await h.idle()
     assert session.decisions == [("r1", "deny", "")]
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+async def test_the_offer_to_run_outside_the_sandbox_is_whole_and_says_what_it_does(columns: int) -> None:
+    why = ("a write outside the writable places (the output says 'Read-only file system'), and commands here may write only "
+           "the workspace /work/project/with/a/long/name and the session's /tmp")
+    preview = f"Run it again outside the sandbox? The sandbox refused {why}.\n{LONG}"
+    session = FakeSession([[Approval("r1", args={"command": LONG, "outside_sandbox": True}, preview=preview, cwd="/work/project",
+                                     reason=f"the sandbox refused {why}", sandbox="none if you allow it: it runs unconfined"),
+                            TextDelta(text="after\n")]])
+    async with Harness(session, columns=columns, rows=50) as h:
+        await h.type("go\r")
+        await h.wait_text("Allow shell?")
+        lines = h.sink.display()
+        assert all(len(line) <= columns for line in lines)
+        flat = "".join(line[2:] for line in lines)
+        assert preview.replace("\n", "") in flat  # the question, the reason and the command, every character
+        text = " ".join(line.strip() for line in lines)
+        assert "1. Run it outside the sandbox this once (y)" in text
+        assert "Run this exact command outside the sandbox whenever it comes again this session (a)" in text
+        await h.type("a")
+        await h.wait_text("after")
+    assert session.decisions == [("r1", "allow_session", "")]
