@@ -260,9 +260,11 @@ class Compactor:
             return request_context
         request_context.messages = list(result.messages)
         if result.summary_error is not None:
+            session.prefix.note_break(f"compaction ({result.stage}) of this request only: the summary failed")
             return request_context  # this request only: a summary that failed replaces nothing stored
         ctx.messages[:] = result.messages
         session.history_rewritten = True
+        session.prefix.note_break(f"compaction ({result.stage}): {result.tokens_before:,} → {result.tokens_after:,} tokens")
         turn = session._turn
         if turn is not None and not turn.compacted:
             turn.compacted = True
@@ -294,6 +296,8 @@ class Compactor:
         request_context.messages = list(result.messages)
         self._last_estimate = result.tokens_after
         self._set_max_tokens(request_context, result.tokens_after)
+        if result.changed:
+            session.prefix.note_break(f"compaction ({result.stage}) after the provider refused the request as too long")
 
     async def compact_now(self, session: Session) -> list[ev.AgentEvent]:
         """Compact the session's history as far as the ladder goes (``/compact``, ``--compact``).
@@ -314,6 +318,7 @@ class Compactor:
                 text=f"Nothing was compacted: the summary could not be written ({result.summary_error}).",
             )]
         session.history_rewritten = True
+        session.prefix.note_break(f"/compact ({result.stage})")
         session._persist(list(result.messages))
         session.last_request_tokens = 0  # the status estimates the new history until the next request
         after = estimate_messages(result.messages)

@@ -130,6 +130,16 @@ class Compacted(_Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PrefixBreak(_Event):
+    """The next request does not extend the one before byte for byte (the provider's prompt
+    cache starts again from the first change): a compaction, or the user changed the model,
+    the agent, the tools, the instruction files or the skills."""
+
+    type: Literal["prefix_break"] = "prefix_break"
+    cause: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Usage(_Event):
     type: Literal["usage"] = "usage"
     input_tokens: int = 0
@@ -215,6 +225,7 @@ AgentEvent = Union[
     ApprovalResolved,
     AskRequested,
     Compacted,
+    PrefixBreak,
     Usage,
     TodoUpdated,
     WebSearchResult,

@@ -38,6 +38,8 @@ class SessionStatus:
     todos: list[dict[str, str]] = field(default_factory=list)
     context_parts: dict[str, int] = field(default_factory=dict)
     """Token estimate by part (instructions, messages, tools) for /context."""
+    prefix_break: str = ""
+    """Why the last request did not extend the one before (the prompt cache restarted), for /context."""
 
 
 class SessionLike(Protocol):

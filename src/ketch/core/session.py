@@ -41,6 +41,7 @@ from ketch.core.config import Config, Connection
 from ketch.core.endings import CUT_NOTICE, cut_by_output_limit
 from ketch.core.errors import describe_run_error
 from ketch.core.history_rejection import annotate as annotate_rejection
+from ketch.core.prefix_keeper import PrefixKeeper
 from ketch.core.encodable import encodable, encodable_newest_request
 from ketch.core.session_approval import ApprovalBridge
 from ketch.core.session_checkpoints import CheckpointSteps
@@ -151,6 +152,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self._history_estimate: tuple[tuple[int, int], int] = ((0, -1), 0)
         self._instruction_chars: int | None = None
         """Length of the instructions last sent (the status must not rebuild them: that runs git)."""
+        self.prefix = PrefixKeeper(getattr(instructions, "volatile", None), self._emit)
+        """The state reminders and the record of prefix breaks (``core.prefix_keeper``)."""
         self.deps.emit = self._emit
         self.deps.extras.setdefault("ask", self._ask)
         self.deps.extras.setdefault("escalate", self._ask_outside_sandbox)
@@ -196,11 +199,14 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
     def _instructions(self, ctx: RunContext[ToolDeps]) -> str:
         text = self.instructions_for(self.active_tools())
         self._instruction_chars = len(text)
+        self.prefix.instructions(text)
         return text
 
     async def _prepare_tools(self, ctx: RunContext[ToolDeps], tool_defs: list[Any]) -> list[Any]:
         allowed = set(self.active_tools())
-        return [d for d in tool_defs if d.name in allowed]
+        offered = [d for d in tool_defs if d.name in allowed]
+        self.prefix.tools([d.name for d in offered])
+        return offered
 
     # ------------------------------------------------------------------ events
     def _emit(self, event: Any, *, deliver: bool = True) -> Any:
@@ -244,6 +250,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
     async def _before_request(self, ctx: RunContext[ToolDeps], request_context: Any) -> Any:
         if self.compactor is not None:
             request_context = await self.compactor.before_request(self, ctx, request_context)
+        self.prefix.remind(ctx.messages, request_context.messages)
         encodable_newest_request(ctx.messages, request_context.messages)
         if self._turn is not None:
             self._turn.record.live, self._turn.record.prompt_sent = ctx.messages, True

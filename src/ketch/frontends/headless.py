@@ -94,6 +94,7 @@ class HeadlessPrinter:
                 | ev.ApprovalRequested()
                 | ev.AskRequested()
                 | ev.Compacted()
+                | ev.PrefixBreak()
                 | ev.TodoUpdated()
                 | ev.WebSearchResult()
                 | ev.SubagentStarted()

@@ -32,6 +32,7 @@ def context_panel(status: SessionStatus) -> list[str]:
     for part, tokens in sorted(status.context_parts.items(), key=lambda kv: -kv[1]):
         bar = "█" * max(1, round(20 * tokens / total)) if tokens else ""
         rows.append(f"  {part:<14} {tokens:>8,}  {bar}")
+    rows.append(f"Last prefix break: {status.prefix_break or 'none in this session so far'}")
     return rows
 
 
