@@ -36,6 +36,7 @@ over `chars_per_token`, 3.5 by default, against ketch's 4): input plus the reque
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -1119,8 +1120,24 @@ def instructions(req: RecordedRequest) -> str:
     return '\n\n'.join(p for p in parts if p)
 
 
+REMINDER_OPEN = '<system-reminder>\n'
+"""How ketch's state reminders (``context.reminders``) open: text ketch adds, not the user's."""
+
+
+_REMINDER = re.compile(r'<system-reminder>\n.*?\n</system-reminder>', re.S)
+
+
 def user_texts(req: RecordedRequest) -> list[str]:
-    """The text of each user message, in order (tool results excluded)."""
+    """The text of each user message, in order (tool results and ketch's state reminders excluded)."""
+    return [t for t in (_REMINDER.sub('', text) for text in _user_texts(req)) if t]
+
+
+def reminder_texts(req: RecordedRequest) -> list[str]:
+    """ketch's state reminders in the request, in order."""
+    return [m.group(0) for text in _user_texts(req) for m in _REMINDER.finditer(text)]
+
+
+def _user_texts(req: RecordedRequest) -> list[str]:
     if wire_of(req) == GEMINI:
         return fake_gemini.user_texts(req.body or {})
     if wire_of(req) == MISTRAL:

@@ -133,3 +133,55 @@ def test_a_reminder_is_stored_but_never_shown_as_a_prompt(tmp_path: Path) -> Non
     assert export.code == 0, export.stderr
     assert "plan the rename" in export.stdout and "Planned and started." in export.stdout
     assert "<system-reminder>" not in export.stdout and export.stdout.count("## User") == 1
+
+
+def _preset_args(fake: FakeProvider, root: Path, preset: str, wire: str) -> tuple[list[str], dict[str, str]]:
+    """A connection of ``preset`` (whose cache rules ketch knows) pointed at the fake."""
+    from kettle import write_project_config
+
+    url = fake.base_url.removesuffix("/v1") if wire == "anthropic-messages" else fake.base_url
+    write_project_config(root, f'[connections.c]\npreset = "{preset}"\nbase_url = "{url}"\nwire = "{wire}"\n')
+    key_env = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}[preset]
+    return ["-m", "c:fake-model"], {key_env: "sk-fake"}
+
+
+def test_anthropic_requests_carry_cache_breakpoints(tmp_path: Path) -> None:
+    with FakeProvider(script()[:4]) as fake:
+        args, env = _preset_args(fake, tmp_path, "anthropic", "anthropic-messages")
+        run = run_ketch(["-p", "plan the rename", "--yolo", *args], tmp_path, env=env)
+    assert run.code == 0, run.stderr
+    bodies = bodies_of(fake)
+    assert len(bodies) == 4
+    for body in bodies:
+        assert body["cache_control"] == {"type": "ephemeral", "ttl": "5m"}  # automatic caching: the newest block
+        assert body["tools"][-1]["cache_control"]["type"] == "ephemeral"  # after the tool definitions
+        assert body["system"][-1]["cache_control"]["type"] == "ephemeral"  # after the system prompt
+        marks = _dump(body).count('"cache_control"')
+        assert marks <= 4  # Anthropic takes at most four breakpoints
+    assert_append_only("anthropic-messages", bodies)
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
+def test_openai_prompt_cache_key_is_the_session_over_resume_and_fork(wire: str, tmp_path: Path) -> None:
+    with FakeProvider([*script()[:4], Turn(text="again"), Turn(text="forked")]) as fake:
+        args, env = _preset_args(fake, tmp_path, "openai", wire)
+        assert run_ketch(["-p", "plan the rename", "--yolo", *args], tmp_path, env=env).code == 0
+        assert run_ketch(["--continue", "-p", "more", "--yolo", *args], tmp_path, env=env).code == 0
+        fork = run_ketch(["--continue", "--fork", "-p", "other way", "--yolo", *args], tmp_path, env=env)
+        assert fork.code == 0, fork.stderr
+    data_dir = Path(os.environ["KETCH_DATA_DIR"])
+    [db] = list(data_dir.rglob("*.db"))
+    with sqlite3.connect(db) as conn:
+        sessions = dict(conn.execute("SELECT id, parent_id FROM sessions").fetchall())
+    [parent] = [sid for sid, up in sessions.items() if up is None]
+    assert len(sessions) == 2
+    keys = [body.get("prompt_cache_key") for body in bodies_of(fake)]
+    assert keys == ["ketch-" + parent] * 6  # one key: the resumed process and the fork keep it
+    assert_append_only(wire, bodies_of(fake)[:5])
+
+
+def test_unknown_servers_get_no_cache_fields(tmp_path: Path) -> None:
+    with FakeProvider(script()[:4]) as fake:
+        assert run_ketch(["-p", "plan the rename", "--yolo", *adhoc(fake, "openai-chat")], tmp_path).code == 0
+    for body in bodies_of(fake):
+        assert "prompt_cache_key" not in body and "cache_control" not in _dump(body)

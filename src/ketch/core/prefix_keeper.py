@@ -46,6 +46,11 @@ class PrefixKeeper:
         telemetry.event("ketch.prefix_break", **{"ketch.cause": cause})
         self._emit(ev.PrefixBreak(cause=cause))
 
+    @property
+    def last_instructions(self) -> str | None:
+        """The instructions last sent (None before the first request, or after ``forget``)."""
+        return self._instructions
+
     def instructions(self, text: str) -> None:
         """The instructions about to be sent: a change from the last ones is a break."""
         last, self._instructions = self._instructions, text

@@ -152,6 +152,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self._history_estimate: tuple[tuple[int, int], int] = ((0, -1), 0)
         self._instruction_chars: int | None = None
         """Length of the instructions last sent (the status must not rebuild them: that runs git)."""
+        self._marks: tuple[Any, dict[str, Any]] = (None, {})
         self.prefix = PrefixKeeper(getattr(instructions, "volatile", None), self._emit)
         """The state reminders and the record of prefix breaks (``core.prefix_keeper``)."""
         self.deps.emit = self._emit
@@ -251,11 +252,35 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         if self.compactor is not None:
             request_context = await self.compactor.before_request(self, ctx, request_context)
         self.prefix.remind(ctx.messages, request_context.messages)
+        if marks := self._cache_marks():
+            request_context.model_settings = {**(request_context.model_settings or {}), **marks}
+            self._instructions_before_cache_point(request_context)
         encodable_newest_request(ctx.messages, request_context.messages)
         if self._turn is not None:
             self._turn.record.live, self._turn.record.prompt_sent = ctx.messages, True
         self._persist(list(ctx.messages))
         return request_context
+
+    def _instructions_before_cache_point(self, request_context: Any) -> None:
+        """Our instructions come from a function, so the SDK takes them to vary per request and puts
+        no cache point after them; they change only when the user changes what they describe
+        (``PrefixKeeper`` reports it), so they are marked as the fixed prefix they are."""
+        params = request_context.model_request_parameters
+        parts = getattr(params, "instruction_parts", None)
+        if not parts or not any(p.dynamic and p.content == self.prefix.last_instructions for p in parts):
+            return
+        fixed = [dataclasses.replace(p, dynamic=False) if p.content == self.prefix.last_instructions else p for p in parts]
+        request_context.model_request_parameters = dataclasses.replace(params, instruction_parts=fixed)
+
+    def _cache_marks(self) -> dict[str, Any]:
+        """The prompt-cache settings of this connection and session (``providers.prompt_cache``),
+        worked out once per connection and session."""
+        key = (id(self.connection), self.session_id)
+        if self._marks[0] != key:
+            from ketch.providers.prompt_cache import cache_settings, root_session
+
+            self._marks = (key, cache_settings(self.connection, root_session(self.store, self.session_id)))
+        return self._marks[1]
 
     async def _after_request(self, ctx: RunContext[ToolDeps], *, request_context: Any, response: ModelResponse) -> ModelResponse:
         usage = response.usage
