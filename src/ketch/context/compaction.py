@@ -99,9 +99,17 @@ def _charge(session: Session) -> Callable[[ModelResponse], None]:
     return charge
 
 
-PRUNE_TARGET = 0.85
-"""Share of the prune limit a pruned request is cut to: about 15 % of the budget is then left
-for the steps that follow before the ladder has to run again."""
+PRUNE_TARGET = 0.6
+"""The low-water mark: share of the prune limit (the high-water mark) a pruned request is cut to.
+Between two compactions every request only appends to the one before, so the provider's prompt
+cache serves all of it; a compaction rewrites the history once and costs one uncached request.
+Cutting to 60 % leaves 40 % of the budget for the steps that follow, so compactions come in
+chunks, far apart, rather than one slide per step near the limit."""
+
+SUMMARY_ABOVE = 0.85
+"""A summary (an auxiliary model call that replaces whole turns) is written only when dropping
+reasoning and placeholdering older results cannot bring the request under this share of the
+prune limit; short of that, those rungs go as far toward :data:`PRUNE_TARGET` as they reach."""
 
 SUMMARY_OUTPUT_TOKENS = 4_096
 """``max_tokens`` of the summary call; the ladder keeps at most about 2,000 tokens of it."""
@@ -203,7 +211,8 @@ class Compactor:
         )
 
     async def _prune(
-        self, session: Session, messages: Sequence[ModelMessage], *, limit: int, reserved: int, warn: bool = True
+        self, session: Session, messages: Sequence[ModelMessage], *, limit: int, reserved: int, warn: bool = True,
+        summarize_above: int | None = None,
     ) -> PruneResult:
         assert self.limits is not None
         result = await prune(
@@ -213,6 +222,7 @@ class Compactor:
             summarize=self._summarizer(session),
             inline_native_from=self.inline_native_from,
             summary_chars=summary_transcript_chars(self.limits),
+            summarize_above=summarize_above,
         )
         if warn and result.summary_error is not None and self._summary_failed is None:
             turn = session._turn
@@ -250,10 +260,12 @@ class Compactor:
             self._last_estimate = estimate
             self._set_max_tokens(request_context, estimate)
             return request_context
-        # Pruned below the limit, so the next steps send an unchanged, growing prefix (and skip
-        # the ladder) instead of re-pruning, and rewriting, the whole history every step.
+        # Pruned to the low-water mark, so the next steps send an unchanged, growing prefix (and
+        # skip the ladder) until the high-water mark, instead of re-pruning, and rewriting, the
+        # history every few steps: each compaction is a prefix break, recorded with its cause.
         target = int(self.limit * PRUNE_TARGET)
-        result = await self._prune(session, request_context.messages, limit=target, reserved=reserved)
+        result = await self._prune(session, request_context.messages, limit=target, reserved=reserved,
+                                   summarize_above=int(self.limit * SUMMARY_ABOVE))
         self._last_estimate = result.tokens_after
         self._set_max_tokens(request_context, result.tokens_after)
         if not result.changed:
