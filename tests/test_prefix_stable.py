@@ -185,3 +185,48 @@ def test_unknown_servers_get_no_cache_fields(tmp_path: Path) -> None:
         assert run_ketch(["-p", "plan the rename", "--yolo", *adhoc(fake, "openai-chat")], tmp_path).code == 0
     for body in bodies_of(fake):
         assert "prompt_cache_key" not in body and "cache_control" not in _dump(body)
+
+
+def extends(wire: str, before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Whether ``after`` keeps the tools, instructions and whole history of ``before``."""
+    tools_a, system_a, items_a = split_body(wire, before)
+    tools_b, system_b, items_b = split_body(wire, after)
+    return tools_a == tools_b and system_a == system_b and items_b[: len(items_a)] == items_a
+
+
+FILES = 40
+
+
+def _reader(req: Any) -> Turn:
+    """Read the next file until every one is in, then answer (a request without tools is a summary)."""
+    from fakeprovider import tool_results
+
+    if not (req.body or {}).get("tools"):
+        return Turn(text="Summary: files were read.")
+    done = len(tool_results(req))
+    if done >= FILES:
+        return Turn(text=f"Read all {done} files.")
+    return Turn(tool_calls=[ToolCall("read_file", {"path": f"f{done:02}.txt"})])
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_long_turn_breaks_the_prefix_only_at_compactions_and_says_so(wire: str, tmp_path: Path) -> None:
+    from kettle import write_project_config
+
+    for n in range(FILES):
+        (tmp_path / f"f{n:02}.txt").write_text("".join(f"file {n} line {i}: {'x' * 60}\n" for i in range(40)))
+    write_project_config(tmp_path, "[compaction]\ncontext_window = 24000\n")
+    with FakeProvider([_reader] * (FILES + 10)) as fake:
+        run = run_ketch(["-p", "Read every file in order.", "--output-format", "stream-json", *adhoc(fake, wire)], tmp_path)
+    assert run.code == 0, run.stderr
+    events = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    assert events[-1]["type"] == "turn_finished" and events[-1]["text"] == f"Read all {FILES} files.", events[-1]
+    bodies = bodies_of(fake)
+    assert len(bodies) == FILES + 1  # no summary call: the cheap rungs were enough
+    breaks = [n for n in range(1, len(bodies)) if not extends(wire, bodies[n - 1], bodies[n])]
+    causes = [e["cause"] for e in events if e["type"] == "prefix_break"]
+    assert breaks, "the turn never needed compaction: the window is too large for this test"
+    assert len(causes) == len(breaks) and all(c.startswith("compaction (") for c in causes), (breaks, causes)
+    # chunked: between two compactions several requests only append (no one-step slide)
+    gaps = [b - a for a, b in zip([0, *breaks], breaks)]
+    assert min(gaps) >= 4, gaps
