@@ -235,6 +235,8 @@ def report(result: Result) -> dict[str, Any]:
         "ketch_session_cost_usd": ketch_cost,
         "ketch_cache_read_tokens": sum(e.get("cache_read_tokens", 0) for e in usage),
         "ketch_cache_write_tokens": sum(e.get("cache_write_tokens", 0) for e in usage),
+        "largest_request": max((c.total for c in result.counts), default=0),
+        "compactions": sum(e.get("type") == "compacted" for e in result.events),
         "prefix_breaks": len(breaks), "breaks_where": dict(where.most_common()),
         "first_breaks": [f"#{n} at {label}" for n, label, _ in breaks[:8]],
         "seconds": round(result.seconds, 1), "error": result.error,
@@ -267,6 +269,7 @@ def main() -> None:
                   f"cached share 2..N {row['cached_share']:.1%}{target}; input cost vs no cache "
                   f"{row['input_cost_vs_no_cache']:.1%} (${row['input_cost_usd']:.2f} / ${row['input_cost_uncached_usd']:.2f}); "
                   f"written {row['cache_written']:,}; ketch's cost {row['ketch_session_cost_usd']}; "
+                  f"largest request {row['largest_request']:,}; compactions {row['compactions']}; "
                   f"breaks {row['prefix_breaks']} {row['breaks_where']}; {row['seconds']} s", flush=True)
             if row["first_breaks"]:
                 print(f"{'':29} first breaks: {', '.join(row['first_breaks'])}")
