@@ -37,9 +37,10 @@ marked "assumed"):
 
 Not modelled: eviction under load, Anthropic's invalidation of message caches by a changed
 `tool_choice` or thinking setting, the 1h-before-5m ordering rule, Gemini's explicit
-`cachedContent`. Besides the cache, every request is compared with the earlier ones of its
-route at segment level: `Counts.extends` says whether it starts with a whole earlier request
-(append-only), `Counts.diverged_at` names the first segment that differs otherwise.
+`cachedContent`. Besides the cache, every request is compared at segment level with the previous
+request of its route and kind (with tools: a step; without: a side request such as a summary):
+`Counts.extends` says whether it starts with that whole request (append-only), `Counts.diverged_at`
+names the first segment that differs otherwise.
 """
 
 from __future__ import annotations
@@ -108,9 +109,9 @@ class Counts:
     written_1h: int = 0
     """Of `written`, the part written with the 1-hour TTL (Anthropic)."""
     extends: bool | None = None
-    """Starts with a whole earlier request of its route (None: the route's first request)."""
+    """Starts with the whole previous request of its route and kind (None: the first one)."""
     diverged_at: str = ''
-    """Where it departs from the earlier request it shares the longest prefix with (when not `extends`)."""
+    """Where it departs from that previous request (when not `extends`)."""
     has_tools: bool = False
     error: dict[str, Any] | None = None
 
@@ -277,8 +278,7 @@ class PromptCache:
         self.log: list[Counts] = []
         self._entries: dict[tuple[str, ...], dict[bytes, float]] = {}
         self._ttls: dict[tuple[str, ...], dict[bytes, float]] = {}
-        self._prefixes: dict[tuple[str, ...], dict[bytes, int]] = {}
-        self._fulls: dict[tuple[str, ...], set[bytes]] = {}
+        self._last: dict[tuple[str, ...], list[bytes]] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ the hook
@@ -310,26 +310,18 @@ class PromptCache:
         expiry = self._entries.get(route, {}).get(digest)
         return expiry is not None and expiry > self.clock()
 
-    def _compare(self, route: tuple[str, ...], seg: _Segments, digests: list[bytes]) -> tuple[bool | None, str]:
-        """Whether the request extends a whole earlier one of its route, else where it departs; remembered."""
-        prefixes = self._prefixes.setdefault(route, {})
-        fulls = self._fulls.setdefault(route, set())
-        first = not fulls
-        common = 0
-        for n, digest in enumerate(digests):
-            if digest not in prefixes:
-                break
-            common = n + 1
-        extends = any(digests[n] in fulls for n in range(len(digests)))
-        for digest in digests:
-            prefixes.setdefault(digest, 1)
-        if digests:
-            fulls.add(digests[-1])
-        if first:
+    def _compare(self, route: tuple[str, ...], seg: _Segments, digests: list[bytes], tools: bool) -> tuple[bool | None, str]:
+        """Whether the request starts with the whole previous request of its route and kind (with
+        tools: a step; without: a side request such as a summary), else where it departs from it."""
+        key = (*route, 'tools' if tools else 'no tools')
+        previous = self._last.get(key)
+        self._last[key] = digests
+        if previous is None:
             return None, ''
-        if extends:
+        if previous and len(previous) <= len(digests) and digests[len(previous) - 1] == previous[-1]:
             return True, ''
-        return False, seg.labels[common] if common < len(seg.labels) else '(end)'
+        common = next((n for n, (a, b) in enumerate(zip(previous, digests)) if a != b), min(len(previous), len(digests)))
+        return False, seg.labels[common] if common < len(seg.labels) else '(end: shorter than the previous request)'
 
     # ------------------------------------------------------------------ Anthropic
     def _anthropic(self, body: dict[str, Any]) -> _Plan:
@@ -343,7 +335,7 @@ class PromptCache:
         digests, ends = _digests(seg.texts, '|'.join(route))
         at = [tokens(c) for c in ends]
         total = at[-1] if at else 0
-        extends, diverged = self._compare(('compare', *route), seg, digests)
+        extends, diverged = self._compare(('compare', *route), seg, digests, bool(body.get('tools')))
         breakpoints = [n for n, mark in enumerate(seg.marks) if mark]
         hit = -1
         for b in breakpoints:
@@ -385,7 +377,7 @@ class PromptCache:
         key = body.get('prompt_cache_key')
         route = ('openai', model, key if isinstance(key, str) else '', route_head)
         digests, _ = _digests(seg.texts, 'compare')
-        extends, diverged = self._compare(('compare', wire, model, route[2]), seg, digests)
+        extends, diverged = self._compare(('compare', wire, model, route[2]), seg, digests, bool(body.get('tools')))
         ttl = ONE_DAY if body.get('prompt_cache_retention') == '24h' else FIVE_MINUTES
         plan = _Plan(Counts(wire, model, total), route)
         read = 0
@@ -408,7 +400,7 @@ class PromptCache:
         digests, ends = _digests(seg.texts, '|'.join(route))
         at = [tokens(c) for c in ends]
         total = at[-1] if at else 0
-        extends, diverged = self._compare(('compare', *route), seg, digests)
+        extends, diverged = self._compare(('compare', *route), seg, digests, bool(body.get('tools')))
         minimum = gemini_minimum(model)
         plan = _Plan(Counts('gemini', model, total), route)
         read = 0

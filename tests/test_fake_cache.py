@@ -261,3 +261,19 @@ def test_without_a_cache_the_scripted_usage_is_unchanged() -> None:
     with FakeProvider([Turn(text='a', usage=(10, 5))]) as fake:
         answer = post(f'{fake.base_url}/chat/completions', chat_body(text_of_tokens(3000), 'q'), {})
     assert answer['usage'] == {'prompt_tokens': 10, 'completion_tokens': 5, 'total_tokens': 15}
+
+
+def test_a_rewritten_history_is_a_break_even_when_it_starts_with_an_older_request() -> None:
+    """Dropping older steps (a compaction) breaks the prefix although the request still starts
+    with the first request of the session; a side request (no tools) is compared with its own kind."""
+    cache = PromptCache(clock=ManualClock())
+    system = text_of_tokens(1500)
+    assert run(cache, 'anthropic', anthropic_body(system, 0)).extends is None
+    assert run(cache, 'anthropic', anthropic_body(system, 3)).extends is True
+    pruned = anthropic_body(system, 5)
+    del pruned['messages'][1:5]  # the first two steps dropped
+    counts = run(cache, 'anthropic', pruned)
+    assert counts.extends is False and counts.diverged_at == 'messages[1] (assistant) block 0'
+    side = {**anthropic_body(system, 1), 'tools': []}
+    assert run(cache, 'anthropic', side).extends is None  # the first side request
+    assert run(cache, 'anthropic', anthropic_body(system, 6)).extends is False  # vs the pruned one, not the side request
