@@ -18,7 +18,9 @@ Scenarios:
 - ``long32k``: one turn of 300 ``read_file`` steps of 20 kB at a 32k window (no target: every
   compaction rewrites the history, and at 32k one comes every few steps).
 
-Per wire it prints: requests, the cached share of input over requests 2..N, tokens written
+Per wire it prints: requests, the cached share of input over requests 2..N and its ceiling (the
+share left when each request's growth over the previous one, its new step, is all that is not
+read: what the script allows a client that only appends), tokens written
 (Anthropic), the input cost with the cache against the same input without it (genai-prices'
 prices for the model: cache reads, 5-minute writes), ketch's own reported session cost, and the
 requests that broke the prefix (did not start with a whole earlier request) with where.
@@ -218,6 +220,10 @@ def report(result: Result) -> dict[str, Any]:
     read = sum(c.read for c in rest)
     written = sum(c.written for c in result.counts)
     share = read / total if total else 0.0
+    # What no client could get from the cache: each request's growth over the one before it (the
+    # new step), with every earlier token read. The share the script allows an append-only client.
+    growth = sum(max(0, c.total - p.total) for p, c in zip(result.counts, rest))
+    ceiling = 1 - growth / total if total else 0.0
     cost = sum(input_price(provider, model, c.total, c.read, c.written) for c in result.counts)
     uncached = sum(input_price(provider, model, c.total, 0, 0) for c in result.counts)
     breaks = [(n + 1, c.diverged_at, c.has_tools) for n, c in enumerate(result.counts) if c.extends is False]
@@ -228,7 +234,7 @@ def report(result: Result) -> dict[str, Any]:
     return {
         "wire": result.wire, "scenario": result.scenario.name, "requests": len(result.counts),
         "side_requests": sum(not c.has_tools for c in result.counts),
-        "cached_share": round(share, 4), "target": result.scenario.target,
+        "cached_share": round(share, 4), "append_only_ceiling": round(ceiling, 4), "target": result.scenario.target,
         "input_tokens_2_to_n": total, "cache_read_2_to_n": read, "cache_written": written,
         "input_cost_usd": round(cost, 4), "input_cost_uncached_usd": round(uncached, 4),
         "input_cost_vs_no_cache": round(cost / uncached, 4) if uncached else None,
@@ -266,7 +272,7 @@ def main() -> None:
                 continue
             target = f" (target {scenario.target:.0%})" if scenario.target else ""
             print(f"{scenario.name:9} {wire:19} requests {row['requests']:4} (side {row['side_requests']}), "
-                  f"cached share 2..N {row['cached_share']:.1%}{target}; input cost vs no cache "
+                  f"cached share 2..N {row['cached_share']:.1%}{target} (append-only ceiling {row['append_only_ceiling']:.1%}); input cost vs no cache "
                   f"{row['input_cost_vs_no_cache']:.1%} (${row['input_cost_usd']:.2f} / ${row['input_cost_uncached_usd']:.2f}); "
                   f"written {row['cache_written']:,}; ketch's cost {row['ketch_session_cost_usd']}; "
                   f"largest request {row['largest_request']:,}; compactions {row['compactions']}; "
