@@ -90,6 +90,8 @@ def _charge(session: Session) -> Callable[[ModelResponse], None]:
 
         session.input_tokens += response.usage.input_tokens or 0
         session.output_tokens += response.usage.output_tokens or 0
+        session.cache_read_tokens += response.usage.cache_read_tokens or 0
+        session.cache_write_tokens += response.usage.cache_write_tokens or 0
         cost = response_cost(response)
         if cost is None:
             session.cost_usd = None

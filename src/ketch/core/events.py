@@ -145,8 +145,11 @@ class Usage(_Event):
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
+    """Of `input_tokens`, read from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Of `input_tokens`, written to the provider's prompt cache (billed above the base price on Anthropic)."""
     cost_usd: float | None = None
-    """USD for this response; None when the price of the model is unknown."""
+    """USD for this response (cache reads and writes at their own prices); None when the price of the model is unknown."""
     session_cost_usd: float | None = None
 
 

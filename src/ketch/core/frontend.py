@@ -31,6 +31,10 @@ class SessionStatus:
     """Session total in USD; None once any response had an unknown price."""
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Of `input_tokens`, served from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Of `input_tokens`, written to the provider's prompt cache."""
     cwd: str = ""
     git_branch: str = ""
     tools: list[str] = field(default_factory=list)

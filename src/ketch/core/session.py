@@ -148,6 +148,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         start for a model genai-prices does not know)."""
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
+        """Of `input_tokens`, read from / written to the provider's prompt cache."""
         self.last_request_tokens = 0
         self._history_estimate: tuple[tuple[int, int], int] = ((0, -1), 0)
         self._instruction_chars: int | None = None
@@ -287,6 +290,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         cost = response_cost(response)
         self.input_tokens += usage.input_tokens or 0
         self.output_tokens += usage.output_tokens or 0
+        self.cache_read_tokens += usage.cache_read_tokens or 0
+        self.cache_write_tokens += usage.cache_write_tokens or 0
         self.last_request_tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
         if cost is None:
             self.cost_usd = None
@@ -297,6 +302,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
                 input_tokens=usage.input_tokens or 0,
                 output_tokens=usage.output_tokens or 0,
                 cache_read_tokens=usage.cache_read_tokens or 0,
+                cache_write_tokens=usage.cache_write_tokens or 0,
                 cost_usd=cost,
                 session_cost_usd=self.cost_usd,
             )

@@ -61,6 +61,7 @@ class SessionControls:
 
         self.cost_usd = 0.0 if price_known(self.model) else None
         self.input_tokens = self.output_tokens = self.last_request_tokens = 0
+        self.cache_read_tokens = self.cache_write_tokens = 0
 
     def status(self) -> SessionStatus:
         notebook = self.deps.extras.get("notebook")
@@ -80,6 +81,8 @@ class SessionControls:
             cost_usd=self.cost_usd,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
+            cache_read_tokens=self.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens,
             cwd=str(Path(self.workspace.root)),
             tools=self.active_tools(),
             todos=notebook.as_dicts() if notebook is not None else [],

@@ -16,10 +16,13 @@ def tools_panel(status: SessionStatus) -> list[str]:
 
 
 def cost_panel(status: SessionStatus) -> list[str]:
-    """Session cost and token totals."""
+    """Session cost and token totals, with the share of input the provider's prompt cache served."""
+    share = f" ({100 * status.cache_read_tokens / status.input_tokens:.1f}% of input)" if status.input_tokens else ""
     return [
         f"Session cost: {format_cost(status.cost_usd)}",
         f"  input tokens:  {status.input_tokens:,}",
+        f"    cache reads:  {status.cache_read_tokens:,}{share}",
+        f"    cache writes: {status.cache_write_tokens:,}",
         f"  output tokens: {status.output_tokens:,}",
     ]
 
