@@ -258,7 +258,7 @@ def build_instructions(state: PromptState) -> str:
         base += "\n" + "\n".join(f"- {h}" for h in hints)
     tools_body = "\n".join(f"- {name}: {desc}" if desc else f"- {name}" for name, desc in tool_lines)
     if not tool_lines:
-        tools_body = "No tools are available; answer from what you know."
+        tools_body = "No tools are available on this step; answer from what you know."
     environment = "\n".join(
         line
         for line in (
@@ -271,7 +271,7 @@ def build_instructions(state: PromptState) -> str:
     sections = [
         base,
         _section("Agent", _text(state.agent_prompt)),
-        _section("Tools available", tools_body),
+        _section("Tools available on this step", tools_body),
         _project_section(state, Path(root)),
         _section("Skills", _text(state.skills)),
         _section("Environment", environment + "\n" + VOLATILE_NOTE),
