@@ -230,3 +230,28 @@ def test_a_long_turn_breaks_the_prefix_only_at_compactions_and_says_so(wire: str
     # chunked: between two compactions several requests only append (no one-step slide)
     gaps = [b - a for a, b in zip([0, *breaks], breaks)]
     assert min(gaps) >= 4, gaps
+
+
+def test_a_subagent_gets_the_state_as_reminders_and_its_requests_only_append(tmp_path: Path) -> None:
+    from fakeprovider import reminder_texts, tool_results, user_texts
+
+    def answer(req: Any) -> Turn:
+        done = len(tool_results(req))
+        if user_texts(req)[0].startswith("LOOK"):  # the child: two reads and a todo list, then its report
+            steps = [Turn(tool_calls=[ToolCall("todo_write", {"todos": [{"content": "child step", "status": "pending"}]})]),
+                     Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"})]),
+                     Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"})]),
+                     Turn(text="CHILD REPORT")]
+            return steps[min(done, 3)]
+        return Turn(tool_calls=[ToolCall("task", {"description": "look", "prompt": "LOOK at a.txt", "kind": "worker"})]) if done == 0 else Turn(text="parent done")
+
+    (tmp_path / "a.txt").write_text("alpha\n")
+    with FakeProvider([answer] * 8) as fake:
+        run = run_ketch(["-p", "delegate", "--yolo", *adhoc(fake, "openai-chat")], tmp_path)
+    assert run.code == 0, run.stderr
+    child = [r for r in fake.model_requests if user_texts(r)[0].startswith("LOOK")]
+    assert len(child) >= 3
+    bodies = [r.body for r in child if r.body is not None]
+    assert_append_only("openai-chat", bodies)
+    assert "# Date" in reminder_texts(child[0])[0]
+    assert "child step" in reminder_texts(child[1])[-1]  # the child's own task list, the next step
