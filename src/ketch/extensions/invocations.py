@@ -172,6 +172,15 @@ def _unwrap(words: list[Word], depth: int) -> list[Invocation]:
         return []
     name = posixpath.basename(words[0].text.rstrip("/")) or words[0].text
     words = [Word(name), *words[1:]]
+    opaque = [e for e in effects(words) if e.opaque and e.kind in ("exec", "config")]
+    found = _program(name, words, depth)
+    if opaque and all(inv.program for inv in found):
+        found += _unknown([], 0, opaque[0].what)
+    return found
+
+
+def _program(name: str, words: list[Word], depth: int) -> list[Invocation]:
+    """One program's invocations, its wrappers already removed."""
     args = words[1:]
     if name in SHELLS:
         return _shell(words, depth)
@@ -185,10 +194,7 @@ def _unwrap(words: list[Word], depth: int) -> list[Invocation]:
         return [Invocation(tuple(words))] + _nested(args[0].text, depth, "trap")
     if name in ("alias", "enable", "shopt") and args or name == "hash" and any(w.text.startswith("-") and "p" in w.text for w in args):
         return _unknown(words, 1, f"{name} changes what a later command name runs")
-    opaque = [e for e in effects(words) if e.opaque and e.kind in ("exec", "config")]
     if name == "git":
-        if opaque:
-            return _git(words) + _unknown([], 0, opaque[0].what)
         return _git(words)
     if name in ("find", "fd", "fdfind"):
         return [Invocation(tuple(words))] + _exec_bodies(args, depth)
@@ -201,8 +207,6 @@ def _unwrap(words: list[Word], depth: int) -> list[Invocation]:
         return _unknown(words, 1, f"{name} inline code")
     if name in _RUNNERS:
         return [Invocation(tuple(words))] + _runner_body(name, args, depth)
-    if opaque:
-        return _unknown(words, 1, opaque[0].what)
     return [Invocation(tuple(words))]
 
 

@@ -462,4 +462,7 @@ def vouched(effect: Effect, pattern: str) -> bool:
     if not effect.trigger:
         return False
     literal = " ".join(pattern.split("*", 1)[0].split())
+    words = literal.split()
+    if words and posixpath.basename(words[0]) == effect.trigger and (len(words) < 2 or "*" not in pattern and len(words) < 2):
+        return False  # the program's own effect: "make *" does not vouch, "make test*" does
     return re.search(rf"(?:^|[\s/]){re.escape(effect.trigger)}(?:$|[\s=])", literal) is not None

@@ -190,8 +190,9 @@ def allow_blocker(parsed: ParsedCommand, root: Path | None = None) -> str:
         return f"ketch cannot parse this command ({parsed.error}), so no rule can allow it"
     if parsed.hazards:
         return "no allow rule covers it, because it has " + "; ".join(parsed.hazards[:4])
+    named = _effect_reasons(parsed)
     for inv in invocations(parsed):
-        if not inv.program:
+        if not inv.program and inv.why_unknown not in named:
             return f"no allow rule covers it, because it runs a program only known at run time ({inv.why_unknown})"
     moves = any(c.words and c.words[0].text in ("cd", "pushd", "popd") for c in parsed.commands)
     for command in parsed.commands:
@@ -208,7 +209,8 @@ def covering_allows(patterns: list[str], parsed: ParsedCommand) -> list[int] | N
     as written and as it runs (the program a wrapper runs needs its own allow: one for
     ``timeout *`` is not one for ``timeout 5 rm -rf x``), or None when some is not covered."""
     chosen: list[int] = []
-    forms = [c.words for c in parsed.commands] + [inv.words for inv in invocations(parsed)]
+    named = _effect_reasons(parsed)  # unknown only through an effect a pattern must vouch for
+    forms = [c.words for c in parsed.commands] + [inv.words for inv in invocations(parsed) if inv.program or inv.why_unknown not in named]
     for words in forms:
         if not words:
             return None
@@ -218,6 +220,13 @@ def covering_allows(patterns: list[str], parsed: ParsedCommand) -> list[int] | N
             return None
         chosen.append(index)
     return chosen or None
+
+
+def _effect_reasons(parsed: ParsedCommand) -> set[str]:
+    """What the effects of the command's programs say, to tell an invocation that is
+    unknown because of one (``python3 -m pytest``) from one that is unknown outright."""
+    forms = [c.words for c in parsed.commands] + [inv.words for inv in invocations(parsed) if inv.program]
+    return {e.what for words in forms for e in effects(words)}
 
 
 def effect_note(patterns: list[str], parsed: ParsedCommand) -> str:
