@@ -435,6 +435,9 @@ def option_paths(words: Sequence[Word]) -> list[str]:
     the deny and ask path rules look at them, and a false hit only asks."""
     found: list[str] = []
     for w in words[1:]:
+        if not w.static and w.text.startswith("~") and not re.search(r"[$`]", w.text):
+            found.append(w.text)  # a home-relative path (the path rules expand ~)
+            continue
         if not w.fixed or not w.text:
             continue
         t = w.text

@@ -233,9 +233,9 @@ class RuleSet:
     def decide(self, tool_name: str, args: Mapping[str, Any], key_arg: str) -> tuple[Action, Rule] | None:
         """The strongest matching rule (deny > ask > allow) and its action, or None."""
         candidates = [r for r in self.rules if fnmatch.fnmatchcase(tool_name, r.tool)]
-        if not candidates:
-            return None
         value = args.get(key_arg) if key_arg else None
+        if not candidates and not (key_arg == "command" and isinstance(value, str)):
+            return None
         if key_arg == "command" and isinstance(value, str):
             hits = self._shell_hits(candidates, value)
         else:
