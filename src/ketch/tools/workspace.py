@@ -22,6 +22,8 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 from pydantic_ai.exceptions import ToolFailed
 
+from ketch.tools import beneath
+
 IGNORE_FILE_NAMES = (".gitignore", ".ignore")
 """Per-directory ignore files, in increasing precedence (``.ignore`` wins, as in rg)."""
 
@@ -110,6 +112,16 @@ def _resolve_like_kernel(absolute: str, shown: str) -> str:
     return resolved
 
 
+PSEUDO_FS_ROOTS = ("/proc", "/sys", "/dev")
+"""Where Linux (and ``/dev`` on macOS) mount process and kernel state: ``/proc/*/environ``,
+``/proc/self/mem``, devices. Never a project's files; refused even in a workspace that holds
+them (started in ``/``). ``tools.beneath`` also refuses such a file system by its type."""
+
+
+def _is_pseudo_fs_path(resolved: str) -> bool:
+    return any(_is_within(resolved, root) for root in PSEUDO_FS_ROOTS)
+
+
 class Workspace:
     """The root directory of a session plus any directories the user added."""
 
@@ -178,10 +190,25 @@ class Workspace:
                 f"Path {raw!r} resolves to {resolved}, which is outside the workspace ({self.root}). "
                 "Only the workspace and directories added with --add-dir (or /add-dir) can be used."
             )
+        if _is_pseudo_fs_path(resolved):
+            raise InvalidPath(
+                f"Path {raw!r} is process or kernel state ({resolved}), which can hold keys; the file tools do not touch it."
+            )
         result = Path(resolved)
         if must_exist and not os.path.lexists(resolved):
             raise ToolFailed(f"{self.relative(result)} does not exist.")
         return result
+
+    def where(self, resolved: Path | str) -> tuple[str, str]:
+        """(workspace directory, path relative to it) of a path :meth:`resolve` returned: what
+        ``tools.beneath`` opens, in one step, beneath that directory."""
+        text = os.fspath(resolved)
+        container = self._container(text)
+        if container is None:
+            raise PathOutsideWorkspace(f"{text} is outside the workspace ({self.root}).")
+        base = str(container)
+        rel = "" if text == base else text[len(base.rstrip(os.sep)) + 1 :]
+        return base, rel
 
     def relative(self, path: Path | str) -> str:
         """How to show a path: relative to the root when under it, else absolute."""
@@ -231,47 +258,44 @@ class Workspace:
         if limit is not None and limit <= 0:
             return
         start_path = self.resolve(start, must_exist=True)
-        if not start_path.is_dir():
+        root, start_rel = self.where(start_path)
+        found = beneath.lstat(root, start_rel)
+        if found is None or not stat.S_ISDIR(found.st_mode):
             yield str(start_path)
             return
         rules = self._ancestor_rules(start_path)
         if rules and _is_ignored(rules, str(start_path), True):
             rules = ()  # an ignored directory named explicitly: its own ignore files only
         produced = 0
+        base = root.rstrip(os.sep)
         stack: list[tuple[str, _Rules, int]] = [(str(start_path), rules, 0)]
         while stack:
             directory, rules, depth = stack.pop()
-            local = _load_rules(directory, include_git_exclude=Path(directory) in self.dirs)
+            rel = "" if directory == root else directory[len(base) + 1 :]
+            listed = _list_beneath(root, rel, include_git_exclude=Path(directory) in self.dirs)
+            if listed is None:
+                continue
+            local, entries = listed
             if local is not None:
                 rules = (*rules, (directory, local))
-            try:
-                with os.scandir(directory) as scan:
-                    entries = sorted(scan, key=lambda e: e.name)
-            except OSError:
-                continue
             subdirs: list[tuple[str, _Rules, int]] = []
-            for entry in entries:
-                name = entry.name
+            for name, is_link, is_dir in entries:
                 if name in ALWAYS_SKIPPED or (not include_hidden and name.startswith(".")):
                     continue
-                try:
-                    is_link = entry.is_symlink()
-                    is_dir = entry.is_dir(follow_symlinks=False)
-                except OSError:
-                    continue
+                path = os.path.join(directory, name)
                 if is_link:
-                    target = os.path.realpath(entry.path)
+                    target = os.path.realpath(path)
                     if _has_symlink_component(target) or self._container(target) is None:
                         continue
                     is_dir = os.path.isdir(target)
-                if rules and _is_ignored(rules, entry.path, is_dir):
+                if rules and _is_ignored(rules, path, is_dir):
                     continue
                 if is_dir:
                     if not is_link and (max_depth is None or depth + 1 < max_depth):
-                        subdirs.append((entry.path, rules, depth + 1))
+                        subdirs.append((path, rules, depth + 1))
                     if not include_dirs:
                         continue
-                yield entry.path
+                yield path
                 produced += 1
                 if limit is not None and produced >= limit:
                     return
@@ -305,22 +329,75 @@ class Workspace:
         return tuple(rules)
 
 
-def _load_rules(directory: str, *, include_git_exclude: bool = False) -> GitIgnoreSpec | None:
-    """Compile the ignore files of one directory (None when there are none)."""
-    lines: list[str] = []
-    sources = [os.path.join(directory, name) for name in IGNORE_FILE_NAMES]
-    if include_git_exclude:
-        sources.insert(0, os.path.join(directory, ".git", "info", "exclude"))
-    for source in sources:
+def _read_rule_file(dirfd: int, rel: str) -> list[str]:
+    """The lines of an ignore file relative to an open directory (none when it cannot be read)."""
+    parts = rel.split("/")
+    try:
+        fd = os.dup(dirfd)
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
         try:
-            with open(source, encoding="utf-8", errors="replace") as handle:
-                lines.extend(handle.read().splitlines())
-        except OSError:
-            continue
+            file_fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        return []
+    with os.fdopen(file_fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+            return []
+        return handle.read(4 * 1024 * 1024).decode("utf-8", "replace").splitlines()
+
+
+def _rules_from(dirfd: int, *, include_git_exclude: bool) -> GitIgnoreSpec | None:
+    lines: list[str] = []
+    sources = [*((".git/info/exclude",) if include_git_exclude else ()), *IGNORE_FILE_NAMES]
+    for source in sources:
+        lines.extend(_read_rule_file(dirfd, source))
     patterns = [line for line in lines if line.strip() and not line.startswith("#")]
     if not patterns:
         return None
     return GitIgnoreSpec.from_lines(patterns)
+
+
+def _list_beneath(
+    root: str, rel: str, *, include_git_exclude: bool
+) -> tuple[GitIgnoreSpec | None, list[tuple[str, bool, bool]]] | None:
+    """(ignore rules, sorted (name, is symlink, is directory) entries) of the directory ``rel``
+    beneath ``root``, read through one descriptor opened beneath it (None when it cannot be)."""
+    try:
+        dirfd = beneath.open_dir(root, rel, readable=True)
+    except (OSError, ToolFailed):
+        return None
+    try:
+        rules = _rules_from(dirfd, include_git_exclude=include_git_exclude)
+        out: list[tuple[str, bool, bool]] = []
+        with os.scandir(dirfd) as scan:
+            for entry in scan:
+                try:
+                    out.append((entry.name, entry.is_symlink(), entry.is_dir(follow_symlinks=False)))
+                except OSError:
+                    continue
+    except OSError:
+        return None
+    finally:
+        os.close(dirfd)
+    out.sort()
+    return rules, out
+
+
+def _load_rules(directory: str, *, include_git_exclude: bool = False) -> GitIgnoreSpec | None:
+    """Compile the ignore files of one directory (None when there are none); the directory is
+    opened without following a symlink at its last step."""
+    try:
+        dirfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        return _rules_from(dirfd, include_git_exclude=include_git_exclude)
+    finally:
+        os.close(dirfd)
 
 
 def _is_ignored(rules: _Rules, path: str, is_dir: bool) -> bool:
