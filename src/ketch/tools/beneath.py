@@ -232,7 +232,12 @@ def is_pseudo_fs(fd: int) -> bool:
 def open_regular_fd(root: str, rel: str, shown: str) -> int:
     """A descriptor for reading an existing regular file beneath ``root``. Refuses FIFOs,
     devices and sockets (opened without blocking) and files of kernel state."""
-    fd = open_file(root, rel, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY, shown=shown)
+    try:
+        fd = open_file(root, rel, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY, shown=shown)
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP):  # a socket, a device with no driver
+            raise ToolFailed(f"{shown} is not a regular file (a device, pipe or socket); it cannot be read.") from None
+        raise
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):

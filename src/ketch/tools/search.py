@@ -16,6 +16,7 @@ import asyncio
 import os
 import re
 import shutil
+import stat
 import sys
 from collections import deque
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from pydantic_ai.exceptions import ToolFailed
 from ketch.tools.workspace import Workspace, compile_glob, glob_matches
 from ketch.tools.base import ToolDeps, ToolSpec
 from ketch.tools.bounded import bounded_lines
+from ketch.tools import beneath
 from ketch.tools.beneath import PathChanged
 from ketch.tools.disk import open_regular
 
@@ -302,6 +304,10 @@ async def search(
     base = workspace.resolve(path, must_exist=True)
     shown = workspace.relative(base)
     target = None if shown == "." else shown
+    found = beneath.lstat(*workspace.where(base))
+    if found is None or not (stat.S_ISDIR(found.st_mode) or stat.S_ISREG(found.st_mode)):
+        # rg would open a FIFO named outright and wait for a writer; a device or socket is no text either
+        raise ToolFailed(f"{shown} is not a regular file or directory (a device, pipe or socket); it cannot be searched.")
     files: list[_FileHits] | None = None
     stopped = False
     if rg is not None:
