@@ -19,7 +19,7 @@ from typing import Any
 
 from ketch.checkpoints.log import Checkpoint, CheckpointLog, workspace_dir
 from ketch.checkpoints.shadow import ShadowError, ShadowRepo
-from ketch.tools import beneath
+import ketch.tools.beneath as beneath
 
 DEFAULT_CAP_BYTES = 2 * 1024**3
 

@@ -63,7 +63,7 @@ class Snapshot:
 def _open_beneath(root: str, rel: str) -> BinaryIO:
     """Open a workspace file for reading beneath the root in one step (no symlink followed on
     the way, no FIFO or device): what a snapshot hashes is the workspace's own file."""
-    from ketch.tools import beneath
+    import ketch.tools.beneath as beneath
 
     return os.fdopen(beneath.open_regular_fd(root, rel, rel), "rb")
 

@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 from pydantic_ai.exceptions import ToolFailed
 
-from ketch.tools import beneath
+import ketch.tools.beneath as beneath
 
 BINARY_SNIFF_BYTES = 8192
 MAX_LINE_CHARS = 2000

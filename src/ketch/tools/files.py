@@ -24,7 +24,7 @@ from ketch.sandbox.runtime import check_file_write
 from ketch.tools.bounded import bounded_lines, cut_note
 from ketch.tools.workspace import Workspace
 from ketch.tools.base import ToolDeps, ToolSpec
-from ketch.tools import beneath
+import ketch.tools.beneath as beneath
 from ketch.tools.disk import BINARY_SNIFF_BYTES, MAX_LINE_CHARS, exists, is_binary, open_regular, read_text, write_atomic  # noqa: F401 - open_regular: search
 from ketch.tools.editor_io import EDITOR_READ_LINES, editor_of, numbered_editor_text, read_current, write_text
 from ketch.tools.listing import GLOB_COUNT_LIMIT, GLOB_LIMIT, LIST_LIMIT, glob, list_dir  # noqa: F401 - the tool list below; tests import them here

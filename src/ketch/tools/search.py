@@ -29,7 +29,7 @@ from pydantic_ai.exceptions import ToolFailed
 from ketch.tools.workspace import Workspace, compile_glob, glob_matches
 from ketch.tools.base import ToolDeps, ToolSpec
 from ketch.tools.bounded import bounded_lines
-from ketch.tools import beneath
+import ketch.tools.beneath as beneath
 from ketch.tools.beneath import PathChanged
 from ketch.tools.disk import open_regular
 
