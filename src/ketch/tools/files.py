@@ -204,9 +204,6 @@ async def read_file(ctx: RunContext[ToolDeps], path: str, offset: int = 1, limit
     resolved = workspace.resolve(path, must_exist=True)
     shown = workspace.relative(resolved)
     place = workspace.where(resolved)
-    found = beneath.lstat(*place)
-    if found is not None and stat.S_ISDIR(found.st_mode):
-        raise ToolFailed(f"{shown} is a directory; use list_dir to see what is in it.")
     if offset < 1:
         raise ToolFailed("offset is 1-based; use 1 for the first line.")
     if limit is not None and limit < 1:
