@@ -12,7 +12,9 @@ remaining arguments free:
   overwrites (``rm``, ``mv``, ``dd`` ...) gets exactly the command as written (``rm -rf build``,
   never ``rm -rf *``).
 
-The user sees the rule in full and may edit it before it is saved; ``None`` when no rule
+A program named by a path (``./run.sh``, ``/usr/bin/python3``) gets none: a rule must match
+the command both as written and as it runs (by the program's name), which one pattern
+without a wildcard in the program cannot. The user sees the rule in full and may edit it before it is saved; ``None`` when no rule
 can be proposed (then the prompt says why).
 """
 
@@ -43,6 +45,8 @@ def propose(command: str) -> tuple[str | None, str]:
         return None, "its program is only known when it runs"
     program = words[0].text
     name = posixpath.basename(program)
+    if "/" in program:  # a rule must match the command as written and as it runs (``python3``)
+        return None, f"its program is named by a path ({program}); a rule names a program by its name"
     if name in _WRAPPERS:
         return None, f"{name} runs another command"
     rest = list(words[1:])
