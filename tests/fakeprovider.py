@@ -582,6 +582,12 @@ class ResponsesLedger:
 
 
 # ---------------------------------------------------------------- server
+class _ReusePortServer(ThreadingHTTPServer):
+    """Binds a fixed port beside a test's reservation of it (SO_REUSEPORT, same user)."""
+
+    allow_reuse_port = True
+
+
 class FakeProvider:
     """The scripted server. Use as a context manager or via the `fake_provider` fixture.
 
@@ -637,8 +643,12 @@ class FakeProvider:
 
     # lifecycle -------------------------------------------------------------
     def start(self, port: int = 0) -> FakeProvider:
-        """Bind ``port`` (a free one when 0) on 127.0.0.1 and serve in a daemon thread."""
-        server = ThreadingHTTPServer(('127.0.0.1', port), _Handler)
+        """Bind ``port`` (a free one when 0) on 127.0.0.1 and serve in a daemon thread.
+
+        A given port is bound with SO_REUSEPORT, so a test can keep that port reserved
+        (bound, never listening, see ``isolation.reserved_port``) until this server holds it:
+        no other process can take it in between."""
+        server = (_ReusePortServer if port else ThreadingHTTPServer)(('127.0.0.1', port), _Handler)
         server.daemon_threads = True
         server.fake = self  # type: ignore[attr-defined]
         self._server = server

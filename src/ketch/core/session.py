@@ -43,6 +43,7 @@ from ketch.core.errors import describe_run_error
 from ketch.core.history_rejection import annotate as annotate_rejection
 from ketch.core.prefix_keeper import PrefixKeeper
 from ketch.core.encodable import encodable, encodable_newest_request
+from ketch.core.redaction import DERIVED_VIEWS, redact_value
 from ketch.core.session_approval import ApprovalBridge
 from ketch.core.session_checkpoints import CheckpointSteps
 from ketch.core.session_controls import SessionControls
@@ -133,6 +134,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self._previews: dict[str, str] = {}
         self._call_args: dict[str, dict[str, Any]] = {}
         self._output_tails = OutputTails()
+        self.key_ring: Any = None
+        """The keys this run holds (``core/keyring.py``): removed from every view derived from a
+        tool's input or output (its arguments as shown, a diff, a preview, a summary)."""
         """The last lines of each running command's live output, for its brief result."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._background_to = background
@@ -222,6 +226,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             self._output_tails.add(event.call_id, event.text, event.stream)
         if not isinstance(event, _NOT_STORED):  # (streamed fragments are valid text, and many)
             event = encodable(event)  # a file name that is not UTF-8 in a tool summary, say
+            if self.key_ring is not None and isinstance(event, DERIVED_VIEWS):
+                event = redact_value(event, self.key_ring)  # a diff, a preview or a summary of a call
             if isinstance(event, ev.Compacted):
                 telemetry.event("ketch.compaction", **{"ketch.stage": event.stage, "ketch.tokens_before": event.tokens_before,
                                                        "ketch.tokens_after": event.tokens_after})

@@ -203,6 +203,7 @@ class ChildWiring:
             background=parent._background,  # the child's after-tool hooks outlive it; the parent awaits them
         )
         child.auto_title = False  # a child is never a stored session
+        child.key_ring = parent.key_ring  # its diffs, previews and summaries redacted as the parent's
         if parent.hooks is not None:
             child.hooks = ChildHooks(parent.hooks)
         return child
