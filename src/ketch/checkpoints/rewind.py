@@ -124,6 +124,8 @@ def prompt_positions(messages: list[Any]) -> list[tuple[int, str]]:
     """(message index, text) of each user prompt in a history; compaction summaries are not prompts."""
     from pydantic_ai.messages import ModelRequest, UserPromptPart
 
+    from ketch.context.reminders import is_reminder
+
     from ketch.context.prune import SUMMARY_HEADER
 
     found = []
@@ -131,7 +133,7 @@ def prompt_positions(messages: list[Any]) -> list[tuple[int, str]]:
         if not isinstance(message, ModelRequest):
             continue
         for part in message.parts:
-            if isinstance(part, UserPromptPart):
+            if isinstance(part, UserPromptPart) and not is_reminder(part):
                 text = part.content if isinstance(part.content, str) else " ".join(str(c) for c in part.content if isinstance(c, str))
                 if not text.startswith(SUMMARY_HEADER):
                     found.append((index, text))

@@ -341,6 +341,8 @@ class SubagentRunner:
         parent = self.parent
         parent.input_tokens += usage.input_tokens
         parent.output_tokens += usage.output_tokens
+        parent.cache_read_tokens += usage.cache_read_tokens
+        parent.cache_write_tokens += usage.cache_write_tokens
         if usage.cost_usd is None:
             parent.cost_usd = None
         elif parent.cost_usd is not None:

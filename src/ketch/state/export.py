@@ -115,9 +115,11 @@ def render_markdown(session: SessionRow, messages: Sequence[ModelMessage], event
 
     from pydantic_ai import messages as m
 
+    from ketch.context.reminders import is_reminder
+
     for message in messages:
         for part in message.parts:
-            if isinstance(part, m.UserPromptPart):
+            if isinstance(part, m.UserPromptPart) and not is_reminder(part):
                 heading("User")
                 out.extend([_as_text(part.content).strip(), ""])
             elif isinstance(part, m.TextPart) and part.content.strip():
