@@ -310,3 +310,35 @@ def test_an_image_swapped_after_it_was_found_is_read_once_without_blocking(tmp_p
         shot.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * (MAX_IMAGE_BYTES + 1))
     with pytest.raises(AttachmentError):
         read_image(ref)
+
+
+async def test_the_approval_preview_of_a_write_holds_no_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interactive gate asks for a write whose diff would show a held key (the file holds
+    it on a context line, and the new text adds it again): the preview it shows is redacted."""
+    import argparse
+
+    from ketch.core import events as ev
+    from ketch.frontends.assemble import build_session
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "env.txt").write_text(f"A=1\nTOKEN={HELD}\nB=2\n")
+    monkeypatch.setenv("HELD_ENV", HELD)
+    calls = [ToolCall("edit_file", {"path": "env.txt", "old_string": "B=2", "new_string": f"B={HELD}"})]
+    with FakeProvider([Turn(tool_calls=calls), Turn(text="done")]) as fake:
+        args = argparse.Namespace(cwd=str(ws), base_url=fake.base_url, wire=WIRE, model="fake-model", yolo=False,
+                                  sandbox=None, approval="ask", api_key_env="HELD_ENV")
+        session = await build_session(args, interactive=True)
+        seen: list[object] = []
+        try:
+            async for event in session.run_turn("go"):
+                seen.append(event)
+                if isinstance(event, ev.ApprovalRequested):
+                    session.decide(event.request_id, "allow", "")
+        finally:
+            await session.aclose()
+    [request] = [e for e in seen if isinstance(e, ev.ApprovalRequested)]
+    assert "[key removed by ketch]" in request.preview and HELD not in request.preview, request.preview
+    assert HELD not in repr(request.args)
+    assert all(HELD not in repr(e) for e in seen if isinstance(e, (ev.ToolCallStarted, ev.ToolCallFinished)))
+    assert (ws / "env.txt").read_text() == f"A=1\nTOKEN={HELD}\nB={HELD}\n"  # the write itself happened
