@@ -59,6 +59,10 @@ class Approval:
     agent: str = ""
     """The subagent asking, when not the main agent."""
     reason: str = ""
+    cwd: str = ""
+    sandbox: str = ""
+    rule_proposal: str = ""
+    no_rule_because: str = ""
 
 
 @dataclass
@@ -133,7 +137,9 @@ class FakeSession:
                 self._futures[step.request_id] = fut
                 yield ApprovalRequested(request_id=step.request_id, call_id=step.request_id,
                                         name=step.name, args=step.args, preview=step.preview,
-                                        agent=step.agent, reason=step.reason)
+                                        agent=step.agent, reason=step.reason, cwd=step.cwd,
+                                        sandbox=step.sandbox, rule_proposal=step.rule_proposal,
+                                        no_rule_because=step.no_rule_because)
                 decision, reason = await fut
                 yield ApprovalResolved(call_id=step.request_id, name=step.name, decision=decision,
                                        by="user", reason=reason)
