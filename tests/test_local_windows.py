@@ -1,0 +1,126 @@
+"""Local models with small windows: windows measured, counts calibrated, each server's dialect.
+
+Against fakes that play a real local server's part: llama.cpp's ``/props`` (or Ollama's
+``/api/show``) behind a plain ``--base-url``, a server answering 503 "Loading model" for its
+first asks, llama-cpp-python's Chat rules (string ``content``, only ``max_tokens`` bounds the
+output), and a tokenizer that counts more than ketch's chars/4 with the window enforced on
+prompt plus output cap.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
+from kettle import adhoc, run_ketch
+from servertools import strict_lines
+
+from ketch.providers import stream_refusal
+
+LOADING = {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+
+
+@pytest.fixture(autouse=True)
+def fresh_switches() -> None:
+    stream_refusal._SWITCHES.clear()
+
+
+def _notices(events: list[dict[str, Any]]) -> list[str]:
+    return [e["text"] for e in events if e["type"] == "notice"]
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
+@pytest.mark.parametrize("server", ["llamacpp", "ollama"])
+def test_a_base_url_server_tells_its_window_and_the_cap_follows(server: str, wire: str, tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="hi")]) as fake:
+        if server == "llamacpp":
+            fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1})
+        else:
+            fake.serve_json("/api/show", {"parameters": "num_ctx 8192", "model_info": {"qwen2.context_length": 40960}})
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, wire)], tmp_path)
+    assert run.code == 0, run.stderr
+    events = strict_lines(run.stdout)
+    assert any("context window of 8,192 tokens" in n for n in _notices(events))
+    (request,) = fake.model_requests
+    cap = request.body.get("max_tokens") or request.body.get("max_output_tokens")
+    assert cap == 8192 // 4  # a quarter of the server's window, not the 32,000 of an assumed 128k
+    assert "max_completion_tokens" not in request.body
+
+
+def test_vllm_models_metadata_gives_the_window(tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="hi")], models=["m"]) as fake:
+        fake.serve_json("/v1/models", {"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 6000}]})
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, "openai-chat", "m")], tmp_path)
+    assert run.code == 0, run.stderr
+    assert any("context window of 6,000 tokens" in n for n in _notices(strict_lines(run.stdout)))
+    assert fake.model_requests[0].body["max_tokens"] == 1500
+
+
+def test_a_loading_server_is_waited_out_with_a_notice(tmp_path: Path) -> None:
+    """llama.cpp answers every endpoint 503 "Loading model" until the model is in memory."""
+    asks = 5
+    with FakeProvider([Turn(text="loaded and answering")]) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 8192}})
+        fake.fail_path("/props", 503, LOADING, times=asks)  # then the route answers
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path,
+                        env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr
+    events = strict_lines(run.stdout)
+    notices = _notices(events)
+    assert any("is loading its model" in n and "Loading model" in n for n in notices), notices
+    assert any("has loaded" in n for n in notices), notices
+    props = [r for r in fake.requests if r.path == "/props"]
+    assert len(props) >= asks + 1
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == "loaded and answering"
+
+
+def test_a_failed_read_is_tried_again_at_the_next_turn(tmp_path: Path) -> None:
+    from ketch.core.config import load_config, resolve_connection
+    from ketch.context.compaction import Compactor
+    from ketch.providers.wiring import ServerWindowReader
+    import asyncio
+
+    with FakeProvider() as fake:
+        conn = resolve_connection(load_config(tmp_path), "fake-model", base_url=fake.base_url, wire="openai-chat")
+        compactor = Compactor(connection=conn)
+        said: list[tuple[str, str]] = []
+        reader = ServerWindowReader(conn=conn, compactor=compactor, notify=lambda level, text: said.append((level, text)))
+        asyncio.run(reader.before_run(None))
+        assert compactor.window == 128_000 and said[0][0] == "warning"
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 4096}})
+        asyncio.run(reader.before_run(None))
+        assert compactor.window == 4096 and compactor.limits.max_output == 1024
+        asyncio.run(reader.before_run(None))
+    assert len([r for r in fake.requests if r.path == "/props"]) == 2  # read once it answered, not again
+    assert [level for level, _ in said] == ["warning", "info"]
+
+
+def test_llama_cpp_python_runs_a_tool_turn_through_the_whole_answer_fallback(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    script = [Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"})]), Turn(text="It says alpha.")]
+    with FakeProvider(script, refuse_stream_with_tools="broken", llama_cpp_python=True) as fake:
+        fake.serve_json("/v1/models", {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        run = run_ketch(["-p", "read a.txt", "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path,
+                        env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr + run.stdout
+    events = strict_lines(run.stdout)
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == "It says alpha."
+    assert [r.stream for r in fake.model_requests] == [True, False, False]
+    last = fake.model_requests[-1].body
+    [assistant] = [m for m in last["messages"] if m["role"] == "assistant"]
+    assert assistant["content"] == "" and assistant["tool_calls"]
+    assert "alpha" in tool_results(fake.model_requests[-1])[0][1]
+    assert all(isinstance(cap, int) and cap > 0 for cap in fake.output_caps), fake.output_caps
+    assert all("max_completion_tokens" not in r.body for r in fake.model_requests)
+
+
+def test_the_fake_refuses_null_content_as_llama_cpp_python_does() -> None:
+    from fakeprovider import llama_cpp_python_problem
+
+    body = {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": None, "tool_calls": []}]}
+    assert "'messages', 1," in (llama_cpp_python_problem(body) or "")
+    body["messages"][1]["content"] = ""
+    assert llama_cpp_python_problem(body) is None
