@@ -124,3 +124,56 @@ def test_the_fake_refuses_null_content_as_llama_cpp_python_does() -> None:
     assert "'messages', 1," in (llama_cpp_python_problem(body) or "")
     body["messages"][1]["content"] = ""
     assert llama_cpp_python_problem(body) is None
+
+
+# ---------------------------------------------------------------- long turns in small windows
+FACTOR = 1.4
+"""The fake's tokenizer counts 1.4 × ketch's chars/4, as a small local model's did."""
+
+
+def _write_files(root: Path, count: int, lines: int = 40) -> None:
+    for n in range(count):
+        body = "".join(f"log {n:03} line {i:03}: event {n * 1000 + i} happened here\n" for i in range(lines))
+        (root / f"f{n:03}.txt").write_text(body)
+
+
+class Reader:
+    """One read per step, ``steps`` of them, then an answer; a request without tools is the
+    summary call, which answers with what it was given (so its content can be checked)."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps, self.step, self.summaries = steps, 0, []
+
+    def __call__(self, req: Any) -> Turn:
+        if not (req.body or {}).get("tools"):
+            seen = sorted(set(__import__("re").findall(r"f\d{3}\.txt", json.dumps(req.body))))
+            self.summaries.append(seen)
+            return Turn(text=f"Summary: the user asked to read the logs; files read so far: {', '.join(seen)}.")
+        n = self.step
+        self.step += 1
+        if n >= self.steps:
+            return Turn(text=f"Read all {n} files.")
+        return Turn(tool_calls=[ToolCall("read_file", {"path": f"f{n:03}.txt"})])
+
+
+def _long_turn(tmp_path: Path, wire: str, window: int, steps: int = 30) -> tuple[FakeProvider, Reader, list[dict[str, Any]]]:
+    _write_files(tmp_path, steps)
+    reader = Reader(steps)
+    with FakeProvider([reader] * (steps + 40), window=window, chars_per_token=4 / FACTOR, count_usage=True,
+                      strict_responses=False) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": window}})
+        run = run_ketch(["-p", "Read every log file in order.", "--output-format", "stream-json", "--max-steps", "80",
+                         *adhoc(fake, wire)], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr[-2000:] + run.stdout[-2000:]
+    return fake, reader, strict_lines(run.stdout)
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
+@pytest.mark.parametrize("window", [8192, 4096])
+def test_a_30_step_turn_stays_inside_a_small_window(wire: str, window: int, tmp_path: Path) -> None:
+    fake, reader, events = _long_turn(tmp_path, wire, window)
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == "Read all 30 files.", events[-1]
+    over = [(n, tokens, cap) for n, (tokens, cap) in enumerate(fake.counted) if tokens + (cap or 0) > window]
+    assert not [o for o in over if o[0] > 0], (over, fake.counted)
+    if window == 4096:
+        assert reader.summaries and all(reader.summaries), reader.summaries  # each summary saw real content

@@ -71,6 +71,11 @@ class ServerWindowReader(AbstractCapability[Any]):
         if reading.window is not None:
             self.done = True
             self.compactor.use_server_window(reading.window)
+            if reading.url.endswith("/props"):  # llama.cpp: it counts tokens too (POST /tokenize)
+                from ketch.context.calibration import llamacpp_counter
+                from ketch.providers.server_window import server_root
+
+                self.compactor.calibration.counter = llamacpp_counter(server_root(conn.base_url), api_key=conn.api_key)
             self._say("info", f"{conn.name} runs {conn.model_name} with a context window of {reading.window:,} tokens ({reading.url})")
         elif not self.warned:
             self.warned = True
@@ -116,10 +121,14 @@ class ServerBehaviour:
     _strict: StrictToolArguments = field(default_factory=StrictToolArguments)
     _streams: StreamRefusalFallback | None = None
     _window: ServerWindowReader | None = None
+    _profile: Any = None
 
     def __post_init__(self) -> None:
+        from ketch.context.small_window import SmallWindowProfile
+
         self._streams = StreamRefusalFallback(switch=switch_for(connection_key(self.conn)), name=self.conn.name)
         self._window = ServerWindowReader(conn=self.conn, config=self.config)
+        self._profile = SmallWindowProfile()
 
     def capabilities(self) -> list[AbstractCapability[Any]]:
         caps: list[AbstractCapability[Any]] = [self._strict]
@@ -127,10 +136,12 @@ class ServerBehaviour:
             caps.append(self._streams)
         if self._window is not None:
             caps.append(self._window)
+        caps.append(self._profile)  # after the window reader: it decides on the window read
         return caps
 
-    def attach(self, session: Any) -> None:
-        """Route the capabilities' notices to ``session`` and give the window to its budget."""
+    def attach(self, session: Any, sources: Any = None) -> None:
+        """Route the capabilities' notices to ``session``, give the window to its budget, and
+        let the small-window profile narrow its tools and ``sources``' instructions."""
         from ketch.core import events as ev
 
         def notify(level: str, text: str) -> None:
@@ -141,6 +152,7 @@ class ServerBehaviour:
         if self._window is not None:
             self._window.compactor = session.compactor
             self._window.notify = notify
+        self._profile.session, self._profile.sources, self._profile.notify = session, sources, notify
 
 
 def asks_server(conn: Connection, config: Config) -> bool:
