@@ -177,3 +177,87 @@ def test_a_30_step_turn_stays_inside_a_small_window(wire: str, window: int, tmp_
     assert not [o for o in over if o[0] > 0], (over, fake.counted)
     if window == 4096:
         assert reader.summaries and all(reader.summaries), reader.summaries  # each summary saw real content
+
+
+def test_anthropic_thinking_fits_a_4k_window(tmp_path: Path) -> None:
+    from kettle import write_project_config
+
+    with FakeProvider([Turn(text="hi")], window=4096) as fake:
+        write_project_config(tmp_path, "[compaction]\ncontext_window = 4096\n")
+        run = run_ketch(["-p", "hi", "--think", "low", *adhoc(fake, "anthropic-messages", "claude-sonnet-4-5")], tmp_path,
+                        env={"ANTHROPIC_API_KEY": "sk-ant-test-1234567890", "KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr
+    body = fake.model_requests[0].body
+    thinking = body.get("thinking") or {}
+    assert body["max_tokens"] < 4096, body["max_tokens"]  # not 2,048 + 4,096
+    assert thinking.get("type") == "disabled" or 1024 <= thinking.get("budget_tokens", 0) < body["max_tokens"], thinking
+    assert not fake.rejections, fake.rejections  # input + max_tokens inside the window
+
+
+def test_fit_output_keeps_the_full_budget_where_it_fits_and_lowers_it_where_not() -> None:
+    from ketch.context.windows import fit_output, limits_for
+
+    big = limits_for("claude-sonnet-4-5")
+    assert fit_output(big, 10_000, "anthropic-messages", {"thinking": "low"})["max_tokens"] >= 2048 + 4096
+    small = limits_for("claude-sonnet-4-5", context_window=4096)
+    settings = fit_output(small, 1_500, "anthropic-messages", {"thinking": "low"})
+    room = 4096 - small.margin - 1_500
+    assert settings["max_tokens"] <= room and settings["anthropic_thinking"]["budget_tokens"] == room // 2
+    assert fit_output(small, 2_800, "anthropic-messages", {"thinking": "low"})["anthropic_thinking"] == {"type": "disabled"}
+    assert "anthropic_thinking" not in fit_output(small, 1_500, "openai-chat", {"thinking": "low"})
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
+def test_an_answer_that_used_the_whole_cap_is_cut_though_the_server_says_completed(wire: str, tmp_path: Path) -> None:
+    def at_the_cap(request: Any) -> Turn:
+        body = request.body or {}
+        cap = body.get("max_tokens") or body.get("max_output_tokens")
+        return Turn(text="The answer goes on and", usage=(50, cap))  # reported as completed / stop
+
+    with FakeProvider([at_the_cap]) as fake:
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, wire)], tmp_path)
+    assert run.code == 0, run.stderr
+    events = strict_lines(run.stdout)
+    assert events[-1]["reason"] == "max_tokens", events[-1]
+    assert any("cut at the model's output limit" in n for n in _notices(events))
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses", "anthropic-messages"])
+def test_an_empty_answer_is_reported_plainly(wire: str, tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="")] * 3) as fake:
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, wire)], tmp_path,
+                        env={"ANTHROPIC_API_KEY": "sk-ant-test-1234567890"})
+    [error] = [e for e in strict_lines(run.stdout) if e["type"] == "error"]
+    assert "answered with nothing" in error["message"] and "retries" not in error["message"], error
+    assert run.code == 1
+
+
+def test_llama_cpp_python_s_validation_error_reads_as_one_line_and_names_the_message(tmp_path: Path) -> None:
+    """Before string content was sent, every tool turn after the whole-answer fallback died so."""
+    from fakeprovider import llama_cpp_python_problem
+
+    problem = llama_cpp_python_problem({"messages": [{"role": "user", "content": "x"}, {"role": "user", "content": "y"},
+                                                     {"role": "assistant", "content": None}]})
+    error_body = {"error": {"message": problem, "type": "internal_server_error"}}
+    script = [Turn(text="first answer"), Turn(status=500, error_body=error_body)]
+    with FakeProvider(script) as fake:
+        assert run_ketch(["-p", "hi", *adhoc(fake, "openai-chat")], tmp_path, env={"KETCH_MAX_RETRIES": "0"}).code == 0
+        run = run_ketch(["-p", "again", "--continue", "--output-format", "stream-json", *adhoc(fake, "openai-chat")],
+                        tmp_path, env={"KETCH_MAX_RETRIES": "0"})
+    [error] = [e for e in strict_lines(run.stdout) if e["type"] == "error"]
+    message = error["message"]
+    assert "messages[2].content: Input should be a valid string" in message, message
+    assert "{'" not in message and "it names messages[2] of the request" in message, message
+    assert "\n" not in message
+
+
+def test_a_window_too_small_even_for_the_compact_profile_says_what_does_not_fit(tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="never")] * 4, window=1500, chars_per_token=4 / FACTOR) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 1500}})
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path,
+                        env={"KETCH_MAX_RETRIES": "0"})
+    events = strict_lines(run.stdout)
+    [error] = [e for e in events if e["type"] == "error"]
+    assert "instructions and tool schemas alone take about" in error["message"], error
+    assert "larger context" in error["message"] and "Run /compact" not in error["message"]
+    assert any("compact profile" in n for n in _notices(events))

@@ -30,7 +30,7 @@ from ketch.context.budget import (
 from ketch.context.calibration import Calibration, CalibrationObserver
 from ketch.context.overflow import context_length_counts
 from ketch.context.prune import ITEM_REPLAY_PROVIDERS, PruneResult, Summarize, prune
-from ketch.context.windows import Limits, limits_for, limits_for_connection, thinking_floor
+from ketch.context.windows import Limits, fit_output, limits_for, limits_for_connection
 from ketch.core import events as ev
 
 if TYPE_CHECKING:
@@ -273,9 +273,7 @@ class Compactor:
         settings = dict(request_context.model_settings or {})
         model = request_context.model
         wire = "anthropic-messages" if getattr(model, "system", "") == "anthropic" else ""
-        floor = thinking_floor(wire, settings.get("thinking"))
-        settings["max_tokens"] = max(self.limits.max_tokens_for(input_tokens), floor)
-        request_context.model_settings = settings
+        request_context.model_settings = fit_output(self.limits, input_tokens, wire, settings)
 
     async def before_request(self, session: Session, ctx: Any, request_context: Any) -> Any:
         """Prune the history about to be sent when it would pass the threshold, and set the
@@ -310,8 +308,8 @@ class Compactor:
         ctx.messages[:] = result.messages
         session.history_rewritten = True
         turn = session._turn
-        if turn is not None and not turn.compacted:
-            turn.compacted = True
+        if turn is not None and not turn.compacted and result.tokens_after < result.tokens_before:
+            turn.compacted = True  # (a ladder that could take nothing away is not reported as a compaction)
             session._emit(ev.Compacted(tokens_before=result.tokens_before, tokens_after=result.tokens_after, stage=result.stage))
         return request_context
 

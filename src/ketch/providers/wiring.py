@@ -137,6 +137,9 @@ class ServerBehaviour:
         if self._window is not None:
             caps.append(self._window)
         caps.append(self._profile)  # after the window reader: it decides on the window read
+        from ketch.core.endings import counted_cut_capability
+
+        caps.append(counted_cut_capability())
         return caps
 
     def attach(self, session: Any, sources: Any = None) -> None:
