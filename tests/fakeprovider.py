@@ -602,6 +602,8 @@ class FakeProvider:
             naming `('body', 'messages', N, ...)`), and only `max_tokens` bounds the output
             (`max_completion_tokens` is ignored); each Chat request's honoured cap (None:
             unbounded) is kept in `output_caps`.
+        tokenize: serve llama.cpp's `POST /tokenize` (`{"content": text}` → `{"tokens": [...]}`), one
+            token per `chars_per_token` characters of the text.
         count_usage: report the input tokens as the window rule counts them (`counted_input`)
             as each answer's prompt tokens, instead of the turn's scripted `usage`, as a real
             server reports what its tokenizer counted.
@@ -611,7 +613,8 @@ class FakeProvider:
                  *, strict_responses: bool = True, exact_paths: bool = False,
                  refuse_stream_with_tools: str = '', strict_json: bool = False, window: int | None = None,
                  input_limit: int | None = None, chars_per_token: float = 3.5, llama_cpp_python: bool = False,
-                 count_usage: bool = False) -> None:
+                 count_usage: bool = False, tokenize: bool = False) -> None:
+        self.tokenize = tokenize
         self.llama_cpp_python = llama_cpp_python
         self.output_caps: list[int | None] = []
         self.count_usage = count_usage
@@ -794,6 +797,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(failure[0], failure[1] or default_error_body(wire, failure[0]))
             elif route is not None:
                 self._json(route[0], route[1])
+            elif self.fake.tokenize and path == '/tokenize' and self.command == 'POST':
+                content = (body or {}).get('content') if isinstance(body, dict) else None
+                count = int(len(content) / self.fake.chars_per_token) + 1 if isinstance(content, str) else 0
+                self._json(200, {'tokens': list(range(count))})
             elif self.fake.exact_paths and path.rstrip('/') not in _EXACT:
                 self._json(404, {'error': {'code': 404, 'message': 'File Not Found', 'type': 'not_found_error'}})
             elif (failure := self.fake._take_failure(path)) is not None:

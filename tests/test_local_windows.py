@@ -261,3 +261,43 @@ def test_a_window_too_small_even_for_the_compact_profile_says_what_does_not_fit(
     assert "instructions and tool schemas alone take about" in error["message"], error
     assert "larger context" in error["message"] and "Run /compact" not in error["message"]
     assert any("compact profile" in n for n in _notices(events))
+
+
+@pytest.mark.parametrize("tokenize", [False, True])
+def test_llama_cpp_s_own_count_sizes_the_first_request(tokenize: bool, tmp_path: Path) -> None:
+    """Before any answer has reported a count, /tokenize is what corrects chars/4: a first
+    prompt of ~4,750 estimated tokens (6,600 as the server counts) gets a cap that fits."""
+    prompt = "Please look at this: " + ("the quick brown fox jumps over the lazy dog; " * 360)
+    with FakeProvider([Turn(text="ok")] * 3, window=8192, chars_per_token=4 / FACTOR, tokenize=tokenize) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 8192}})
+        run = run_ketch(["-p", prompt, "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path,
+                        env={"KETCH_MAX_RETRIES": "0"})
+    paths = [r.path for r in fake.requests]
+    assert paths.index("/tokenize") < paths.index("/v1/chat/completions")
+    tokens, cap = fake.counted[0]
+    if tokenize:
+        assert tokens + cap <= 8192 and not fake.rejections, fake.counted
+        assert strict_lines(run.stdout)[-1]["reason"] == "done"
+    else:  # the server cannot count: the estimate alone asks for more than the window
+        assert tokens + cap > 8192, fake.counted
+
+
+def test_calibration_takes_the_largest_recent_ratio_and_never_goes_below_one() -> None:
+    from ketch.context.calibration import KEEP, Calibration
+
+    c = Calibration()
+    assert c.ratio == 1.0 and c.scale(1000) == 1000
+    c.observe(1000, 800)  # a server that counts less keeps the estimate
+    assert c.ratio == 1.0
+    c.observe(1000, 1400)
+    c.observe(1000, 1200)
+    assert c.ratio == 1.4 and c.scale(1000) == 1400 and c.unscale(1400) == 1000
+    c.observe(10, 100)  # too small a request to say anything
+    c.observe(1000, None)
+    c.observe(1000, True)  # not a count
+    assert c.ratio == 1.4
+    for _ in range(KEEP):
+        c.observe(1000, 1100)
+    assert c.ratio == 1.1  # the old, larger ratio has gone out of the window
+    c.reset()
+    assert c.ratio == 1.0 and not c.observed
