@@ -301,3 +301,44 @@ def test_calibration_takes_the_largest_recent_ratio_and_never_goes_below_one() -
     assert c.ratio == 1.1  # the old, larger ratio has gone out of the window
     c.reset()
     assert c.ratio == 1.0 and not c.observed
+
+
+@pytest.mark.parametrize("choice", ["Use the compact profile", "Keep the full profile"])
+def test_the_interactive_session_offers_the_compact_profile(choice: str, tmp_path: Path) -> None:
+    import asyncio
+    from types import SimpleNamespace
+
+    from ketch.frontends.assemble import build_session
+
+    async def turn(fake: FakeProvider) -> list[Any]:
+        from kettle import write_project_config
+
+        write_project_config(tmp_path, f'[connections.local]\npreset = "llamacpp"\nbase_url = "{fake.base_url}"\n')
+        args = SimpleNamespace(model="local:qwen3", cwd=str(tmp_path), add_dir=[], yolo=False)
+        session = await build_session(args, interactive=True)
+        events = []
+        try:
+            async for event in session.run_turn("hello"):
+                events.append(event)
+                if event.type == "ask_requested":
+                    assert event.choices == ["Use the compact profile", "Keep the full profile"]
+                    session.answer(event.request_id, choice)
+            return events
+        finally:
+            await session.aclose()
+
+    with FakeProvider([Turn(text="hi")], models=["qwen3"]) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 4096}})
+        events = asyncio.run(turn(fake))
+    assert [e for e in events if e.type == "ask_requested"]
+    offered = [t["function"]["name"] for t in fake.model_requests[0].body["tools"]]
+    if choice.startswith("Use"):
+        assert sorted(offered) == sorted(["read_file", "edit_file", "write_file", "list_dir", "grep", "shell"])
+        from fakeprovider import instructions
+
+        text = instructions(fake.model_requests[0])
+        assert "- read_file" in text and "git_status" not in text and "todo_write" not in text  # prompt and wire agree
+        descriptions = [t["function"].get("description", "") for t in fake.model_requests[0].body["tools"]]
+        assert all(d.count(". ") == 0 and len(d) <= 120 for d in descriptions), descriptions
+    else:
+        assert len(offered) > 6

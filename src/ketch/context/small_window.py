@@ -14,8 +14,8 @@ switches to the compact profile, with a notice:
   dropped from the schema;
 - the short instructions :data:`ketch.core.prompt.COMPACT_PROMPT` instead of the full ones.
 
-``[compaction] small_window_profile = false`` is not a key yet: the profile is taken whenever the
-full one does not fit, in the interactive app as headless (the notice says what changed).
+Headless the compact profile is taken with a warning; the interactive app (and an ACP client) asks
+first (the full profile may still be wanted, say for a model that will be given a larger window).
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ PROFILE_SHARE = 0.4
 
 COMPACT_TOOLS = ("read_file", "edit_file", "write_file", "list_dir", "grep", "shell")
 """The tools of the compact profile: read, search, change, run."""
+
+COMPACT, FULL = "Use the compact profile", "Keep the full profile"
+"""The choices the interactive app offers (Esc takes the compact one: the full one cannot fit)."""
 
 _SENTENCE = re.compile(r"(.+?[.!?])(?:\s|$)", re.S)
 
@@ -98,16 +101,25 @@ class SmallWindowProfile(AbstractCapability[Any]):
         full = self.full_tokens()
         if full <= window * PROFILE_SHARE:
             return
+        why = (f"ketch's full instructions and tools take about {full:,} tokens of this model's {window:,}-token "
+               f"window, more than {PROFILE_SHARE:.0%}")
+        if getattr(session, "interactive", False):
+            answer = await session._ask("", f"{why}. Use the compact profile (tools {', '.join(COMPACT_TOOLS)}, "
+                                        "short descriptions and instructions)?", [COMPACT, FULL])
+            if answer == FULL:
+                self._say("info", f"{why}; keeping the full profile, as asked")
+                return
         self.active = True
         session.tool_ceiling = COMPACT_TOOLS
         self.sources.compact = True
+        self._say("warning", (
+            f"{why}; using the compact profile: tools {', '.join(COMPACT_TOOLS)} with short descriptions, and "
+            "short instructions. For the full profile, run the model with a larger context (llama.cpp -c, Ollama num_ctx)"
+        ))
+
+    def _say(self, level: str, text: str) -> None:
         if self.notify is not None:
-            self.notify("warning", (
-                f"ketch's full instructions and tools take about {full:,} tokens of this model's {window:,}-token "
-                f"window, more than {PROFILE_SHARE:.0%}; using the compact profile: tools "
-                f"{', '.join(COMPACT_TOOLS)} with short descriptions, and short instructions. For the full "
-                "profile, run the model with a larger context (llama.cpp -c, Ollama num_ctx)"
-            ))
+            self.notify(level, text)
 
     async def prepare_tools(self, ctx: Any, tool_defs: list[Any]) -> list[Any]:
         if not self.active:
