@@ -603,7 +603,8 @@ class FakeProvider:
             (`max_completion_tokens` is ignored); each Chat request's honoured cap (None:
             unbounded) is kept in `output_caps`.
         tokenize: serve llama.cpp's `POST /tokenize` (`{"content": text}` → `{"tokens": [...]}`), one
-            token per `chars_per_token` characters of the text.
+            token per `chars_per_token` characters of the text, and Anthropic's `POST
+            /v1/messages/count_tokens` (`{"input_tokens": N}`, counted as the window rule counts).
         count_usage: report the input tokens as the window rule counts them (`counted_input`)
             as each answer's prompt tokens, instead of the turn's scripted `usage`, as a real
             server reports what its tokenizer counted.
@@ -797,6 +798,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(failure[0], failure[1] or default_error_body(wire, failure[0]))
             elif route is not None:
                 self._json(route[0], route[1])
+            elif self.fake.tokenize and _normalize(path) == '/messages/count_tokens' and self.command == 'POST':
+                self._json(200, {'input_tokens': counted_input(body or {}, self.fake.chars_per_token)})
             elif self.fake.tokenize and path == '/tokenize' and self.command == 'POST':
                 content = (body or {}).get('content') if isinstance(body, dict) else None
                 count = int(len(content) / self.fake.chars_per_token) + 1 if isinstance(content, str) else 0

@@ -342,3 +342,19 @@ def test_the_interactive_session_offers_the_compact_profile(choice: str, tmp_pat
         assert all(d.count(". ") == 0 and len(d) <= 120 for d in descriptions), descriptions
     else:
         assert len(offered) > 6
+
+
+def test_anthropic_s_count_endpoint_sizes_the_first_request(tmp_path: Path) -> None:
+    from kettle import write_project_config
+
+    prompt = "Please look at this: " + ("the quick brown fox jumps over the lazy dog; " * 360)
+    with FakeProvider([Turn(text="ok")] * 3, window=8192, chars_per_token=4 / FACTOR, tokenize=True) as fake:
+        write_project_config(tmp_path, "[compaction]\ncontext_window = 8192\n")
+        run = run_ketch(["-p", prompt, "--output-format", "stream-json",
+                         *adhoc(fake, "anthropic-messages", "claude-sonnet-4-5")], tmp_path,
+                        env={"ANTHROPIC_API_KEY": "sk-ant-test-1234567890", "KETCH_MAX_RETRIES": "0"})
+    paths = [r.path for r in fake.requests]
+    assert paths.index("/v1/messages/count_tokens") < paths.index("/v1/messages"), paths
+    tokens, cap = fake.counted[-1]
+    assert tokens + cap <= 8192 and not fake.rejections, fake.counted
+    assert strict_lines(run.stdout)[-1]["reason"] == "done"

@@ -10,9 +10,10 @@ The ratio is the largest of the last :data:`KEEP` observations (what a request h
 code or JSON, tokenizes differently, and a count that runs low is what overflows a window),
 and never below 1: a server whose count runs below the estimate only keeps more headroom.
 
-Where the server can count a text itself (llama.cpp ``POST /tokenize``), ``counter`` is set and
-the compactor asks it before the first request and whenever a request is close to the limit;
-a count that fails or takes too long leaves the estimate as it was.
+Where the server can count a request itself (llama.cpp ``POST /tokenize``, Anthropic
+``POST /v1/messages/count_tokens``), the compactor asks it before the first request and
+whenever a request is close to the limit; a count that fails or takes too long leaves the
+estimate as it was, and a server whose count failed is not asked again.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ MAX_RATIO = 4.0
 COUNT_TIMEOUT = 2.0
 """Seconds a server's own count (``/tokenize``) may take before the estimate is used instead."""
 
-Counter = Callable[[str], Awaitable[int | None]]
-"""``await counter(text)``: the server's token count of ``text``, or None."""
+Counter = Callable[[str, Any], Awaitable[int | None]]
+"""``await counter(instructions, request_context)``: the server's token count of the request, or None."""
 
 
 @dataclass
@@ -45,6 +46,8 @@ class Calibration:
     """The running ratio of server-counted to estimated prompt tokens of one connection and model."""
 
     counter: Counter | None = None
+    failed: bool = False
+    """A count the server was asked for failed: it is not asked again."""
     _seen: deque[float] = field(default_factory=lambda: deque(maxlen=KEEP), repr=False)
 
     @property
@@ -74,16 +77,26 @@ class Calibration:
     def reset(self) -> None:
         """Forget what was seen (another connection or model)."""
         self._seen.clear()
-        self.counter = None
+        self.counter, self.failed = None, False
+
+    def counter_for(self, model: Any) -> Counter | None:
+        """What counts this request: the server's ``/tokenize`` where it has one, Anthropic's
+        count endpoint for a model on that wire; None after a failure, or where neither is."""
+        if self.failed:
+            return None
+        if self.counter is not None:
+            return self.counter
+        return anthropic_counter(model) if getattr(model, "system", "") == "anthropic" else None
 
 
 def llamacpp_counter(root: str, *, api_key: str | None = None) -> Counter:
     """A counter asking llama.cpp's ``POST {root}/tokenize`` (``{"content": text}`` →
     ``{"tokens": [...]}``); None on any failure or after :data:`COUNT_TIMEOUT`."""
 
-    async def count(text: str) -> int | None:
+    async def count(instructions: str, request_context: Any) -> int | None:
         import httpx
 
+        text = request_text(instructions, request_context)
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         try:
             async with httpx.AsyncClient(timeout=COUNT_TIMEOUT, headers=headers) as client:
@@ -118,6 +131,22 @@ def request_text(instructions: str, request_context: Any) -> str:
     return "\n".join(pieces)
 
 
+def anthropic_counter(model: Any) -> Counter:
+    """A counter asking the Anthropic API's ``count_tokens`` for the request (the SDK model's own
+    ``count_tokens``: the same messages, tools and system prompt the request will carry)."""
+
+    async def count(instructions: str, request_context: Any) -> int | None:
+        try:
+            usage = await model.count_tokens(list(request_context.messages), request_context.model_settings,
+                                             request_context.model_request_parameters)
+        except Exception:  # noqa: BLE001 - any failure: the estimate stands
+            return None
+        tokens = getattr(usage, "input_tokens", None)
+        return tokens if isinstance(tokens, int) and tokens > 0 else None
+
+    return count
+
+
 class CalibrationObserver(AbstractCapability[Any]):
     """After each answer, gives the prompt tokens the server reported to the compactor."""
 
@@ -134,4 +163,4 @@ class CalibrationObserver(AbstractCapability[Any]):
         return response
 
 
-__all__ = ["Calibration", "CalibrationObserver", "Counter", "llamacpp_counter"]
+__all__ = ["Calibration", "CalibrationObserver", "Counter", "anthropic_counter", "llamacpp_counter", "request_text"]

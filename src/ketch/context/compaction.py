@@ -217,7 +217,7 @@ class Compactor:
         """Where the server counts tokens itself (llama.cpp ``/tokenize``): before the first
         request, and when a request is near the limit, its count of the request's text
         calibrates the estimate (a failure leaves the estimate as it was)."""
-        counter = self.calibration.counter
+        counter = self.calibration.counter_for(getattr(request_context, "model", None))
         if counter is None:
             return
         estimate = self.calibration.scale(raw)
@@ -225,13 +225,14 @@ class Compactor:
             return
         import asyncio
 
-        from ketch.context.calibration import COUNT_TIMEOUT, request_text
+        from ketch.context.calibration import COUNT_TIMEOUT
 
-        text = request_text(_instruction_text(request_context), request_context)
         try:
-            counted = await asyncio.wait_for(counter(text), COUNT_TIMEOUT + 0.5)
+            counted = await asyncio.wait_for(counter(_instruction_text(request_context), request_context), COUNT_TIMEOUT + 0.5)
         except Exception:  # noqa: BLE001 - a count is a refinement; the estimate stands
-            return
+            counted = None
+        if counted is None:
+            self.calibration.failed = True
         self.calibration.observe(raw, counted)
 
     def _summarizer(self, session: Session) -> Summarize:
