@@ -260,6 +260,8 @@ def test_a_window_too_small_even_for_the_compact_profile_says_what_does_not_fit(
     [error] = [e for e in events if e["type"] == "error"]
     assert "instructions and tool schemas alone take about" in error["message"], error
     assert "larger context" in error["message"] and "Run /compact" not in error["message"]
+    # the ladder had nothing to take (the prompt alone is there): no compaction is reported
+    assert not [e for e in events if e["type"] == "compacted"], events
     assert any("compact profile" in n for n in _notices(events))
 
 

@@ -28,7 +28,7 @@ from pydantic_ai.capabilities import AbstractCapability
 
 from ketch.context.budget import estimate_text, estimate_tools
 
-PROFILE_SHARE = 0.4
+PROFILE_SHARE = 0.5
 """The most of the window the full instructions and tool schemas may take."""
 
 COMPACT_TOOLS = ("read_file", "edit_file", "write_file", "list_dir", "grep", "shell")
