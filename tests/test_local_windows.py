@@ -89,13 +89,13 @@ def test_a_failed_read_is_tried_again_at_the_next_turn(tmp_path: Path) -> None:
         said: list[tuple[str, str]] = []
         reader = ServerWindowReader(conn=conn, compactor=compactor, notify=lambda level, text: said.append((level, text)))
         asyncio.run(reader.before_run(None))
-        assert compactor.window == 128_000 and said[0][0] == "warning"
+        assert compactor.window == 128_000 and said[0][0] == "info"  # a server of unknown kind often cannot say
         fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 4096}})
         asyncio.run(reader.before_run(None))
         assert compactor.window == 4096 and compactor.limits.max_output == 1024
         asyncio.run(reader.before_run(None))
     assert len([r for r in fake.requests if r.path == "/props"]) == 2  # read once it answered, not again
-    assert [level for level, _ in said] == ["warning", "info"]
+    assert [level for level, _ in said] == ["info", "info"]
 
 
 def test_llama_cpp_python_runs_a_tool_turn_through_the_whole_answer_fallback(tmp_path: Path) -> None:

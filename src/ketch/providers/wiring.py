@@ -79,7 +79,9 @@ class ServerWindowReader(AbstractCapability[Any]):
             self._say("info", f"{conn.name} runs {conn.model_name} with a context window of {reading.window:,} tokens ({reading.url})")
         elif not self.warned:
             self.warned = True
-            self._say("warning", (
+            # A local preset's server should answer; a server of unknown kind often cannot say.
+            level = "info" if conn.preset.name in PROBING_PRESETS else "warning"
+            self._say(level, (
                 f"could not read the context window from {reading.url or conn.base_url} ({reading.error}); assuming "
                 f"{self.compactor.window:,} tokens (asked again at the next turn). Set it with context_window "
                 f"under [models.\"{conn.ref}\"]"
