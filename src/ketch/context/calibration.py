@@ -109,17 +109,25 @@ def llamacpp_counter(root: str, *, api_key: str | None = None) -> Counter:
     return count
 
 
+def _json_text(value: Any) -> str:
+    """``value`` as JSON text to be counted (never sent as JSON: a NaN is counted as its repr)."""
+    import json
+
+    try:
+        return json.dumps(value, default=str, allow_nan=False)
+    except ValueError:
+        return str(value)
+
+
 def request_text(instructions: str, request_context: Any) -> str:
     """The text a request carries, for a server to count: instructions, the tool schemas as
     JSON, and every part's content and arguments (the chat template's framing is the server's,
     and the running ratio covers it once answers report their counts)."""
-    import json
-
     params = request_context.model_request_parameters
     pieces = [instructions]
     for tool in [*params.function_tools, *getattr(params, "output_tools", [])]:
-        pieces.append(json.dumps({"name": tool.name, "description": tool.description or "",
-                                  "parameters": tool.parameters_json_schema}))
+        pieces.append(_json_text({"name": tool.name, "description": tool.description or "",
+                                   "parameters": tool.parameters_json_schema}))
     for message in request_context.messages:
         for part in message.parts:
             for name in ("content", "args"):
@@ -127,7 +135,7 @@ def request_text(instructions: str, request_context: Any) -> str:
                 if isinstance(value, str):
                     pieces.append(value)
                 elif value is not None:
-                    pieces.append(json.dumps(value, default=str))
+                    pieces.append(_json_text(value))
     return "\n".join(pieces)
 
 

@@ -75,7 +75,7 @@ def _readable(message: Any) -> str:
     if (summary := _validation_errors(message)) is not None:
         return summary
     try:
-        return json.dumps(message, default=str)
+        return json.dumps(message, default=str, allow_nan=False)
     except (TypeError, ValueError):
         return str(message)
 
