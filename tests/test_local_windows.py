@@ -268,8 +268,9 @@ def test_a_window_too_small_even_for_the_compact_profile_says_what_does_not_fit(
 @pytest.mark.parametrize("tokenize", [False, True])
 def test_llama_cpp_s_own_count_sizes_the_first_request(tokenize: bool, tmp_path: Path) -> None:
     """Before any answer has reported a count, /tokenize is what corrects chars/4: a first
-    prompt of ~4,750 estimated tokens (6,600 as the server counts) gets a cap that fits."""
-    prompt = "Please look at this: " + ("the quick brown fox jumps over the lazy dog; " * 360)
+    request of ~4,800 estimated tokens (the full profile and a long prompt; ~6,700 as the
+    server counts) gets a cap that fits."""
+    prompt = "Please look at this: " + ("the quick brown fox jumps over the lazy dog; " * 135)
     with FakeProvider([Turn(text="ok")] * 3, window=8192, chars_per_token=4 / FACTOR, tokenize=tokenize) as fake:
         fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 8192}})
         run = run_ketch(["-p", prompt, "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path,
@@ -349,7 +350,7 @@ def test_the_interactive_session_offers_the_compact_profile(choice: str, tmp_pat
 def test_anthropic_s_count_endpoint_sizes_the_first_request(tmp_path: Path) -> None:
     from kettle import write_project_config
 
-    prompt = "Please look at this: " + ("the quick brown fox jumps over the lazy dog; " * 360)
+    prompt = "Please look at this: " + ("the quick brown fox jumps over the lazy dog; " * 135)
     with FakeProvider([Turn(text="ok")] * 3, window=8192, chars_per_token=4 / FACTOR, tokenize=True) as fake:
         write_project_config(tmp_path, "[compaction]\ncontext_window = 8192\n")
         run = run_ketch(["-p", prompt, "--output-format", "stream-json",
