@@ -612,15 +612,31 @@ class FakeProvider:
         strict_json: parse every request body as a strict server does (no NaN/Infinity, no number
             that overflows a double, no integer beyond 64 bits, no lone surrogate) and answer 500
             to one that is not; every problem found is kept in `json_problems` either way.
+        llama_cpp_python: the Chat rules of llama-cpp-python's server: an assistant message's
+            `content` must be a string (null is answered with its HTTP 500 validation error,
+            naming `('body', 'messages', N, ...)`), and only `max_tokens` bounds the output
+            (`max_completion_tokens` is ignored); each Chat request's honoured cap (None:
+            unbounded) is kept in `output_caps`.
+        tokenize: serve llama.cpp's `POST /tokenize` (`{"content": text}` → `{"tokens": [...]}`), one
+            token per `chars_per_token` characters of the text, and Anthropic's `POST
+            /v1/messages/count_tokens` (`{"input_tokens": N}`, counted as the window rule counts).
+        count_usage: report the input tokens as the window rule counts them (`counted_input`)
+            as each answer's prompt tokens, instead of the turn's scripted `usage`, as a real
+            server reports what its tokenizer counted.
     """
 
     def __init__(self, script: Sequence[ScriptEntry] = (), models: Sequence[str] = ('fake-model',),
                  *, strict_responses: bool = True, exact_paths: bool = False,
                  refuse_stream_with_tools: str = '', strict_json: bool = False, window: int | None = None,
                  input_limit: int | None = None, chars_per_token: float = 3.5,
-                 cache: fake_cache.PromptCache | None = None) -> None:
+                 cache: fake_cache.PromptCache | None = None, llama_cpp_python: bool = False,
+                 count_usage: bool = False, tokenize: bool = False) -> None:
         self.cache = cache
         """Prompt-cache accounting (see `fake_cache`); None: the turns' scripted usage, no caching."""
+        self.tokenize = tokenize
+        self.llama_cpp_python = llama_cpp_python
+        self.output_caps: list[int | None] = []
+        self.count_usage = count_usage
         self.exact_paths = exact_paths
         self.refuse_stream_with_tools = refuse_stream_with_tools
         self.strict_json = strict_json
@@ -799,8 +815,17 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         route = self.fake._routes.get(path)
         try:
-            if route is not None:
+            if route is not None and (failure := self.fake._take_failure(path)) is not None:
+                # a served path that fails first (a server answering 503 "Loading model", then /props)
+                self._json(failure[0], failure[1] or default_error_body(wire, failure[0]))
+            elif route is not None:
                 self._json(route[0], route[1])
+            elif self.fake.tokenize and _normalize(path) == '/messages/count_tokens' and self.command == 'POST':
+                self._json(200, {'input_tokens': counted_input(body or {}, self.fake.chars_per_token)})
+            elif self.fake.tokenize and path == '/tokenize' and self.command == 'POST':
+                content = (body or {}).get('content') if isinstance(body, dict) else None
+                count = int(len(content) / self.fake.chars_per_token) + 1 if isinstance(content, str) else 0
+                self._json(200, {'tokens': list(range(count))})
             elif self.fake.exact_paths and path.rstrip('/') not in _EXACT:
                 self._json(404, {'error': {'code': 404, 'message': 'File Not Found', 'type': 'not_found_error'}})
             elif (failure := self.fake._take_failure(path)) is not None:
@@ -879,11 +904,21 @@ class _Handler(BaseHTTPRequestHandler):
         if wire == CHAT and (groq_refusal := fake_groq.refusal(request.path, body)) is not None:
             self._json(400, groq_refusal)
             return
+        if wire == CHAT and fake.llama_cpp_python:
+            if (problem := llama_cpp_python_problem(body)) is not None:
+                self._json(500, {'error': {'message': problem, 'type': 'internal_server_error'}})
+                return
+            with fake._lock:
+                fake.output_caps.append(body['max_tokens'] if isinstance(body.get('max_tokens'), int) else None)
         cache_plan = fake.cache.plan(wire, request.path, body) if fake.cache is not None else None
         if cache_plan is not None and cache_plan.counts.error is not None:
             self._json(400, cache_plan.counts.error)
             return
         turn = fake._next_turn(request)
+        if fake.count_usage:
+            import dataclasses
+
+            turn = dataclasses.replace(turn, usage=(counted_input(body, fake.chars_per_token), turn.usage[1]))
         if turn.hold is not None:
             fake._hold(turn.hold)
         fake._wait(turn.delay)
@@ -1064,6 +1099,16 @@ def window_refusal(fake: FakeProvider, wire: str, body: dict[str, Any]) -> dict[
                        'Please reduce the length of the messages or completion.')
         return {'error': {'message': message, 'type': 'invalid_request_error',
                           'param': 'input' if wire == RESPONSES else 'messages', 'code': 'context_length_exceeded'}}
+    return None
+
+
+def llama_cpp_python_problem(body: dict[str, Any]) -> str | None:
+    """llama-cpp-python's validation error for a Chat body whose assistant message has no
+    string `content`, or None when it accepts the body."""
+    for n, message in enumerate(body.get('messages') or []):
+        if isinstance(message, dict) and message.get('role') == 'assistant' and not isinstance(message.get('content'), str):
+            return (f"[{{'type': 'string_type', 'loc': ('body', 'messages', {n}, 'typed-dict', 'content'), "
+                    f"'msg': 'Input should be a valid string', 'input': None}}]")
     return None
 
 

@@ -4,7 +4,7 @@
   ketch's table, in that order; GPT-5 gets its 272k input limit, Claude its output maximum.
 - Every request's input estimate plus its ``max_tokens`` fits the window with a margin.
 - A repo's config may lower ``context_window`` / ``max_output_tokens``, never raise them.
-- Chat (``max_completion_tokens``), Responses (``max_output_tokens``) and Anthropic
+- Chat (``max_completion_tokens``; ``max_tokens`` to a compatible server), Responses (``max_output_tokens``) and Anthropic
   (``max_tokens``) requests all carry the limit, asserted on the recorded bodies.
 """
 
@@ -105,7 +105,7 @@ def test_a_bad_limit_in_config_is_a_one_line_error(tmp_path: Path):
 @pytest.mark.parametrize(
     ("wire", "model", "field", "expected"),
     [
-        ("openai-chat", "fake-model", "max_completion_tokens", DEFAULT_OUTPUT_CAP),
+        ("openai-chat", "fake-model", "max_tokens", DEFAULT_OUTPUT_CAP),  # an OpenAI-compatible server: the field all read
         ("openai-responses", "gpt-5", "max_output_tokens", 128_000),
         ("anthropic-messages", "claude-sonnet-4-5", "max_tokens", DEFAULT_OUTPUT_CAP),
     ],

@@ -27,9 +27,10 @@ from ketch.context.budget import (
     estimate_text,
     estimate_tools,
 )
+from ketch.context.calibration import Calibration, CalibrationObserver
 from ketch.context.overflow import context_length_counts
 from ketch.context.prune import ITEM_REPLAY_PROVIDERS, PruneResult, Summarize, prune
-from ketch.context.windows import Limits, limits_for, limits_for_connection, thinking_floor
+from ketch.context.windows import Limits, fit_output, limits_for, limits_for_connection
 from ketch.core import events as ev
 
 if TYPE_CHECKING:
@@ -116,14 +117,25 @@ prune limit; short of that, those rungs go as far toward :data:`PRUNE_TARGET` as
 SUMMARY_OUTPUT_TOKENS = 4_096
 """``max_tokens`` of the summary call; the ladder keeps at most about 2,000 tokens of it."""
 
+MIN_SUMMARY_TRANSCRIPT_CHARS = 2_000
+"""The least transcript a summary call is given, however small the window: a summary of
+nothing (``[older conversation omitted]`` alone) is no summary."""
 
-def summary_transcript_chars(limits: Limits) -> int:
+
+def summary_output_tokens(limits: Limits) -> int:
+    """``max_tokens`` of the summary call: :data:`SUMMARY_OUTPUT_TOKENS`, at most an eighth of a
+    small window (at 4k, 512), so the transcript keeps most of the room."""
+    return max(256, min(SUMMARY_OUTPUT_TOKENS, limits.max_output, limits.window // 8))
+
+
+def summary_transcript_chars(limits: Limits, ratio: float = 1.0) -> int:
     """Characters of transcript the summary call may carry: what its window holds beside the
     instructions, the summary's own output and the margin, counted strictly (a provider's
-    tokenizer may count a fifth more than ketch's estimate)."""
-    room = limits.window - limits.margin - SUMMARY_OUTPUT_TOKENS - estimate_text(SUMMARY_INSTRUCTIONS) - 200
+    tokenizer may count a fifth more than ketch's estimate, and ``ratio`` more where the
+    server's counts showed it), never less than :data:`MIN_SUMMARY_TRANSCRIPT_CHARS`."""
+    room = limits.window - limits.margin - summary_output_tokens(limits) - estimate_text(SUMMARY_INSTRUCTIONS) - 200
     room = min(room, limits.input_limit - limits.margin)
-    return max(0, int(room * CHARS_PER_TOKEN * 0.8))
+    return max(MIN_SUMMARY_TRANSCRIPT_CHARS, int(room * CHARS_PER_TOKEN * 0.8 / max(1.0, ratio)))
 
 
 @dataclass
@@ -149,6 +161,10 @@ class Compactor:
     server_window: int | None = None
     squeeze: float = 1.0
     """Share of the usual prune limit in force after the provider said a request was too long."""
+    calibration: Calibration = field(default_factory=Calibration)
+    """The server's prompt counts against ketch's estimates (``context.calibration``)."""
+    _last_raw: int = field(default=0, repr=False)
+    """ketch's uncorrected estimate of the last request sent."""
     _resolved_for: Any = field(default=None, repr=False)
     _running: RunningEstimate = field(default_factory=RunningEstimate, repr=False)
     _summary_failed: str | None = field(default=None, repr=False)
@@ -184,6 +200,7 @@ class Compactor:
         old = self.connection
         if old is None or (old.base_url, old.model_name) != (connection.base_url, connection.model_name):
             self.server_window = None
+            self.calibration.reset()
         self.connection = connection
         self.limits = limits_for_connection(connection, server_window=self.server_window)
         self.window = self.limits.window
@@ -200,7 +217,33 @@ class Compactor:
         """Capabilities the session's agent needs for context management."""
         from ketch.context.request_retries import ContextLengthRetry, ItemNotFoundRetry
 
-        return [ItemNotFoundRetry(session), ContextLengthRetry(session, self)]
+        return [ItemNotFoundRetry(session), ContextLengthRetry(session, self), CalibrationObserver(self)]
+
+    def observe_usage(self, prompt_tokens: int | None) -> None:
+        """The prompt tokens the server reported for the last request sent."""
+        self.calibration.observe(self._last_raw, prompt_tokens)
+
+    async def _server_count(self, request_context: Any, raw: int) -> None:
+        """Where the server counts tokens itself (llama.cpp ``/tokenize``): before the first
+        request, and when a request is near the limit, its count of the request's text
+        calibrates the estimate (a failure leaves the estimate as it was)."""
+        counter = self.calibration.counter_for(getattr(request_context, "model", None))
+        if counter is None:
+            return
+        estimate = self.calibration.scale(raw)
+        if self.calibration.observed and abs(estimate - self.limit) > self.limit * 0.1:
+            return
+        import asyncio
+
+        from ketch.context.calibration import COUNT_TIMEOUT
+
+        try:
+            counted = await asyncio.wait_for(counter(_instruction_text(request_context), request_context), COUNT_TIMEOUT + 0.5)
+        except Exception:  # noqa: BLE001 - a count is a refinement; the estimate stands
+            counted = None
+        if counted is None:
+            self.calibration.failed = True
+        self.calibration.observe(raw, counted)
 
     def _summarizer(self, session: Session) -> Summarize:
         assert self.limits is not None
@@ -209,7 +252,7 @@ class Compactor:
             return _failed_already  # not again in the same turn: one failed call, one warning
         self._summary_failed = None
         return self.summarize or model_summarizer(
-            session.model, _charge(session), max_tokens=min(SUMMARY_OUTPUT_TOKENS, self.limits.max_output)
+            session.model, _charge(session), max_tokens=summary_output_tokens(self.limits)
         )
 
     async def _prune(
@@ -223,7 +266,7 @@ class Compactor:
             reserved=reserved,
             summarize=self._summarizer(session),
             inline_native_from=self.inline_native_from,
-            summary_chars=summary_transcript_chars(self.limits),
+            summary_chars=summary_transcript_chars(self.limits, self.calibration.ratio),
             summarize_above=summarize_above,
         )
         if warn and result.summary_error is not None and self._summary_failed is None:
@@ -243,9 +286,7 @@ class Compactor:
         settings = dict(request_context.model_settings or {})
         model = request_context.model
         wire = "anthropic-messages" if getattr(model, "system", "") == "anthropic" else ""
-        floor = thinking_floor(wire, settings.get("thinking"))
-        settings["max_tokens"] = max(self.limits.max_tokens_for(input_tokens), floor)
-        request_context.model_settings = settings
+        request_context.model_settings = fit_output(self.limits, input_tokens, wire, settings)
 
     async def before_request(self, session: Session, ctx: Any, request_context: Any) -> Any:
         """Prune the history about to be sent when it would pass the threshold, and set the
@@ -257,19 +298,23 @@ class Compactor:
         """
         self._resolve(getattr(request_context, "model", None))
         reserved = reserved_tokens(request_context)
-        estimate = self._running.tokens(request_context.messages) + reserved
+        raw = self._running.tokens(request_context.messages) + reserved
+        await self._server_count(request_context, raw)
+        calibration = self.calibration
+        estimate = calibration.scale(raw)  # the estimate as the server's counts corrected it
         if estimate <= self.limit:  # the usual step: nothing to prune, and nothing walked twice
-            self._last_estimate = estimate
+            self._last_estimate, self._last_raw = estimate, raw
             self._set_max_tokens(request_context, estimate)
             return request_context
         # Pruned to the low-water mark, so the next steps send an unchanged, growing prefix (and
         # skip the ladder) until the high-water mark, instead of re-pruning, and rewriting, the
         # history every few steps: each compaction is a prefix break, recorded with its cause.
         target = int(self.limit * PRUNE_TARGET)
-        result = await self._prune(session, request_context.messages, limit=target, reserved=reserved,
-                                   summarize_above=int(self.limit * SUMMARY_ABOVE))
-        self._last_estimate = result.tokens_after
-        self._set_max_tokens(request_context, result.tokens_after)
+        result = await self._prune(session, request_context.messages, limit=calibration.unscale(target), reserved=reserved,
+                                   summarize_above=calibration.unscale(int(self.limit * SUMMARY_ABOVE)))
+        self._last_raw = result.tokens_after
+        self._last_estimate = calibration.scale(result.tokens_after)
+        self._set_max_tokens(request_context, self._last_estimate)
         if not result.changed:
             return request_context
         request_context.messages = list(result.messages)
@@ -280,8 +325,8 @@ class Compactor:
         session.history_rewritten = True
         session.prefix.note_break(f"compaction ({result.stage}): {result.tokens_before:,} → {result.tokens_after:,} tokens")
         turn = session._turn
-        if turn is not None and not turn.compacted:
-            turn.compacted = True
+        if turn is not None and not turn.compacted and result.tokens_after < result.tokens_before:
+            turn.compacted = True  # (a ladder that could take nothing away is not reported as a compaction)
             session._emit(ev.Compacted(tokens_before=result.tokens_before, tokens_after=result.tokens_after, stage=result.stage))
         return request_context
 
@@ -305,11 +350,13 @@ class Compactor:
             self.squeeze = max(0.05, min(self.squeeze, target / base))
         reserved = reserved_tokens(request_context)
         result = await self._prune(
-            session, request_context.messages, limit=int(min(self.limit, sent) * 0.6), reserved=reserved
+            session, request_context.messages, limit=self.calibration.unscale(int(min(self.limit, sent) * 0.6)),
+            reserved=reserved,
         )
         request_context.messages = list(result.messages)
-        self._last_estimate = result.tokens_after
-        self._set_max_tokens(request_context, result.tokens_after)
+        self._last_raw = result.tokens_after
+        self._last_estimate = self.calibration.scale(result.tokens_after)
+        self._set_max_tokens(request_context, self._last_estimate)
         if result.changed:
             session.prefix.note_break(f"compaction ({result.stage}) after the provider refused the request as too long")
 

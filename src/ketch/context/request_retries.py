@@ -22,6 +22,29 @@ if TYPE_CHECKING:
     from ketch.core.session import Session
 
 
+def _suppressed() -> Any:
+    import contextlib
+
+    return contextlib.suppress(Exception)
+
+
+def window_advice(compactor: Any, request_context: Any) -> str:
+    """What does not fit, and what to do, for a request the provider still found too long after
+    the harder prune: the instructions and tool schemas alone, or the history."""
+    from ketch.context.compaction import reserved_tokens
+
+    limits = compactor.limits
+    fixed = compactor.calibration.scale(reserved_tokens(request_context))
+    budget, window = limits.input_budget, limits.window
+    where = f"this model's {window:,}-token window leaves {budget:,} tokens for input beside the output cap of {limits.max_output:,}"
+    if fixed > budget * 0.8:
+        return (f"ketch's instructions and tool schemas alone take about {fixed:,} tokens, and {where}: run the model "
+                "with a larger context (llama.cpp -c 16384, Ollama num_ctx), offer fewer tools ([tools] disabled = "
+                "[...]) or shorten the project's instruction files")
+    return (f"the history was pruned to fit and the server counted more than ketch estimated ({where}): run /compact, "
+            "or set a lower context_window in config")
+
+
 class ContextLengthRetry(AbstractCapability[Any]):
     """Answers a provider's "too long for the context window" by pruning harder and sending the
     request once more, before any of its output (a rejection comes before the stream)."""
@@ -43,7 +66,7 @@ class ContextLengthRetry(AbstractCapability[Any]):
         return None if turn is None else (turn.turn_id, len(ctx.messages))
 
     def _handles_model_request_error(self, ctx: Any, request_context: Any) -> bool:
-        return self._key(ctx) is not None and self._retried != self._key(ctx)
+        return self._key(ctx) is not None  # (the second refusal too: it gets the advice below)
 
     async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
         if self._squeeze_next is not None:
@@ -54,6 +77,9 @@ class ContextLengthRetry(AbstractCapability[Any]):
     async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> Any:
         key = self._key(ctx)
         if key is None or self._retried == key or not is_context_length_error(error):
+            if is_context_length_error(error):
+                with _suppressed():
+                    error.ketch_window_hint = window_advice(self.compactor, request_context)  # type: ignore[attr-defined]
             raise error
         self._retried = key
         self._squeeze_next = error

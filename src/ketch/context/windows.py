@@ -215,4 +215,30 @@ def thinking_floor(wire: str, thinking: Any) -> int:
     return budget + MIN_THINKING_ANSWER if budget else 0
 
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "Limits", "limits_for", "limits_for_connection", "profile_limits", "table_entry", "thinking_floor"]
+MIN_THINKING_BUDGET = 1_024
+"""The least ``budget_tokens`` Anthropic takes for extended thinking."""
+
+
+def fit_output(limits: Limits, input_tokens: int, wire: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` with the request's ``max_tokens`` (and, on Anthropic, its thinking budget)
+    fitted to the window: the reservation lowered so input plus output fit; raised to what an
+    extended-thinking budget needs where that fits too, else the budget lowered to half the room
+    left (``anthropic_thinking``), or thinking turned off when even that is under Anthropic's
+    minimum. ``--think low`` (2,048 + 4,096) in a 4k window no longer asks for 6,144."""
+    max_tokens = limits.max_tokens_for(input_tokens)
+    floor = thinking_floor(wire, settings.get("thinking"))
+    room = limits.window - limits.margin - input_tokens
+    if floor and floor <= max(room, max_tokens):
+        max_tokens = max(max_tokens, floor)
+    elif floor:
+        budget = room // 2
+        if budget >= MIN_THINKING_BUDGET:
+            settings["anthropic_thinking"] = {"type": "enabled", "budget_tokens": budget}
+            max_tokens = max(room, budget + MIN_OUTPUT_TOKENS // 2)
+        else:
+            settings["anthropic_thinking"] = {"type": "disabled"}
+    settings["max_tokens"] = max_tokens
+    return settings
+
+
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "Limits", "fit_output", "limits_for", "limits_for_connection", "profile_limits", "table_entry", "thinking_floor"]

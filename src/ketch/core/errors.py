@@ -39,12 +39,55 @@ _HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL
 _HTML_TAG = re.compile(r"<[^>]*>")
 
 
+def _validation_errors(value: Any) -> str | None:
+    """A list of validation errors (pydantic's ``{"loc": …, "msg": …}``, as llama-cpp-python and
+    FastAPI servers send them) as ``messages[2].content: Input should be a valid string``."""
+    if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, dict) and "msg" in v for v in value):
+        return None
+    items = []
+    for error in value[:3]:
+        path = ""
+        for step in error.get("loc") or ():
+            if isinstance(step, int) and not isinstance(step, bool):
+                path += f"[{step}]"
+            elif isinstance(step, str) and step != "body" and "-" not in step and "[" not in step:
+                path += f".{step}" if path else step
+        items.append(f"{path}: {error['msg']}" if path else str(error["msg"]))
+    more = f" (and {len(value) - 3} more)" if len(value) > 3 else ""
+    return "; ".join(items) + more
+
+
+def _readable(message: Any) -> str:
+    """A server's error message as text: a validation-error list (or its Python repr, which
+    llama-cpp-python puts in its message) summarized, any other structure as compact JSON."""
+    import ast
+    import json
+
+    if isinstance(message, str):
+        text = message.strip()
+        if text[:2] in ("[{", "[(", "{'") and len(text) < 20_000:
+            try:
+                parsed = ast.literal_eval(text)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return message
+            return _validation_errors(parsed) or message
+        return message
+    if (summary := _validation_errors(message)) is not None:
+        return summary
+    try:
+        return json.dumps(message, default=str, allow_nan=False)
+    except (TypeError, ValueError):
+        return str(message)
+
+
 def _body_message(body: Any) -> str:
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict):
-            return str(err.get("message") or err.get("type") or "")
-        return str(err or "")
+            if (detail := err.get("detail")) is not None and not err.get("message"):
+                return _readable(detail)  # FastAPI: {"detail": [...]} or {"detail": "..."}
+            return _readable(err.get("message") or err.get("type") or "")
+        return _readable(err or "")
     text = str(body or "")
     if text.lstrip()[:1] == "<":  # an HTML error page from a proxy or gateway: its title, or its text
         title = _HTML_TITLE.search(text)
@@ -79,10 +122,11 @@ def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str,
             msg = f"{name} failed with HTTP {status} after retries; try again later"
         elif _too_long(exc):
             where = f"context_window under [connections.{name}]" if name != "adhoc" else "context_window in config"
+            advice = getattr(exc, "ketch_window_hint", "") or f"Run /compact or set a lower {where}"
             msg = (
                 f"{name} rejected the request as longer than the model's context window (HTTP {status}), "
                 f"also after ketch pruned the history harder and retried; nothing stored was changed. "
-                f"Run /compact or set a lower {where}"
+                f"{advice[:1].upper()}{advice[1:]}"
             )
         elif status == 404 and "model" in detail.lower():
             msg = f"{name} does not know model '{exc.model_name}' (HTTP 404); list models with 'ketch models {name}'"
@@ -100,6 +144,11 @@ def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str,
             return "provider", (
                 f"the model kept making invalid calls to tool '{tool[1]}' ({tool[2]} retries); the turn stopped. "
                 "Try again, rephrase the task, or use another model"
+            ), True
+        if _empty_answers(exc):
+            return "provider", (
+                f"{name} answered with nothing (no text and no tool call), also when asked again; try again, "
+                "or rephrase. A small local model may need a larger context (llama.cpp -c) or another chat template"
             ), True
         return "provider", _one_line(redact(f"malformed response from {name}: {exc.message}", secrets)), True
     if isinstance(exc, ModelConnectionError):
@@ -133,6 +182,14 @@ def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str,
     if _looks_like_stream_error(exc):
         return "provider", f"malformed or truncated stream from {name}: {text}", True
     return "internal", text, False
+
+
+def _empty_answers(exc: BaseException) -> bool:
+    """Whether the SDK gave up because the model's answers were empty: its output retries ran
+    out on "Please return text or call a tool." (what it tells a model after an empty answer)."""
+    return str(getattr(exc, "message", "")).startswith("Exceeded maximum output retries") and any(
+        "Please return text or call a tool" in str(c) for c in _chain(exc)[1:]
+    )
 
 
 def _request_url(exc: BaseException) -> str:

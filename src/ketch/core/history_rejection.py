@@ -4,7 +4,7 @@ A server that cannot read something in the history (a tool call it produced itse
 it refuses on replay) fails every later request of the session the same way; no retry can
 help. A rejection (HTTP 400, 413, 422 or 5xx, not auth, rate or missing-endpoint errors) of a
 session that already holds an answer gets a hint: the part the provider names, when its error
-names one (``messages[3]``, ``input[5]``), and ``/repair`` / ``ketch repair ID``, which replace
+names one (``messages[3]``, ``input[5]``, a validation error's ``'messages', 2``), and ``/repair`` / ``ketch repair ID``, which replace
 the last exchange with a note to the model and keep everything else.
 """
 
@@ -14,7 +14,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-_NAMED_PART = re.compile(r"\b(messages|input|contents)\s*(?:\[\s*(\d+)\s*\]|\.(\d+))")
+_NAMED_PART = re.compile(r"\b(messages|input|contents)['\"]?\s*(?:\[\s*(\d+)\s*\]|\.(\d+)|,\s*(\d+)\b)")
+"""``messages[3]``, ``input.5``, or a validation error's location ``('body', 'messages', 2, …)``
+(llama-cpp-python, FastAPI servers)."""
 _NOT_HISTORY = frozenset({401, 403, 404, 405, 408, 409, 429})
 
 
@@ -30,7 +32,7 @@ def named_part(text: str) -> str | None:
     found = _NAMED_PART.search(text)
     if found is None:
         return None
-    return f"{found[1]}[{found[2] or found[3]}]"
+    return f"{found[1]}[{found[2] or found[3] or found[4]}]"
 
 
 def history_hint(exc: BaseException, session_id: str, messages: Sequence[Any]) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ketch.core.prompt import CachedGitSummary, PromptState, build_instructions, volatile_sections
+from ketch.core.prompt import COMPACT_PROMPT, CachedGitSummary, PromptState, build_instructions, volatile_sections
 
 
 @dataclasses.dataclass
@@ -39,6 +39,8 @@ class InstructionSources:
     memory: Any
     skills: Any
     search: Any
+    compact: bool = False
+    """The compact profile (``context.small_window``): the short instructions, no memory or skills."""
 
     def __post_init__(self) -> None:
         self.git = CachedGitSummary(self.root)
@@ -60,6 +62,8 @@ class InstructionSources:
         state = dataclasses.replace(
             self.base, tools=self._listed(active, self.search.prompt_entries()), agent_prompt=self.agent_prompt()
         )
+        if self.compact:
+            state = dataclasses.replace(state, base_prompt=COMPACT_PROMPT, memory="", skills="")
         return build_instructions(state)
 
     def _volatile(self, state: PromptState) -> Callable[[], dict[str, str]]:

@@ -46,6 +46,12 @@ check with the user.
 them.
 - Refer to code as path:line so the user can jump to it."""
 
+COMPACT_PROMPT = """\
+You are ketch, a coding agent in the user's terminal, inside their project. Be brief. Read \
+before you edit; make small edits; use the tools to act and to check your work; do not \
+guess at names or paths. Refer to code as path:line."""
+"""The instructions of the compact profile (``context.small_window``), for small windows."""
+
 _TOOL_HINTS = {
     "todo_write": "For work with several steps, keep the todo list current with todo_write.",
     "ask": "Use ask only when a decision truly needs the user; otherwise proceed.",

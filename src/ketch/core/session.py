@@ -101,6 +101,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self.interactive = interactive
         self.deps = deps
         self.instructions_for = instructions
+        self.tool_ceiling: Sequence[str] | None = None
+        """The most tools any step offers (the compact profile of a small window narrows them)."""
         self.store = store
         self.session_id = session_id or uuid.uuid4().hex[:12]
         self.messages: list[ModelMessage] = list(history or [])
@@ -202,6 +204,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             enabled=tools_cfg.enabled,
             disabled=tools_cfg.disabled,
             interactive=self.interactive,
+            ceiling=self.tool_ceiling,
         )
 
     def _instructions(self, ctx: RunContext[ToolDeps]) -> str:

@@ -351,6 +351,6 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     attach_checkpoints(session, s, warnings)
     session.auto_title = titles and s.config.titles and not history and not compound
     session.startup_notices.extend([*warnings, *deps.extras["skills"].warnings])
-    server_behaviour.attach(session)
+    server_behaviour.attach(session, sources)
     session.history_rewritten = session.history_rewritten or bool(rewritten)
     return session

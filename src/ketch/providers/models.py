@@ -159,6 +159,10 @@ def build_model(
 
         return ZaiSearchModel(conn.model_name, provider=ZaiProvider(openai_client=_openai_provider(conn, wire).client),
                               **extra)
+    from ketch.providers.local_chat import LOCAL_DIALECT_PRESETS, local_chat_model
+
+    if conn.preset.name in LOCAL_DIALECT_PRESETS:
+        return local_chat_model(conn.model_name, _openai_provider(conn, wire), profile)
     from pydantic_ai.models.openai import OpenAIChatModel
 
     return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)

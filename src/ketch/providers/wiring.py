@@ -3,7 +3,8 @@
 :class:`ServerBehaviour` gives the session's agent its capabilities for servers nobody here
 wrote: unreadable tool arguments never enter the history (``strict_args``), a server that
 cannot stream tool calls is asked for whole answers (``stream_refusal``), a local server's
-context window is read at the first request and given to the budget (``server_window``).
+context window is read before a turn's first request, until it is known, and given to the
+budget (``server_window``), after waiting out a server that is still loading its model.
 ``attach`` connects their notices to the session once it exists.
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 from pydantic_ai.capabilities import AbstractCapability
 
 from ketch.core.config import Config, Connection
-from ketch.providers.server_window import WINDOW_PRESETS, read_window
+from ketch.providers.server_window import PROBING_PRESETS, WINDOW_PRESETS, read_window
 from ketch.providers.stream_refusal import StreamRefusalFallback, switch_for
 from ketch.providers.strict_args import StrictToolArguments
 
@@ -24,21 +25,31 @@ Notify = Callable[[str, str], None]
 """``notify(level, text)``: a notice to the session's front end."""
 
 
+LOADING_POLL = (0.25, 0.5, 1.0, 2.0)
+"""Seconds between asks while a server loads its model (the last repeats)."""
+
+
 @dataclass
 class ServerWindowReader(AbstractCapability[Any]):
-    """Before the first request, asks a local server for its window and sets the budget's.
+    """Before a turn's first request, asks a local or OpenAI-compatible server for its window
+    and sets the budget's.
 
     The window lands in ``compactor.window`` (``context.compaction.Compactor``), which the
-    pruning threshold and the status line read. An explicit ``context_window`` in config
-    wins and nothing is asked; a failed read keeps the assumed window, with one notice.
-    After ``/model`` (the compactor follows the session's new connection) the new connection's
-    server is asked at the next turn, if it is a local server without an explicit window."""
+    pruning threshold, the output cap and the status line read. An explicit ``context_window``
+    in config wins and nothing is asked. A failed read keeps the assumed window, with one
+    notice, and is tried again at the next turn (a server down or still starting at the first
+    turn may answer later). A server answering 503 "Loading model" is waited out, with a
+    notice, for at most the connection's ``timeout``. After ``/model`` (the compactor follows
+    the session's new connection) the new connection's server is asked at the next turn."""
 
     conn: Connection | None = None
     compactor: Any = None
     notify: Notify | None = None
     done: bool = False
     config: Config | None = None
+    warned: bool = False
+    sleep: Callable[[float], Any] | None = None
+    """``await sleep(seconds)`` between asks of a loading server (tests may pass their own)."""
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -49,23 +60,54 @@ class ServerWindowReader(AbstractCapability[Any]):
             return
         current = getattr(self.compactor, "connection", None) or self.conn
         if current is not self.conn:  # /model: the session talks to another connection now
-            self.conn, self.done = current, False
+            self.conn, self.done, self.warned = current, False, False
         if self.done or self.conn is None:
             return
-        self.done = True
         conn = self.conn
         if self.config is not None and not asks_server(conn, self.config):
+            self.done = True
             return
-        reading = await read_window(conn.preset.name, conn.base_url, conn.model_name, api_key=conn.api_key,
-                                    timeout=min(conn.timeout, 5.0))
+        reading = await self._read(conn)
         if reading.window is not None:
+            self.done = True
             self.compactor.use_server_window(reading.window)
+            if reading.url.endswith("/props"):  # llama.cpp: it counts tokens too (POST /tokenize)
+                from ketch.context.calibration import llamacpp_counter
+                from ketch.providers.server_window import server_root
+
+                self.compactor.calibration.counter = llamacpp_counter(server_root(conn.base_url), api_key=conn.api_key)
             self._say("info", f"{conn.name} runs {conn.model_name} with a context window of {reading.window:,} tokens ({reading.url})")
-        else:
-            self._say("warning", (
+        elif not self.warned:
+            self.warned = True
+            # A local preset's server should answer; a server of unknown kind often cannot say.
+            level = "info" if conn.preset.name in PROBING_PRESETS else "warning"
+            self._say(level, (
                 f"could not read the context window from {reading.url or conn.base_url} ({reading.error}); assuming "
-                f"{self.compactor.window:,} tokens. Set it with context_window under [models.\"{conn.ref}\"]"
+                f"{self.compactor.window:,} tokens (asked again at the next turn). Set it with context_window "
+                f"under [models.\"{conn.ref}\"]"
             ))
+
+    async def _read(self, conn: Connection) -> Any:
+        """The server's window reading, after waiting out a model that is still loading."""
+        import asyncio
+        import time
+
+        sleep = self.sleep or asyncio.sleep
+        deadline = time.monotonic() + conn.timeout
+        polls = 0
+        while True:
+            reading = await read_window(conn.preset.name, conn.base_url, conn.model_name, api_key=conn.api_key,
+                                        timeout=min(conn.timeout, 5.0))
+            if not reading.loading or time.monotonic() >= deadline:
+                if polls:
+                    self._say("info", f"{conn.name} has loaded {conn.model_name}" if not reading.loading
+                              else f"{conn.name} is still loading its model after {conn.timeout:.0f} s; trying anyway")
+                return reading
+            if polls == 0:
+                self._say("info", f"{conn.name} is loading its model ({reading.url} answered 503 \"Loading model\"); "
+                          f"waiting for it, up to {conn.timeout:.0f} s")
+            await sleep(LOADING_POLL[min(polls, len(LOADING_POLL) - 1)])
+            polls += 1
 
     def _say(self, level: str, text: str) -> None:
         if self.notify is not None:
@@ -81,10 +123,14 @@ class ServerBehaviour:
     _strict: StrictToolArguments = field(default_factory=StrictToolArguments)
     _streams: StreamRefusalFallback | None = None
     _window: ServerWindowReader | None = None
+    _profile: Any = None
 
     def __post_init__(self) -> None:
+        from ketch.context.small_window import SmallWindowProfile
+
         self._streams = StreamRefusalFallback(switch=switch_for(connection_key(self.conn)), name=self.conn.name)
         self._window = ServerWindowReader(conn=self.conn, config=self.config)
+        self._profile = SmallWindowProfile()
 
     def capabilities(self) -> list[AbstractCapability[Any]]:
         caps: list[AbstractCapability[Any]] = [self._strict]
@@ -92,10 +138,15 @@ class ServerBehaviour:
             caps.append(self._streams)
         if self._window is not None:
             caps.append(self._window)
+        caps.append(self._profile)  # after the window reader: it decides on the window read
+        from ketch.core.endings import counted_cut_capability
+
+        caps.append(counted_cut_capability())
         return caps
 
-    def attach(self, session: Any) -> None:
-        """Route the capabilities' notices to ``session`` and give the window to its budget."""
+    def attach(self, session: Any, sources: Any = None) -> None:
+        """Route the capabilities' notices to ``session``, give the window to its budget, and
+        let the small-window profile narrow its tools and ``sources``' instructions."""
         from ketch.core import events as ev
 
         def notify(level: str, text: str) -> None:
@@ -106,15 +157,21 @@ class ServerBehaviour:
         if self._window is not None:
             self._window.compactor = session.compactor
             self._window.notify = notify
+        self._profile.session, self._profile.sources, self._profile.notify = session, sources, notify
 
 
 def asks_server(conn: Connection, config: Config) -> bool:
-    """Whether ``conn``'s window is read from its server: a local server's preset, and no
+    """Whether ``conn``'s window is read from its server: a local server's preset, or any
+    OpenAI-compatible server (``openai-compatible``, ``--base-url``) on an OpenAI wire, and no
     window in config for it."""
     explicit = conn.context_window or conn.window_ceiling or config.compaction.context_window or (
         conn.meta.context_window if conn.meta else None
     )
-    return conn.preset.name in WINDOW_PRESETS and not explicit
+    if explicit:
+        return False
+    if conn.preset.name in WINDOW_PRESETS:
+        return True
+    return conn.preset.name in PROBING_PRESETS and conn.wire in ("openai-chat", "openai-responses")
 
 
 def connection_key(conn: Connection) -> str:

@@ -1,0 +1,363 @@
+"""Local models with small windows: windows measured, counts calibrated, each server's dialect.
+
+Against fakes that play a real local server's part: llama.cpp's ``/props`` (or Ollama's
+``/api/show``) behind a plain ``--base-url``, a server answering 503 "Loading model" for its
+first asks, llama-cpp-python's Chat rules (string ``content``, only ``max_tokens`` bounds the
+output), and a tokenizer that counts more than ketch's chars/4 with the window enforced on
+prompt plus output cap.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
+from kettle import adhoc, run_ketch
+from servertools import strict_lines
+
+from ketch.providers import stream_refusal
+
+LOADING = {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+
+
+@pytest.fixture(autouse=True)
+def fresh_switches() -> None:
+    stream_refusal._SWITCHES.clear()
+
+
+def _notices(events: list[dict[str, Any]]) -> list[str]:
+    return [e["text"] for e in events if e["type"] == "notice"]
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
+@pytest.mark.parametrize("server", ["llamacpp", "ollama"])
+def test_a_base_url_server_tells_its_window_and_the_cap_follows(server: str, wire: str, tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="hi")]) as fake:
+        if server == "llamacpp":
+            fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1})
+        else:
+            fake.serve_json("/api/show", {"parameters": "num_ctx 8192", "model_info": {"qwen2.context_length": 40960}})
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, wire)], tmp_path)
+    assert run.code == 0, run.stderr
+    events = strict_lines(run.stdout)
+    assert any("context window of 8,192 tokens" in n for n in _notices(events))
+    (request,) = fake.model_requests
+    cap = request.body.get("max_tokens") or request.body.get("max_output_tokens")
+    assert cap == 8192 // 4  # a quarter of the server's window, not the 32,000 of an assumed 128k
+    assert "max_completion_tokens" not in request.body
+
+
+def test_vllm_models_metadata_gives_the_window(tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="hi")], models=["m"]) as fake:
+        fake.serve_json("/v1/models", {"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 6000}]})
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, "openai-chat", "m")], tmp_path)
+    assert run.code == 0, run.stderr
+    assert any("context window of 6,000 tokens" in n for n in _notices(strict_lines(run.stdout)))
+    assert fake.model_requests[0].body["max_tokens"] == 1500
+
+
+def test_a_loading_server_is_waited_out_with_a_notice(tmp_path: Path) -> None:
+    """llama.cpp answers every endpoint 503 "Loading model" until the model is in memory."""
+    asks = 5
+    with FakeProvider([Turn(text="loaded and answering")]) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 8192}})
+        fake.fail_path("/props", 503, LOADING, times=asks)  # then the route answers
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path,
+                        env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr
+    events = strict_lines(run.stdout)
+    notices = _notices(events)
+    assert any("is loading its model" in n and "Loading model" in n for n in notices), notices
+    assert any("has loaded" in n for n in notices), notices
+    props = [r for r in fake.requests if r.path == "/props"]
+    assert len(props) >= asks + 1
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == "loaded and answering"
+
+
+def test_a_failed_read_is_tried_again_at_the_next_turn(tmp_path: Path) -> None:
+    from ketch.core.config import load_config, resolve_connection
+    from ketch.context.compaction import Compactor
+    from ketch.providers.wiring import ServerWindowReader
+    import asyncio
+
+    with FakeProvider() as fake:
+        conn = resolve_connection(load_config(tmp_path), "fake-model", base_url=fake.base_url, wire="openai-chat")
+        compactor = Compactor(connection=conn)
+        said: list[tuple[str, str]] = []
+        reader = ServerWindowReader(conn=conn, compactor=compactor, notify=lambda level, text: said.append((level, text)))
+        asyncio.run(reader.before_run(None))
+        assert compactor.window == 128_000 and said[0][0] == "info"  # a server of unknown kind often cannot say
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 4096}})
+        asyncio.run(reader.before_run(None))
+        assert compactor.window == 4096 and compactor.limits.max_output == 1024
+        asyncio.run(reader.before_run(None))
+    assert len([r for r in fake.requests if r.path == "/props"]) == 2  # read once it answered, not again
+    assert [level for level, _ in said] == ["info", "info"]
+
+
+def test_llama_cpp_python_runs_a_tool_turn_through_the_whole_answer_fallback(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    script = [Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"})]), Turn(text="It says alpha.")]
+    with FakeProvider(script, refuse_stream_with_tools="broken", llama_cpp_python=True) as fake:
+        fake.serve_json("/v1/models", {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        run = run_ketch(["-p", "read a.txt", "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path,
+                        env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr + run.stdout
+    events = strict_lines(run.stdout)
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == "It says alpha."
+    assert [r.stream for r in fake.model_requests] == [True, False, False]
+    last = fake.model_requests[-1].body
+    [assistant] = [m for m in last["messages"] if m["role"] == "assistant"]
+    assert assistant["content"] == "" and assistant["tool_calls"]
+    assert "alpha" in tool_results(fake.model_requests[-1])[0][1]
+    assert all(isinstance(cap, int) and cap > 0 for cap in fake.output_caps), fake.output_caps
+    assert all("max_completion_tokens" not in r.body for r in fake.model_requests)
+
+
+def test_the_fake_refuses_null_content_as_llama_cpp_python_does() -> None:
+    from fakeprovider import llama_cpp_python_problem
+
+    body = {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": None, "tool_calls": []}]}
+    assert "'messages', 1," in (llama_cpp_python_problem(body) or "")
+    body["messages"][1]["content"] = ""
+    assert llama_cpp_python_problem(body) is None
+
+
+# ---------------------------------------------------------------- long turns in small windows
+FACTOR = 1.4
+"""The fake's tokenizer counts 1.4 × ketch's chars/4, as a small local model's did."""
+
+
+def _write_files(root: Path, count: int, lines: int = 40) -> None:
+    for n in range(count):
+        body = "".join(f"log {n:03} line {i:03}: event {n * 1000 + i} happened here\n" for i in range(lines))
+        (root / f"f{n:03}.txt").write_text(body)
+
+
+class Reader:
+    """One read per step, ``steps`` of them, then an answer; a request without tools is the
+    summary call, which answers with what it was given (so its content can be checked)."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps, self.step, self.summaries = steps, 0, []
+
+    def __call__(self, req: Any) -> Turn:
+        if not (req.body or {}).get("tools"):
+            seen = sorted(set(__import__("re").findall(r"f\d{3}\.txt", json.dumps(req.body))))
+            self.summaries.append(seen)
+            return Turn(text=f"Summary: the user asked to read the logs; files read so far: {', '.join(seen)}.")
+        n = self.step
+        self.step += 1
+        if n >= self.steps:
+            return Turn(text=f"Read all {n} files.")
+        return Turn(tool_calls=[ToolCall("read_file", {"path": f"f{n:03}.txt"})])
+
+
+def _long_turn(tmp_path: Path, wire: str, window: int, steps: int = 30) -> tuple[FakeProvider, Reader, list[dict[str, Any]]]:
+    _write_files(tmp_path, steps)
+    reader = Reader(steps)
+    with FakeProvider([reader] * (steps + 40), window=window, chars_per_token=4 / FACTOR, count_usage=True,
+                      strict_responses=False) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": window}})
+        run = run_ketch(["-p", "Read every log file in order.", "--output-format", "stream-json", "--max-steps", "80",
+                         *adhoc(fake, wire)], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr[-2000:] + run.stdout[-2000:]
+    return fake, reader, strict_lines(run.stdout)
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
+@pytest.mark.parametrize("window", [8192, 4096])
+def test_a_30_step_turn_stays_inside_a_small_window(wire: str, window: int, tmp_path: Path) -> None:
+    fake, reader, events = _long_turn(tmp_path, wire, window)
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == "Read all 30 files.", events[-1]
+    over = [(n, tokens, cap) for n, (tokens, cap) in enumerate(fake.counted) if tokens + (cap or 0) > window]
+    assert not [o for o in over if o[0] > 0], (over, fake.counted)
+    if window == 4096:
+        assert reader.summaries and all(reader.summaries), reader.summaries  # each summary saw real content
+
+
+def test_anthropic_thinking_fits_a_4k_window(tmp_path: Path) -> None:
+    from kettle import write_project_config
+
+    with FakeProvider([Turn(text="hi")], window=4096) as fake:
+        write_project_config(tmp_path, "[compaction]\ncontext_window = 4096\n")
+        run = run_ketch(["-p", "hi", "--think", "low", *adhoc(fake, "anthropic-messages", "claude-sonnet-4-5")], tmp_path,
+                        env={"ANTHROPIC_API_KEY": "sk-ant-test-1234567890", "KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr
+    body = fake.model_requests[0].body
+    thinking = body.get("thinking") or {}
+    assert body["max_tokens"] < 4096, body["max_tokens"]  # not 2,048 + 4,096
+    assert thinking.get("type") == "disabled" or 1024 <= thinking.get("budget_tokens", 0) < body["max_tokens"], thinking
+    assert not fake.rejections, fake.rejections  # input + max_tokens inside the window
+
+
+def test_fit_output_keeps_the_full_budget_where_it_fits_and_lowers_it_where_not() -> None:
+    from ketch.context.windows import fit_output, limits_for
+
+    big = limits_for("claude-sonnet-4-5")
+    assert fit_output(big, 10_000, "anthropic-messages", {"thinking": "low"})["max_tokens"] >= 2048 + 4096
+    small = limits_for("claude-sonnet-4-5", context_window=4096)
+    settings = fit_output(small, 1_500, "anthropic-messages", {"thinking": "low"})
+    room = 4096 - small.margin - 1_500
+    assert settings["max_tokens"] <= room and settings["anthropic_thinking"]["budget_tokens"] == room // 2
+    assert fit_output(small, 2_800, "anthropic-messages", {"thinking": "low"})["anthropic_thinking"] == {"type": "disabled"}
+    assert "anthropic_thinking" not in fit_output(small, 1_500, "openai-chat", {"thinking": "low"})
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
+def test_an_answer_that_used_the_whole_cap_is_cut_though_the_server_says_completed(wire: str, tmp_path: Path) -> None:
+    def at_the_cap(request: Any) -> Turn:
+        body = request.body or {}
+        cap = body.get("max_tokens") or body.get("max_output_tokens")
+        return Turn(text="The answer goes on and", usage=(50, cap))  # reported as completed / stop
+
+    with FakeProvider([at_the_cap]) as fake:
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, wire)], tmp_path)
+    assert run.code == 0, run.stderr
+    events = strict_lines(run.stdout)
+    assert events[-1]["reason"] == "max_tokens", events[-1]
+    assert any("cut at the model's output limit" in n for n in _notices(events))
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses", "anthropic-messages"])
+def test_an_empty_answer_is_reported_plainly(wire: str, tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="")] * 3) as fake:
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, wire)], tmp_path,
+                        env={"ANTHROPIC_API_KEY": "sk-ant-test-1234567890"})
+    [error] = [e for e in strict_lines(run.stdout) if e["type"] == "error"]
+    assert "answered with nothing" in error["message"] and "retries" not in error["message"], error
+    assert run.code == 1
+
+
+def test_llama_cpp_python_s_validation_error_reads_as_one_line_and_names_the_message(tmp_path: Path) -> None:
+    """Before string content was sent, every tool turn after the whole-answer fallback died so."""
+    from fakeprovider import llama_cpp_python_problem
+
+    problem = llama_cpp_python_problem({"messages": [{"role": "user", "content": "x"}, {"role": "user", "content": "y"},
+                                                     {"role": "assistant", "content": None}]})
+    error_body = {"error": {"message": problem, "type": "internal_server_error"}}
+    script = [Turn(text="first answer"), Turn(status=500, error_body=error_body)]
+    with FakeProvider(script) as fake:
+        assert run_ketch(["-p", "hi", *adhoc(fake, "openai-chat")], tmp_path, env={"KETCH_MAX_RETRIES": "0"}).code == 0
+        run = run_ketch(["-p", "again", "--continue", "--output-format", "stream-json", *adhoc(fake, "openai-chat")],
+                        tmp_path, env={"KETCH_MAX_RETRIES": "0"})
+    [error] = [e for e in strict_lines(run.stdout) if e["type"] == "error"]
+    message = error["message"]
+    assert "messages[2].content: Input should be a valid string" in message, message
+    assert "{'" not in message and "it names messages[2] of the request" in message, message
+    assert "\n" not in message
+
+
+def test_a_window_too_small_even_for_the_compact_profile_says_what_does_not_fit(tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="never")] * 4, window=1500, chars_per_token=4 / FACTOR) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 1500}})
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path,
+                        env={"KETCH_MAX_RETRIES": "0"})
+    events = strict_lines(run.stdout)
+    [error] = [e for e in events if e["type"] == "error"]
+    assert "instructions and tool schemas alone take about" in error["message"], error
+    assert "larger context" in error["message"] and "Run /compact" not in error["message"]
+    # the ladder had nothing to take (the prompt alone is there): no compaction is reported
+    assert not [e for e in events if e["type"] == "compacted"], events
+    assert any("compact profile" in n for n in _notices(events))
+
+
+@pytest.mark.parametrize("tokenize", [False, True])
+def test_llama_cpp_s_own_count_sizes_the_first_request(tokenize: bool, tmp_path: Path) -> None:
+    """Before any answer has reported a count, /tokenize is what corrects chars/4: a first
+    request of ~4,800 estimated tokens (the full profile and a long prompt; ~6,700 as the
+    server counts) gets a cap that fits."""
+    prompt = "Please look at this: " + ("the quick brown fox jumps over the lazy dog; " * 135)
+    with FakeProvider([Turn(text="ok")] * 3, window=8192, chars_per_token=4 / FACTOR, tokenize=tokenize) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 8192}})
+        run = run_ketch(["-p", prompt, "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path,
+                        env={"KETCH_MAX_RETRIES": "0"})
+    paths = [r.path for r in fake.requests]
+    assert paths.index("/tokenize") < paths.index("/v1/chat/completions")
+    tokens, cap = fake.counted[0]
+    if tokenize:
+        assert tokens + cap <= 8192 and not fake.rejections, fake.counted
+        assert strict_lines(run.stdout)[-1]["reason"] == "done"
+    else:  # the server cannot count: the estimate alone asks for more than the window
+        assert tokens + cap > 8192, fake.counted
+
+
+def test_calibration_takes_the_largest_recent_ratio_and_never_goes_below_one() -> None:
+    from ketch.context.calibration import KEEP, Calibration
+
+    c = Calibration()
+    assert c.ratio == 1.0 and c.scale(1000) == 1000
+    c.observe(1000, 800)  # a server that counts less keeps the estimate
+    assert c.ratio == 1.0
+    c.observe(1000, 1400)
+    c.observe(1000, 1200)
+    assert c.ratio == 1.4 and c.scale(1000) == 1400 and c.unscale(1400) == 1000
+    c.observe(10, 100)  # too small a request to say anything
+    c.observe(1000, None)
+    c.observe(1000, True)  # not a count
+    assert c.ratio == 1.4
+    for _ in range(KEEP):
+        c.observe(1000, 1100)
+    assert c.ratio == 1.1  # the old, larger ratio has gone out of the window
+    c.reset()
+    assert c.ratio == 1.0 and not c.observed
+
+
+@pytest.mark.parametrize("choice", ["Use the compact profile", "Keep the full profile"])
+def test_the_interactive_session_offers_the_compact_profile(choice: str, tmp_path: Path) -> None:
+    import asyncio
+    from types import SimpleNamespace
+
+    from ketch.frontends.assemble import build_session
+
+    async def turn(fake: FakeProvider) -> list[Any]:
+        from kettle import write_project_config
+
+        write_project_config(tmp_path, f'[connections.local]\npreset = "llamacpp"\nbase_url = "{fake.base_url}"\n')
+        args = SimpleNamespace(model="local:qwen3", cwd=str(tmp_path), add_dir=[], yolo=False)
+        session = await build_session(args, interactive=True)
+        events = []
+        try:
+            async for event in session.run_turn("hello"):
+                events.append(event)
+                if event.type == "ask_requested":
+                    assert event.choices == ["Use the compact profile", "Keep the full profile"]
+                    session.answer(event.request_id, choice)
+            return events
+        finally:
+            await session.aclose()
+
+    with FakeProvider([Turn(text="hi")], models=["qwen3"]) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 4096}})
+        events = asyncio.run(turn(fake))
+    assert [e for e in events if e.type == "ask_requested"]
+    offered = [t["function"]["name"] for t in fake.model_requests[0].body["tools"]]
+    if choice.startswith("Use"):
+        assert sorted(offered) == sorted(["read_file", "edit_file", "write_file", "list_dir", "grep", "shell"])
+        from fakeprovider import instructions
+
+        text = instructions(fake.model_requests[0])
+        assert "- read_file" in text and "git_status" not in text and "todo_write" not in text  # prompt and wire agree
+        descriptions = [t["function"].get("description", "") for t in fake.model_requests[0].body["tools"]]
+        assert all(d.count(". ") == 0 and len(d) <= 120 for d in descriptions), descriptions
+    else:
+        assert len(offered) > 6
+
+
+def test_anthropic_s_count_endpoint_sizes_the_first_request(tmp_path: Path) -> None:
+    from kettle import write_project_config
+
+    prompt = "Please look at this: " + ("the quick brown fox jumps over the lazy dog; " * 135)
+    with FakeProvider([Turn(text="ok")] * 3, window=8192, chars_per_token=4 / FACTOR, tokenize=True) as fake:
+        write_project_config(tmp_path, "[compaction]\ncontext_window = 8192\n")
+        run = run_ketch(["-p", prompt, "--output-format", "stream-json",
+                         *adhoc(fake, "anthropic-messages", "claude-sonnet-4-5")], tmp_path,
+                        env={"ANTHROPIC_API_KEY": "sk-ant-test-1234567890", "KETCH_MAX_RETRIES": "0"})
+    paths = [r.path for r in fake.requests]
+    assert paths.index("/v1/messages/count_tokens") < paths.index("/v1/messages"), paths
+    tokens, cap = fake.counted[-1]
+    assert tokens + cap <= 8192 and not fake.rejections, fake.counted
+    assert strict_lines(run.stdout)[-1]["reason"] == "done"
