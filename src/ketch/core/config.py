@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from ketch.core import strict_json
 from ketch.core.dirs import user_config_dir, user_data_dir
@@ -33,7 +33,11 @@ THINK_LEVELS: tuple[str, ...] = ("off", "low", "medium", "high", "max")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Unknown keys and values of the wrong type are errors: ``"false"``, ``0``/``1`` for a
+    yes/no, ``"5"`` for a number are never coerced (a repository's file could otherwise flip a
+    setting the user set the other way through the lenient reading of a string)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 DEFAULT_TIMEOUT = 300.0
@@ -168,6 +172,15 @@ class Config(_Strict):
     """Window and output limits a repo's own config set, which may only lower the others."""
     _project_trust: Any = PrivateAttr(default=None)
 
+    @field_validator("mcp", "hooks", "permissions", "guards", "telemetry")
+    @classmethod
+    def _check_table(cls, value: Any, info: Any) -> Any:
+        """The free-form tables' own shapes (``config_tables``): wrong types are errors here,
+        at load, with the file named, not a lenient read later by their consumer."""
+        from ketch.core import config_tables
+
+        return getattr(config_tables, f"check_{info.field_name}")(value) if value else value
+
     @property
     def project_trust(self) -> Any:
         """How the project's config was treated (``trust.ProjectTrust``), None if not loaded from files."""
@@ -203,6 +216,8 @@ def _validate(data: dict[str, Any], source: str) -> None:
         where = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
             raise ConfigError(f"{source}: unknown config key '{where}'") from None
+        if err["type"] == "value_error" and len(err["loc"]) == 1:  # a table's own check (config_tables)
+            raise ConfigError(f"{source}: {err['ctx']['error']}") from None
         raise ConfigError(f"{source}: invalid value for '{where}': {err['msg']}") from None
 
 
@@ -220,18 +235,27 @@ _ENV_KEYS: dict[str, str] = {
     "KETCH_MODEL": "model",
     "KETCH_THINK": "think",
     "KETCH_AGENT": "agent",
-    "KETCH_MAX_STEPS": "max_steps",
-    "KETCH_PRIVACY": "privacy",
 }
 
 
 def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
+    """The ``KETCH_*`` settings, each read with its own type (``core.env_values``): a
+    yes/no or a number that is neither is an error naming the variable."""
+    from ketch.core.env_values import env_bool, env_int
+
     layer: dict[str, Any] = {}
     for var, key in _ENV_KEYS.items():
         if environ.get(var):
             layer[key] = environ[var]
-    if environ.get("KETCH_WEB_SEARCH_ENABLED"):
-        layer["web_search"] = {"enabled": environ["KETCH_WEB_SEARCH_ENABLED"].lower() in ("1", "true", "yes")}
+    steps = env_int(environ, "KETCH_MAX_STEPS", minimum=1)
+    if steps is not None:
+        layer["max_steps"] = steps
+    privacy = env_bool(environ, "KETCH_PRIVACY")
+    if privacy is not None:
+        layer["privacy"] = privacy
+    search = env_bool(environ, "KETCH_WEB_SEARCH_ENABLED")
+    if search is not None:
+        layer["web_search"] = {"enabled": search}
     _validate(layer, "environment (KETCH_*)")
     return layer
 
@@ -394,9 +418,9 @@ def resolve_connection(
 ) -> Connection:
     """Turn ``connection:model`` (or an ad-hoc ``--base-url``/``--wire`` endpoint) into a Connection."""
     environ = dict(os.environ if environ is None else environ)
-    retries_override = environ.get("KETCH_MAX_RETRIES")
-    if retries_override is not None and not retries_override.isdigit():
-        raise ConfigError(f"KETCH_MAX_RETRIES must be a whole number, not {retries_override!r}")
+    from ketch.core.env_values import env_int
+
+    retries_override = env_int(environ, "KETCH_MAX_RETRIES")
     timeout_override = _timeout_override(environ.get("KETCH_TIMEOUT"))
     if not model_ref:
         raise ConfigError(
@@ -415,7 +439,7 @@ def resolve_connection(
             if not key:
                 raise ConfigError(f"--api-key-env {api_key_env} is set but the variable is empty or missing")
         preset = PRESETS["openai-compatible"]
-        retries = int(retries_override) if retries_override is not None else 2
+        retries = retries_override if retries_override is not None else 2
         return Connection(
             name, preset, wire, base_url, model_name, key, api_key_env or "", retries, config.models.get(model_ref),
             timeout=timeout_override or DEFAULT_TIMEOUT,
@@ -448,7 +472,7 @@ def resolve_connection(
     if not key and key_env:
         either = f"{key_env} (or {alt_env})" if alt_env else key_env
         raise ConfigError(f"missing API key for connection '{name}': set {either} or run 'ketch auth login {name}'")
-    retries = int(retries_override) if retries_override is not None else conn_cfg.max_retries
+    retries = retries_override if retries_override is not None else conn_cfg.max_retries
     return Connection(
         name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref),
         timeout=timeout_override or conn_cfg.timeout, reasoning=conn_cfg.reasoning,

@@ -86,9 +86,11 @@ def _parse_entry(event: str, index: int, entry: Any) -> HookSpec:
     if not isinstance(command, str) or not command.strip():
         raise HookConfigError(f"{where} needs a non-empty 'command'")
     matcher = None
-    if entry.get("matcher") not in (None, ""):
+    if "matcher" in entry and not isinstance(entry["matcher"], str):
+        raise HookConfigError(f"{where} matcher must be a string (a regex), not {type(entry['matcher']).__name__}")
+    if entry.get("matcher"):
         try:
-            matcher = re.compile(str(entry["matcher"]))
+            matcher = re.compile(entry["matcher"])
         except re.error as exc:
             raise HookConfigError(f"{where} matcher {entry['matcher']!r} is not a valid regex: {exc}") from exc
     timeout = entry.get("timeout", DEFAULT_TIMEOUT_S)
