@@ -32,6 +32,20 @@ ThinkLevel = Literal["off", "low", "medium", "high", "max"]
 THINK_LEVELS: tuple[str, ...] = ("off", "low", "medium", "high", "max")
 
 
+def _clean_url(value: Any) -> Any:
+    """A URL config names is refused at load when its host carries control bytes (``core.hostcheck``)."""
+    from ketch.core.hostcheck import url_problem
+
+    problem = url_problem(value) if isinstance(value, str) else None
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+_TABLES = ("mcp", "hooks", "permissions", "guards", "telemetry")
+"""The free-form tables ``config_tables`` checks (their messages name the key themselves)."""
+
+
 class _Strict(BaseModel):
     """Unknown keys and values of the wrong type are errors: ``"false"``, ``0``/``1`` for a
     yes/no, ``"5"`` for a number are never coerced (a repository's file could otherwise flip a
@@ -66,6 +80,8 @@ class ConnectionConfig(_Strict):
     profile and ketch's table say (a repo's config may only lower it)."""
     max_output_tokens: int | None = Field(default=None, gt=0)
     """``max_tokens`` each request sends (the output reservation); a repo's config may only lower it."""
+    _base_url_host = field_validator("base_url")(_clean_url)
+
     reasoning: bool | None = None
     """The models behind it reason: send the wire's thinking field for ``--think`` even where
     the SDK does not know the model to reason (``reasoning_effort``, ``reasoning.effort``,
@@ -118,6 +134,7 @@ class WebSearchConfig(_Strict):
     """Send Anthropic's ``web_search_20260209`` (dynamic filtering) instead of ``20250305`` for
     the models ``ketch models --capabilities`` marks, on the official Anthropic API only."""
     tavily_base_url: str = "https://api.tavily.com"
+    _tavily_host = field_validator("tavily_base_url")(_clean_url)
 
 
 class CompactionConfig(_Strict):
@@ -163,6 +180,7 @@ class Config(_Strict):
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     registry_url: str = "https://registry.ketch.dev/index.json"
+    _registry_host = field_validator("registry_url")(_clean_url)
     """Where ``/registry`` fetches its index."""
     added_dirs: list[str] = Field(default_factory=list)
     """Directories besides the workspace that file tools may touch."""
@@ -172,7 +190,7 @@ class Config(_Strict):
     """Window and output limits a repo's own config set, which may only lower the others."""
     _project_trust: Any = PrivateAttr(default=None)
 
-    @field_validator("mcp", "hooks", "permissions", "guards", "telemetry")
+    @field_validator(*_TABLES)
     @classmethod
     def _check_table(cls, value: Any, info: Any) -> Any:
         """The free-form tables' own shapes (``config_tables``): wrong types are errors here,
@@ -216,9 +234,9 @@ def _validate(data: dict[str, Any], source: str) -> None:
         where = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
             raise ConfigError(f"{source}: unknown config key '{where}'") from None
-        if err["type"] == "value_error" and len(err["loc"]) == 1:  # a table's own check (config_tables)
-            raise ConfigError(f"{source}: {err['ctx']['error']}") from None
-        raise ConfigError(f"{source}: invalid value for '{where}': {err['msg']}") from None
+        if err["type"] == "value_error" and err["loc"] == (err["loc"][0],) and err["loc"][0] in _TABLES:
+            raise ConfigError(f"{source}: {err['ctx']['error']}") from None  # the table's own check names the key
+        raise ConfigError(f"{source}: invalid value for '{where}': {err['msg'].removeprefix('Value error, ')}") from None
 
 
 def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
@@ -397,7 +415,12 @@ def check_base_url(url: str, where: str) -> None:
     """Refuse a base URL no HTTP client can use (no scheme, no host, a bad port) as a usage error."""
     from urllib.parse import urlsplit
 
+    from ketch.core.hostcheck import url_problem
+
     example = "write it like http://localhost:11434/v1"
+    problem = url_problem(url)
+    if problem is not None:
+        raise ConfigError(f"{where}: {problem}; {example}")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port out of range

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class _Strict(BaseModel):
@@ -31,6 +31,16 @@ class McpServerConfig(_Strict):
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     network: bool = True
 
+    @field_validator("url")
+    @classmethod
+    def _clean_host(cls, value: str | None) -> str | None:
+        from ketch.core.hostcheck import url_problem
+
+        problem = url_problem(value) if value is not None else None
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
 
 class McpConfig(_Strict):
     servers: dict[str, McpServerConfig] = Field(default_factory=dict)
@@ -47,7 +57,7 @@ def _first_error(exc: ValidationError, table: str) -> ValueError:
     where = ".".join([table, *(str(p) for p in err["loc"])])
     if err["type"] == "extra_forbidden":
         return ValueError(f"unknown config key '{where}'")
-    return ValueError(f"invalid value for '{where}': {err['msg']}")
+    return ValueError(f"invalid value for '{where}': {err['msg'].removeprefix('Value error, ')}")
 
 
 def check_mcp(value: dict[str, Any]) -> dict[str, Any]:
