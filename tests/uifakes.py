@@ -265,17 +265,17 @@ class Harness:
         self.send(keys)
         await asyncio.sleep(pause or 0.02)
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 3.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() > deadline:
                 raise AssertionError("timed out; screen was:\n" + self.sink.text())
             await asyncio.sleep(0.01)
 
-    async def wait_text(self, text: str, timeout: float = 3.0) -> None:
+    async def wait_text(self, text: str, timeout: float = 30.0) -> None:
         await self.wait_for(lambda: text in self.sink.text(), timeout)
 
-    async def wait_gone(self, text: str, timeout: float = 3.0) -> None:
+    async def wait_gone(self, text: str, timeout: float = 30.0) -> None:
         await self.wait_for(lambda: text not in self.sink.text(), timeout)
 
     async def idle(self) -> None:

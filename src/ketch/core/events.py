@@ -130,13 +130,26 @@ class Compacted(_Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PrefixBreak(_Event):
+    """The next request does not extend the one before byte for byte (the provider's prompt
+    cache starts again from the first change): a compaction, or the user changed the model,
+    the agent, the tools, the instruction files or the skills."""
+
+    type: Literal["prefix_break"] = "prefix_break"
+    cause: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Usage(_Event):
     type: Literal["usage"] = "usage"
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
+    """Of `input_tokens`, read from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Of `input_tokens`, written to the provider's prompt cache (billed above the base price on Anthropic)."""
     cost_usd: float | None = None
-    """USD for this response; None when the price of the model is unknown."""
+    """USD for this response (cache reads and writes at their own prices); None when the price of the model is unknown."""
     session_cost_usd: float | None = None
 
 
@@ -215,6 +228,7 @@ AgentEvent = Union[
     ApprovalResolved,
     AskRequested,
     Compacted,
+    PrefixBreak,
     Usage,
     TodoUpdated,
     WebSearchResult,

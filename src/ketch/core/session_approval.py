@@ -17,6 +17,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 from ketch.core import events as ev
 from ketch.core import telemetry
 from ketch.core.approval import HEADLESS_DENIAL, GateDecision
+from ketch.core.arg_bytes import refuse_bad_bytes
 from ketch.tools.base import ToolDeps
 
 
@@ -33,6 +34,7 @@ class ApprovalBridge:
     """Approval requests and answers of one session (needs the attributes ``Session`` sets)."""
 
     async def _gate_hook(self, ctx: RunContext[ToolDeps], *, call: Any, tool_def: Any, args: Any) -> Any:
+        refuse_bad_bytes(call.tool_name, call.args_as_dict())  # a tool error the model sees, before anything reads them
         if ctx.tool_call_approved:
             await self._checkpoint_before_tool(call.tool_name, ctx.run_step)
             self._tool_started(ctx, call)  # last: the body runs next

@@ -32,12 +32,15 @@ class SessionControls:
         self.agent.model = model
         for follower in self._model_followers:
             follower.follow_model(model, connection)  # the compactor's window, the Chat → Responses switch
+        self.prefix.note_break(f"model changed to {self.model_ref}")
+        self.prefix.forget()
 
     def set_thinking(self, level: str, settings: Any) -> None:
         """Use thinking ``level`` from the next request on; ``settings`` are its model settings."""
         self._require_idle()
         self.config = self.config.model_copy(update={"think": level})
         self.agent.model_settings = settings
+        self.prefix.note_break(f"thinking level changed to {level}")
 
     def set_variant(self, variant: AgentVariant) -> None:
         """Switch the agent variant (``/agent``): tools and instructions follow it."""
@@ -51,12 +54,14 @@ class SessionControls:
             self.claim(session_id)  # one writer per session: refuses one open in another ketch
         self.session_id = session_id
         self.messages = list(history)
+        self.prefix.forget()
         self._writer = HistoryWriter(self.store, session_id, self.messages)
         self._step_events = []
         from ketch.providers.pricing import price_known
 
         self.cost_usd = 0.0 if price_known(self.model) else None
         self.input_tokens = self.output_tokens = self.last_request_tokens = 0
+        self.cache_read_tokens = self.cache_write_tokens = 0
 
     def status(self) -> SessionStatus:
         notebook = self.deps.extras.get("notebook")
@@ -76,10 +81,13 @@ class SessionControls:
             cost_usd=self.cost_usd,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
+            cache_read_tokens=self.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens,
             cwd=str(Path(self.workspace.root)),
             tools=self.active_tools(),
             todos=notebook.as_dicts() if notebook is not None else [],
             context_parts=parts,
+            prefix_break=self.prefix.last_break,
         )
 
     def _context_parts(self) -> dict[str, int]:

@@ -19,6 +19,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
+from ketch.extensions.program_options import effects
 from ketch.extensions.shell_parse import INTERPRETERS, SHELLS, ParsedCommand, SimpleCommand, Word, parse_command
 
 MAX_DEPTH = 6
@@ -98,7 +99,14 @@ def invocations(parsed: ParsedCommand, depth: int = 0) -> list[Invocation]:
     return found
 
 
-_CODE_VARIABLES = frozenset({"BASH_ENV", "ENV", "PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "BASH_LOADABLES_PATH", "IFS", "PATH", "LD_PRELOAD", "LD_LIBRARY_PATH"})
+_CODE_VARIABLES = frozenset(
+    {"BASH_ENV", "ENV", "PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "BASH_LOADABLES_PATH", "IFS", "PATH", "LD_PRELOAD", "LD_LIBRARY_PATH",
+     "PAGER", "MANPAGER", "MANOPT", "EDITOR", "VISUAL", "LESSOPEN", "LESSCLOSE", "LESSKEY", "LESSKEYIN", "LESS", "BROWSER", "SSH_ASKPASS", "SUDO_ASKPASS",
+     "PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "NODE_OPTIONS", "NODE_PATH", "PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB", "RIPGREP_CONFIG_PATH", "TAR_OPTIONS",
+     "CURL_HOME", "WGETRC", "npm_config_userconfig", "NPM_CONFIG_USERCONFIG", "XDG_CONFIG_HOME", "HOME", "MAKEFLAGS", "GNUMAKEFLAGS", "AWKPATH", "SHELL", "TMPDIR"}
+)
+"""Variables a program (or bash) reads code, configuration or programs from; any ``GIT_*``
+variable counts too (git reads config, aliases, pagers and ssh commands from them)."""
 
 
 def _code_later(assignment: str) -> bool:
@@ -106,7 +114,8 @@ def _code_later(assignment: str) -> bool:
     file or search path variable, or a value with a substitution in quotes (``PS4``,
     arithmetic on the variable and ``${x@P}`` evaluate it)."""
     name, _, value = assignment.partition("=")
-    return name.rstrip("+") in _CODE_VARIABLES or "$(" in value or "`" in value or "<(" in value
+    name = name.rstrip("+")
+    return name in _CODE_VARIABLES or name.startswith("GIT_") or "$(" in value or "`" in value or "<(" in value
 
 
 def invocations_of(source: str, depth: int = 0) -> tuple[list[Invocation], str]:
@@ -121,6 +130,9 @@ def _resolve(command: SimpleCommand, depth: int) -> list[Invocation]:
     words = list(command.words)
     if not words:
         return []
+    risky = next((a for a in command.assignments if _code_later(a)), None)
+    if risky is not None:
+        return _unwrap(words, depth) + _unknown([], 0, f"the variable {risky.split('=', 1)[0]} set for the command can make it run other code")
     return _unwrap(words, depth)
 
 
@@ -160,6 +172,15 @@ def _unwrap(words: list[Word], depth: int) -> list[Invocation]:
         return []
     name = posixpath.basename(words[0].text.rstrip("/")) or words[0].text
     words = [Word(name), *words[1:]]
+    opaque = [e for e in effects(words) if e.opaque and e.kind in ("exec", "config")]
+    found = _program(name, words, depth)
+    if opaque and all(inv.program for inv in found):
+        found += _unknown([], 0, opaque[0].what)
+    return found
+
+
+def _program(name: str, words: list[Word], depth: int) -> list[Invocation]:
+    """One program's invocations, its wrappers already removed."""
     args = words[1:]
     if name in SHELLS:
         return _shell(words, depth)

@@ -9,6 +9,9 @@ A rule names a tool and, optionally, a pattern on the tool's key argument:
   matches, as written or as it really runs;
 * anything else (``url`` …): a wildcard pattern where ``*`` matches any text.
 
+A deny or ask rule on a file tool's path also hits a shell command that names a matching
+path, as an operand or inside an option's value (``program_options.option_paths``).
+
 A path is matched both as written (normalized) and as resolved (symlinks and ``..``
 followed the way the workspace jail follows them): a deny or an ask on either form hits,
 an allow needs both. Among matching rules deny beats ask beats allow.
@@ -26,14 +29,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from ketch.extensions.shell_parse import parse_command
-from ketch.extensions.shell_rules import allow_blocker, command_hits, covering_allows, wildcard_matches
+from ketch.extensions.invocations import invocations
+from ketch.extensions.program_options import option_paths
+from ketch.extensions.shell_parse import Word, parse_command
+from ketch.extensions.shell_rules import allow_blocker, command_hits, covering_allows, effect_note, unquoted, wildcard_matches
 from ketch.tools.run_later import is_run_later
 
 Action = Literal["allow", "deny", "ask"]
 ACTIONS: tuple[Action, ...] = ("allow", "deny", "ask")
 _STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
 
+FILE_TOOLS = ("read_file", "write_file", "edit_file", "list_dir", "git_diff", "git_log", "git_blame")
+"""Tools whose key argument is a path: their deny and ask rules hold for shell commands too."""
 _PATH_ARGS = frozenset({"path", "file_path", "paths", "dir", "directory", "cwd", "notebook_path"})
 
 
@@ -226,9 +233,9 @@ class RuleSet:
     def decide(self, tool_name: str, args: Mapping[str, Any], key_arg: str) -> tuple[Action, Rule] | None:
         """The strongest matching rule (deny > ask > allow) and its action, or None."""
         candidates = [r for r in self.rules if fnmatch.fnmatchcase(tool_name, r.tool)]
-        if not candidates:
-            return None
         value = args.get(key_arg) if key_arg else None
+        if not candidates and not (key_arg == "command" and isinstance(value, str)):
+            return None
         if key_arg == "command" and isinstance(value, str):
             hits = self._shell_hits(candidates, value)
         else:
@@ -252,6 +259,7 @@ class RuleSet:
 
     def _shell_hits(self, candidates: list[Rule], command: str) -> list[Rule]:
         hits = [r for r in candidates if r.pattern is None]
+        hits += self._path_hits(command)
         hits += [r for r in candidates if r.pattern is not None and r.action != "allow" and command_hits(r.pattern, command, prefix=False)[0]]
         allows = [r for r in candidates if r.action == "allow" and r.pattern is not None]
         parsed = parse_command(command)
@@ -261,6 +269,22 @@ class RuleSet:
                 hits.append(allows[chosen[0]])
         return hits
 
+    def _path_hits(self, command: str) -> list[Rule]:
+        """Deny and ask rules on file tools' paths, against the paths a shell command
+        names (operands and option values: ``--file=F``, ``-fF``, ``@F``): a rule that
+        keeps ``read_file`` off ``.env`` keeps ``cat .env`` and ``curl -d @.env`` off it.
+        An unparsed command is matched on every word of its text."""
+        rules = [r for r in self.rules if r.pattern is not None and r.action != "allow" and any(fnmatch.fnmatchcase(t, r.tool) for t in FILE_TOOLS)]
+        if not rules:
+            return []
+        parsed = parse_command(command)
+        if parsed.error:
+            paths = [p for w in unquoted(command).split() for p in option_paths([Word("x"), Word(w)])]
+        else:
+            forms = [c.words for c in parsed.commands if c.words] + [inv.words for inv in invocations(parsed)]
+            paths = list(dict.fromkeys(p for words in forms for p in option_paths(words)))
+        return [r for r in rules if any(path_rule_matches(r.pattern or "", p, self.root, allow=False) for p in paths)]
+
     def shell_note(self, command: str) -> str:
         """Why an allow rule for the shell did not cover ``command`` (empty when there
         is no such rule or nothing stood in its way): the gate shows it with the prompt
@@ -268,7 +292,12 @@ class RuleSet:
         if not any(r.action == "allow" and r.pattern is not None and fnmatch.fnmatchcase("shell", r.tool) for r in self.rules):
             parsed = parse_command(command)
             return allow_blocker(parsed, self.root) if parsed.error else ""
-        return allow_blocker(parse_command(command), self.root)
+        parsed = parse_command(command)
+        blocker = allow_blocker(parsed, self.root)
+        if blocker:
+            return blocker
+        allows = [r.pattern or "" for r in self.rules if r.action == "allow" and r.pattern is not None and fnmatch.fnmatchcase("shell", r.tool)]
+        return effect_note(allows, parsed)
 
     @staticmethod
     def describe(rule: Rule) -> str:

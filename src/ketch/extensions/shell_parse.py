@@ -21,11 +21,12 @@ disagree about where a command starts.
 
 from __future__ import annotations
 
-import codecs
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
+
+from ketch.extensions.shell_heredocs import heredoc_mismatch
 
 MAX_COMMAND_BYTES = 256 * 1024
 """Longer command lines are not parsed (and so never allowed by a rule)."""
@@ -108,8 +109,14 @@ _SUBSTITUTIONS = {
 }
 _PASS_THROUGH = frozenset({"program", "list", "pipeline", "negated_command", "redirected_statement", "do_group", "else_clause", "elif_clause", "case_item"})
 _RUNS_TEXT = frozenset({"eval", "source", ".", "trap", "alias", "enable", "fc", "mapfile", "readarray", "coproc"})
+_RESERVED = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while", "until", "for", "in", "select", "function", "{", "}", "[[", "]]", "!"})
+"""Words bash reads as syntax in a command's first position (the grammar sometimes reads
+them as a program: ``! if x; then ...``)."""
 _HARMLESS_TARGETS = frozenset({"/dev/null"})
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>"})
+_TILDE = re.compile(r"(?:^|[=:])~")
+"""An unquoted tilde bash expands: at a word's start, or after ``=`` or ``:`` (bash does
+it in arguments that look like assignments too)."""
 _GLOB_CHARS = re.compile(r"(?<!\\)[*?\[]|(?<!\\)\{.*(?<!\\)\}")
 
 
@@ -141,10 +148,16 @@ def parse_command(source: str) -> ParsedCommand:
         return ParsedCommand(source, error=f"a line continuation splits a word near byte {split}, which bash would join")
     try:
         joined = _joined_lines(tree.root_node, data)
+        heredoc = heredoc_mismatch(tree.root_node, data)
     except RecursionError:
         return ParsedCommand(source, error="the command is nested too deeply to follow")
     if joined is not None:
         return ParsedCommand(source, error=f"the grammar read {joined[1]} near byte {joined[0]}, which bash would not")
+    if heredoc is not None:
+        return ParsedCommand(source, error=f"a here-document near byte {heredoc} that bash may end elsewhere")
+    skipped = _skipped_text(tree.root_node, data)
+    if skipped is not None:
+        return ParsedCommand(source, error=f"the grammar skipped text near byte {skipped} that bash would read")
     walker = _Walker()
     try:
         walker.visit(tree.root_node, "")
@@ -177,7 +190,7 @@ def _split_continuation(root: Any, data: bytes) -> int | None:
             continue
         before = root.descendant_for_byte_range(start - 1, start)
         after = root.descendant_for_byte_range(match.end(), match.end() + 1)
-        if _inside(before, _LITERAL_CONTAINERS) or _inside(after, _LITERAL_CONTAINERS):
+        if _literal(before) or _literal(after):
             continue
         if before is None or after is None or before.id != after.id:
             return k
@@ -212,6 +225,44 @@ def _joined_lines(node: Any, data: bytes) -> tuple[int, str] | None:
     return None
 
 
+_CODE_CONTAINERS = frozenset({"command_substitution", "process_substitution", "arithmetic_expansion", "expansion"})
+
+
+def _literal(node: Any) -> bool:
+    """Inside quotes, a comment or a here-document body (and not in a substitution
+    nested there): a backslash-newline is no word break the grammar could miss."""
+    while node is not None:
+        if node.type in _CODE_CONTAINERS:
+            return False
+        if node.type in _LITERAL_CONTAINERS:
+            return True
+        node = node.parent
+    return False
+
+
+_TEXT_CONTAINERS = frozenset({"string", "raw_string", "ansi_c_string", "translated_string", "heredoc_body", "heredoc_content", "comment"})
+
+
+def _skipped_text(root: Any, data: bytes) -> int | None:
+    """Where a byte that is not blank lies outside every token of the parse (the grammar
+    dropped it: ``printf -c - 3<in`` loses its ``-``); None when there is none."""
+    covered = bytearray(len(data))
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.child_count == 0 or node.type in _TEXT_CONTAINERS:
+            covered[node.start_byte : node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
+        else:
+            stack.extend(node.children)
+    for k, byte in enumerate(data):
+        if covered[k] or byte in b" \t\n":
+            continue
+        if byte == 0x5C and data[k + 1 : k + 2] == b"\n":
+            continue  # a line continuation between words
+        return k
+    return None
+
+
 def _inside(node: Any, kinds: frozenset[str]) -> bool:
     while node is not None:
         if node.type in kinds:
@@ -243,11 +294,43 @@ def _unescape_double(inner: str) -> str:
     return re.sub(r'\\([$`"\\\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), inner)
 
 
+_ANSI_SIMPLE = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+
+
 def _ansi_c(inner: str) -> str | None:
-    try:
-        return codecs.decode(inner.replace("\\'", "'").encode("latin-1", "backslashreplace"), "unicode_escape")
-    except (UnicodeDecodeError, ValueError):
-        return None
+    """A ``$'...'`` string's value as bash makes it; None for escapes ketch does not
+    work out (``\\c``, ``\\u``, octal or hex that is not plain ASCII ...)."""
+    out, i = [], 0
+    while i < len(inner):
+        c = inner[i]
+        if c != "\\" or i + 1 == len(inner):
+            out.append(c)
+            i += 1
+            continue
+        e = inner[i + 1]
+        if e in _ANSI_SIMPLE:
+            out.append(_ANSI_SIMPLE[e])
+            i += 2
+        elif e in "01234567":
+            m = re.match(r"[0-7]{1,3}", inner[i + 1 :])
+            assert m is not None
+            value = int(m.group(0), 8)
+            if not 0 < value < 128:
+                return None
+            out.append(chr(value))
+            i += 1 + len(m.group(0))
+        elif e == "x":
+            m = re.match(r"[0-9a-fA-F]{1,2}", inner[i + 2 :])
+            if m is None or not 0 < int(m.group(0), 16) < 128:
+                return None
+            out.append(chr(int(m.group(0), 16)))
+            i += 2 + len(m.group(0))
+        elif e in "cuU":
+            return None
+        else:
+            out.append(c + e)  # bash keeps an unknown escape (and a backslash-newline) as written
+            i += 2
+    return "".join(out)
 
 
 @dataclass
@@ -282,6 +365,10 @@ class _Walker:
             body = node.child_by_field_name("body") if kind == "redirected_statement" else None
             if body is not None and body.type == "command":
                 self.stdin_next = any(c.type in ("heredoc_redirect", "herestring_redirect") for c in node.children)
+                after = body.next_sibling
+                if body.children and after is not None and after.type.endswith("redirect") and _descriptor_like(body.children[-1], after):
+                    self.error = f"a word bash reads as the file descriptor of a redirection near byte {after.start_byte}"
+                    return
             for child in node.children:
                 self._redirect(child, enclosed) if child.type.endswith("redirect") else self.visit(child, enclosed)
         elif kind in _STRUCTURES:
@@ -320,6 +407,14 @@ class _Walker:
         words: list[Word] = []
         assignments: list[str] = []
         stdin_text, self.stdin_next = self.stdin_next, False
+        for left, right in zip(node.children, node.children[1:]):
+            if right.type.endswith("redirect") and _descriptor_like(left, right):
+                self.error = f"a word bash reads as the file descriptor of a redirection near byte {left.start_byte}"
+                return
+        head = node.child_by_field_name("name")
+        if head is not None and _text(head) in _RESERVED:
+            self.error = f"the reserved word {_text(head)!r} read as a program name near byte {head.start_byte}"
+            return
         for i, child in enumerate(node.children):
             name = node.field_name_for_child(i)
             if child.type == "variable_assignment":
@@ -412,6 +507,8 @@ class _Walker:
             self.visit(node, enclosed)
             return Word(raw, False)
         if kind == "word":
+            if _TILDE.search(raw):
+                return Word(raw, False)  # bash puts a home directory there
             return Word(_unescape_word(raw), True, bool(_GLOB_CHARS.search(raw)))
         if kind == "number":
             return Word(raw)
@@ -424,6 +521,8 @@ class _Walker:
             return Word(_unescape_double(raw[1:-1]))
         if kind == "concatenation":
             parts = [self.word(c, enclosed) for c in node.children if c.is_named or c.type not in ("{", "}")]
+            if any(c.type == "word" and _TILDE.search(_text(c)) for c in node.children):
+                return Word(raw, False)
             glob = any(p.glob for p in parts) or bool(_GLOB_CHARS.search("".join(_text(c) for c in node.children if c.type == "word")))
             if all(p.static for p in parts):
                 return Word("".join(p.text for p in parts), True, glob)
@@ -435,6 +534,12 @@ class _Walker:
 _STATEMENTS = frozenset({"command", "redirected_statement", "pipeline", "list", "subshell", "compound_statement", "if_statement", "while_statement", "for_statement", "c_style_for_statement", "case_statement", "function_definition", "negated_command", "test_command", "declaration_command", "unset_command", "variable_assignment", "variable_assignments", "ERROR"})
 _WORD_KINDS = frozenset({"word", "number", "raw_string", "ansi_c_string", "string", "string_content", "concatenation", "simple_expansion", "expansion", "variable_name", "special_variable_name", "heredoc_body", "heredoc_content", "translated_string", "brace_expression", "array", "extglob_pattern"})
 _INERT = frozenset({"file_descriptor", "test_operator", "binary_expression", "unary_expression", "parenthesized_expression", "postfix_expression", "ternary_expression", "subscript", "regex", "command_name"})
+
+
+def _descriptor_like(word: Any, redirect: Any) -> bool:
+    """A word that ends where a redirection starts and that bash would read as its file
+    descriptor (``a\\<newline> 2>&1``: the grammar reads ``2`` as an argument)."""
+    return word.end_byte == redirect.start_byte and re.fullmatch(r"\d+|\{\w+\}", _text(word)) is not None
 
 
 def _plain_expansion(node: Any) -> bool:

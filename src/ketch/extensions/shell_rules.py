@@ -6,9 +6,13 @@
   matches, as written or as it really runs (``invocations``: wrappers and global options
   removed, ``sh -c``/``eval`` bodies parsed). A command whose program, or a word the
   pattern looks at, is only known at run time counts as a hit: it could be that program.
+* An allow pattern never covers a command whose options write files, run commands or
+  read configuration (``program_options``: ``find -exec``, ``sort -o``, ``git -c`` ...),
+  and covers a wrapped program (``timeout 5 X``) only when ``X`` is covered too.
 * A command the grammar cannot parse is allowed by no pattern, is refused by every
   guard (bash runs the lines before a syntax error, so nothing about it is proved), and
-  hits every deny pattern whose program name occurs in it as a word.
+  hits every deny pattern whose program name occurs in it as a word (with quotes and
+  backslashes taken out), or that holds a ``$`` or a backtick (it could build the name).
 
 Patterns are text: a trailing ``*`` means "this prefix" (``ls *`` also covers a bare
 ``ls``), a ``*`` elsewhere matches any text, runs of whitespace count as one space.
@@ -23,6 +27,7 @@ import shlex
 from pathlib import Path
 
 from ketch.extensions.invocations import Invocation, invocations, invocations_of
+from ketch.extensions.program_options import effects, vouched
 from ketch.extensions.shell_parse import ParsedCommand, SimpleCommand, Word, parse_command
 
 
@@ -111,6 +116,12 @@ def _mentions(command: str, program: str) -> bool:
     return re.search(rf"(?<![\w.-]){name}(?![\w.-])", command) is not None
 
 
+def unquoted(command: str) -> str:
+    """The text with quotes, backslashes and line continuations taken out (``r\\m``,
+    ``r''m`` and ``r\\<newline>m`` all name ``rm``)."""
+    return re.sub(r"\\\n|[\\'\"]", "", command)
+
+
 def command_hits(pattern_or_prefix: str, command: str, *, prefix: bool) -> tuple[bool, str]:
     """Whether ``command`` hits a deny pattern (``prefix=False``) or a guard prefix, and
     when the hit is only a possibility, why (the program is only known at run time, the
@@ -123,7 +134,7 @@ def command_hits(pattern_or_prefix: str, command: str, *, prefix: bool) -> tuple
         # its program is named (the command asks anyway, since no allow covers it)
         if prefix:
             return True, f"the command cannot be parsed ({parsed.error}), so the guard cannot rule out {' '.join(words)[:60]}"
-        if not words or not words[0] or _mentions(command, words[0]):
+        if not words or not words[0] or _mentions(command, words[0]) or _mentions(unquoted(command), words[0]) or re.search(r"[$`]", command):
             return True, f"the command cannot be parsed ({parsed.error}), so it may run {words[0] if words else 'anything'}"
         return False, ""
     forms = [Invocation(c.words) for c in parsed.commands if c.words] + invocations(parsed)
@@ -179,6 +190,10 @@ def allow_blocker(parsed: ParsedCommand, root: Path | None = None) -> str:
         return f"ketch cannot parse this command ({parsed.error}), so no rule can allow it"
     if parsed.hazards:
         return "no allow rule covers it, because it has " + "; ".join(parsed.hazards[:4])
+    named = _effect_reasons(parsed)
+    for inv in invocations(parsed):
+        if not inv.program and inv.why_unknown not in named:
+            return f"no allow rule covers it, because it runs a program only known at run time ({inv.why_unknown})"
     moves = any(c.words and c.words[0].text in ("cd", "pushd", "popd") for c in parsed.commands)
     for command in parsed.commands:
         if any(_leading_wildcard(w) if moves else _glob_reaches_options(w, root) for w in command.words[1:]):
@@ -186,16 +201,42 @@ def allow_blocker(parsed: ParsedCommand, root: Path | None = None) -> str:
     return ""
 
 
+_KINDS = {"write": "it writes files", "exec": "it runs commands or code", "config": "it reads configuration that can run commands"}
+
+
 def covering_allows(patterns: list[str], parsed: ParsedCommand) -> list[int] | None:
     """For a clean parse: the index of the allow pattern covering each simple command,
-    or None when some command is not covered."""
+    as written and as it runs (the program a wrapper runs needs its own allow: one for
+    ``timeout *`` is not one for ``timeout 5 rm -rf x``), or None when some is not covered."""
     chosen: list[int] = []
-    for command in parsed.commands:
-        if not command.words:
+    named = _effect_reasons(parsed)  # unknown only through an effect a pattern must vouch for
+    forms = [c.words for c in parsed.commands] + [inv.words for inv in invocations(parsed) if inv.program or inv.why_unknown not in named]
+    for words in forms:
+        if not words:
             return None
-        text = written_text(command)
-        index = next((k for k, p in enumerate(patterns) if command_pattern_matches(p, text)), None)
+        text, done = Invocation(words).text(), effects(words)
+        index = next((k for k, p in enumerate(patterns) if command_pattern_matches(p, text) and all(vouched(e, p) for e in done)), None)
         if index is None:
             return None
         chosen.append(index)
     return chosen or None
+
+
+def _effect_reasons(parsed: ParsedCommand) -> set[str]:
+    """What the effects of the command's programs say, to tell an invocation that is
+    unknown because of one (``python3 -m pytest``) from one that is unknown outright."""
+    forms = [c.words for c in parsed.commands] + [inv.words for inv in invocations(parsed) if inv.program]
+    return {e.what for words in forms for e in effects(words)}
+
+
+def effect_note(patterns: list[str], parsed: ParsedCommand) -> str:
+    """Why the allow patterns did not cover a clean command: the first option or program
+    that writes, runs or configures and that no matching pattern names."""
+    forms = [c.words for c in parsed.commands] + [inv.words for inv in invocations(parsed)]
+    for words in forms:
+        text = Invocation(words).text()
+        matching = [p for p in patterns if command_pattern_matches(p, text)]
+        for effect in effects(words):
+            if matching and not any(vouched(effect, p) for p in matching):
+                return f"no allow rule covers it, because {effect.what} ({_KINDS[effect.kind]}), which the rule does not name"
+    return ""

@@ -331,6 +331,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         compactor=_compactor(s.config, s.conn),
     )
     deps.emit = redacting_emit(deps.emit, ring)  # live output chunks, the parent's and its subagents'
+    session.key_ring = ring  # and the views derived from a call: its diff, preview, summary
     session.hooks = hooks
     if hooks is not None:
         hooks.report = session.report_hook_failure  # a hook that cannot run is said, not swallowed

@@ -54,6 +54,8 @@ def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict
         ModelRequest, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart,
     )
 
+    from ketch.context.reminders import is_reminder
+
     events = _decode(stored)
     finished = {e.call_id: e for e in events if isinstance(e, ev.ToolCallFinished) and not e.agent}
     resolved = {e.call_id: e for e in events if isinstance(e, ev.ApprovalResolved) and not e.agent}
@@ -78,7 +80,7 @@ def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict
     for message in messages:
         if isinstance(message, ModelRequest):
             for part in message.parts:
-                if isinstance(part, UserPromptPart) and (text := _prompt_text(part.content)) is not None:
+                if isinstance(part, UserPromptPart) and not is_reminder(part) and (text := _prompt_text(part.content)) is not None:
                     close_turn()
                     match = next((i for i, (p, _) in enumerate(turn_ids) if p == text), None)
                     current = turn_ids.pop(match)[1] if match is not None else ""

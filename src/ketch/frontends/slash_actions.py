@@ -318,7 +318,7 @@ class SlashActions(ExtensionCommands):
             target = user_data_dir() / "exports" / f"ketch-{session.session_id}.{fmt}"
         from ketch.state.export import export_session
 
-        text = export_session(session.store, session.session_id, fmt)  # type: ignore[arg-type]
+        text = export_session(session.store, session.session_id, fmt, ring=getattr(session, "key_ring", None))  # type: ignore[arg-type]
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
         return f"Exported session {session.session_id} as {fmt} to {target}"

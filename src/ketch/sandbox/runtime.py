@@ -50,6 +50,17 @@ _NETWORK_REFUSALS: tuple[tuple[str, str], ...] = (
 )
 
 
+CARVE_OUT_HOLD: dict[str, str] = {
+    "bubblewrap": "each directory between a writable root and a carve-out is a mount point too, and the "
+    "kernel refuses to rename or remove a mount point (EBUSY)",
+    "landlock": "directories holding a carve-out are granted entry by entry, never as a whole, so they "
+    "cannot be renamed, removed or made anew (EACCES)",
+    "seatbelt": "the carve-outs are denied by path, so whatever is made at that path later is denied as well",
+}
+"""How each mechanism keeps a carve-out read-only when a command renames or replaces one of
+its parent directories (a bind mount or an inode rule alone would move with the old one)."""
+
+
 @dataclass(frozen=True)
 class Launch:
     argv: list[str]
@@ -148,6 +159,8 @@ class Sandbox:
     def describe(self) -> list[str]:
         """Lines for ``/sandbox``, ``/permissions`` and ``ketch sandbox check``."""
         lines = [f"mechanism: {self.mechanism.name} ({self.mechanism.reason})", *self.policy.describe(), f"approval: {self.approval}"]
+        if self.confines and self.policy.roots_for_writes() and self.mechanism.name in CARVE_OUT_HOLD:
+            lines.append("read-only carve-outs hold against renaming a parent: " + CARVE_OUT_HOLD[self.mechanism.name])
         if self.fail_closed:
             lines.append("no sandbox mechanism works here: every shell command asks (headless: denied); hooks and MCP servers run unconfined")
         if self.escalated:

@@ -16,10 +16,13 @@ def tools_panel(status: SessionStatus) -> list[str]:
 
 
 def cost_panel(status: SessionStatus) -> list[str]:
-    """Session cost and token totals."""
+    """Session cost and token totals, with the share of input the provider's prompt cache served."""
+    share = f" ({100 * status.cache_read_tokens / status.input_tokens:.1f}% of input)" if status.input_tokens else ""
     return [
         f"Session cost: {format_cost(status.cost_usd)}",
         f"  input tokens:  {status.input_tokens:,}",
+        f"    cache reads:  {status.cache_read_tokens:,}{share}",
+        f"    cache writes: {status.cache_write_tokens:,}",
         f"  output tokens: {status.output_tokens:,}",
     ]
 
@@ -32,6 +35,7 @@ def context_panel(status: SessionStatus) -> list[str]:
     for part, tokens in sorted(status.context_parts.items(), key=lambda kv: -kv[1]):
         bar = "█" * max(1, round(20 * tokens / total)) if tokens else ""
         rows.append(f"  {part:<14} {tokens:>8,}  {bar}")
+    rows.append(f"Last prefix break: {status.prefix_break or 'none in this session so far'}")
     return rows
 
 

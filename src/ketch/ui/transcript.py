@@ -16,7 +16,7 @@ from typing import Any, assert_never
 from ketch.core.events import (
     AgentEvent, ApprovalRequested, ApprovalResolved, AskRequested, Compacted, Error, Notice,
     ReasoningDelta, SubagentFinished, SubagentProgress, SubagentStarted, TextDelta, TodoUpdated,
-    ToolCallFinished, ToolCallStarted, ToolOutputChunk, TurnFinished, TurnStarted, Usage,
+    ToolCallFinished, ToolCallStarted, ToolOutputChunk, TurnFinished, TurnStarted, Usage, PrefixBreak,
     WebSearchResult,
 )
 from ketch.ui.blocks import BlockSplitter
@@ -114,7 +114,7 @@ class TurnView:
                 pass
             case Compacted():
                 self.commit_text(f"context compacted: {event.tokens_before:,} → {event.tokens_after:,} tokens", "2")
-            case Usage():
+            case Usage() | PrefixBreak():
                 self.status_dirty = True
             case TodoUpdated():
                 self.todos = list(event.items)
