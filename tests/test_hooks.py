@@ -36,13 +36,50 @@ async def test_matcher_is_a_full_match_on_the_tool_name(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ran-write_file"]
 
 
-async def test_other_failures_are_warnings_not_refusals(tmp_path):
+async def test_a_failing_before_tool_hook_refuses_the_call_and_says_why(tmp_path):
     runner = HookRunner(
         {"before_tool": [{"command": "echo broken config >&2; exit 1"}, {"command": "touch second-ran"}]}, tmp_path
     )
+    reported: list[str] = []
+    runner.report = reported.append
+    reason = await runner.before_tool("shell", {"command": "ls"})
+    assert reason is not None and "failed (exit 1): broken config" in reason and "blocked" in reason
+    assert reported == ["the before_tool hook `echo broken config >&2; exit 1` failed (exit 1): broken config; the shell call was blocked"]
+    assert runner.warnings == reported
+    assert not (tmp_path / "second-ran").exists()  # the call is refused: later hooks have nothing to guard
+
+
+async def test_on_failure_allow_lets_the_call_run_but_still_reports(tmp_path):
+    runner = HookRunner({"before_tool": [{"command": "exit 3", "on_failure": "allow"}, {"command": "touch second-ran"}]}, tmp_path)
     assert await runner.before_tool("shell", {"command": "ls"}) is None
-    assert runner.warnings == ["hook before_tool `echo broken config >&2; exit 1` exited 1: broken config"]
+    assert runner.warnings == ['the before_tool hook `exit 3` failed (exit 3): no output on stderr; the shell call ran anyway (on_failure = "allow")']
     assert (tmp_path / "second-ran").exists()
+
+
+@pytest.mark.parametrize("command, words", [
+    ("/nonexistent/hook-program", "exit 127, command not found"),
+    ("no-such-program-ketch-test", "exit 127, command not found"),
+    ("./not-executable.sh", "exit 126, not executable"),
+    ("kill -9 $$", "killed by signal 9"),
+    ("exit 255", "failed (exit 255)"),
+    ("exit 1", "failed (exit 1)"),
+])
+async def test_every_kind_of_hook_failure_blocks(tmp_path, command, words):
+    (tmp_path / "not-executable.sh").write_text("#!/bin/sh\nexit 0\n")
+    runner = HookRunner({"before_tool": [{"command": command}]}, tmp_path)
+    reason = await runner.before_tool("shell", {"command": "ls"})
+    assert reason is not None and words in reason, reason
+    assert command in reason
+
+
+async def test_after_tool_failures_are_reported_not_swallowed(tmp_path):
+    runner = HookRunner({"after_tool": [{"command": "nope-not-here"}], "turn_stopped": [{"command": "exit 4"}]}, tmp_path)
+    reported: list[str] = []
+    runner.report = reported.append
+    await runner.after_tool("shell", {}, "ok", False)
+    await runner.turn_stopped("done")
+    assert [r.split(" could not")[0].split(" failed")[0] for r in reported] == [
+        "the after_tool hook `nope-not-here`", "the turn_stopped hook `exit 4`"]
 
 
 async def test_first_refusal_stops_later_hooks(tmp_path):
@@ -55,8 +92,9 @@ async def test_timeout_kills_the_whole_process_tree(tmp_path):
     # the hook starts a grandchild in a session of its own (out of the hook's process group)
     command = "setsid bash -c 'echo $$ > child.pid; exec sleep 30' & echo $$ > hook.pid; wait"
     runner = HookRunner({"before_tool": [{"command": command, "timeout": 0.5}]}, tmp_path)
-    assert await runner.before_tool("shell", {}) is None
-    assert runner.warnings == [f"hook before_tool `{command}` timed out after 0.5s and was killed"]
+    reason = await runner.before_tool("shell", {})
+    assert reason is not None and "timed out after 0.5s and was killed" in reason
+    assert runner.warnings == [f"the before_tool hook `{command}` timed out after 0.5s and was killed; the shell call was blocked"]
     for name in ("hook.pid", "child.pid"):
         pid = int((tmp_path / name).read_text())
         deadline = time.monotonic() + 3
@@ -87,7 +125,7 @@ async def test_after_tool_prompt_and_stop_events_reach_their_hooks(tmp_path):
         {"event": "turn_stopped", "reason": "done", "cwd": cwd},
     ]
     # exit 2 outside before_tool refuses nothing; it is reported like any failure
-    assert len(runner.warnings) == 3 and all("exited 2" in w for w in runner.warnings)
+    assert len(runner.warnings) == 3 and all("failed (exit 2)" in w for w in runner.warnings)
 
 
 async def test_hooks_run_in_the_given_directory(tmp_path):
@@ -111,6 +149,11 @@ async def test_no_hooks_configured_runs_nothing(tmp_path):
         ({"before_tool": [{"command": "x", "timeout": -1}]}, "positive number"),
         ({"before_tool": [{"command": "x", "shell": "zsh"}]}, "unknown key"),
         ({"before_tool": "echo hi"}, "list of tables"),
+        ({"before_tool": [{"command": "x", "on_failure": "warn"}]}, "on_failure"),
+        ({"before_tool": [{"command": "x", "on_failure": False}]}, "on_failure"),
+        ({"before_tool": [{"command": "x", "matcher": 1}]}, "matcher must be a string"),
+        ({"before_tool": [{"command": "x", "timeout": "5"}]}, "positive number"),
+        ({"before_tool": [{"command": "x", "timeout": True}]}, "positive number"),
     ],
 )
 def test_bad_hook_config_is_rejected_with_a_clear_message(config, message):

@@ -40,7 +40,7 @@ def test_each_widening_key_waits_for_trust(tmp_path: Path, key: str) -> None:
 def test_narrowing_applies_and_cannot_undo_the_users(tmp_path: Path, isolated_home: Path) -> None:
     (isolated_home / "config" / "config.toml").write_text(
         'titles = false\nmax_steps = 20\nprivacy = true\n[tools]\ndisabled = ["web_fetch"]\nenabled = ["read_file", "shell", "web_fetch"]\n'
-        '[permissions]\nshell = "deny"\n[[guards]]\nkind = "command_prefix"\nprefix = "rm"\n'
+        '[permissions]\nshell = "deny"\n[[guards]]\nkind = "command_prefix"\nprefix = "rm"\nreason = "no"\n'
     )
     write_project_config(
         tmp_path,
@@ -53,7 +53,7 @@ def test_narrowing_applies_and_cannot_undo_the_users(tmp_path: Path, isolated_ho
     assert config.privacy is True and "privacy" in project_split(tmp_path).widening  # turning it off widens
     assert config.tools.disabled == ["web_fetch"] and config.tools.enabled == ["read_file"]
     assert config.tools.keep_env == []
-    assert config.guards == [{"kind": "command_prefix", "prefix": "rm"}]
+    assert config.guards == [{"kind": "command_prefix", "prefix": "rm", "reason": "no"}]
     assert config.permissions["shell"] == "deny" and "shell" in config.permissions["ask"]
     assert "write_file(**)" in config.permissions["deny"]
 

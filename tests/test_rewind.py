@@ -313,9 +313,9 @@ def test_two_processes_snapshotting_one_workspace_wait_for_each_other(tmp_path: 
 
 
 def test_the_checkpoint_stores_git_gets_no_key_of_the_user(tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ketch.checkpoints.shadow import ShadowRepo
+    from ketch.tools.gitsafe import own_store_env
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-never-reach-git")
-    env = ShadowRepo(tmp_path, isolated_home / "data" / "git")._env()
+    env = own_store_env(isolated_home / "data" / "git", tmp_path)
     assert "OPENAI_API_KEY" not in env and not any("sk-should" in v for v in env.values())
     assert env["GIT_CONFIG_GLOBAL"] == os.devnull and env["GIT_DIR"].endswith("git")

@@ -21,7 +21,6 @@ import contextlib
 import hashlib
 import os
 import stat
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -105,34 +104,19 @@ class ShadowRepo:
         self._large_loaded = False
 
     # ------------------------------------------------------------------ git
-    def _env(self) -> dict[str, str]:
-        """git reads' own allowlisted environment (``tools.gitsafe``: no keys, no transports),
-        pointed at the private store, with no user or system config at all."""
-        from ketch.tools.gitsafe import base_env
+    def git(self, *args: str, input: bytes | None = None, check: bool = True, extra_env: dict[str, str] | None = None) -> bytes:
+        """git on the store through the hardened launcher (``tools.gitsafe.run_own_store``: no
+        keys, no transports, no user or system config, hooks and fsmonitor off)."""
+        from ketch.tools.gitsafe import GitLaunchError, run_own_store
 
-        env = base_env()
-        env.update(
-            GIT_DIR=str(self.git_dir),
-            GIT_WORK_TREE=str(self.root),
-            GIT_CONFIG_NOSYSTEM="1",
-            GIT_CONFIG_GLOBAL=os.devnull,
-            XDG_CONFIG_HOME=str(self.git_dir / "xdg"),  # no global ignore file of the user's
-            HOME=str(self.git_dir / "xdg"),
-        )
-        env.pop("GIT_CONFIG_SYSTEM", None)
-        return env
-
-    def git(self, *args: str, input: bytes | None = None, check: bool = True) -> bytes:
-        env = self._env()
-        if args[0] == "init":
-            del env["GIT_WORK_TREE"], env["GIT_DIR"]
+        work_tree = None if args[0] == "init" else self.root
         for attempt in range(20):
             try:
-                done = subprocess.run(["git", *args], input=input, capture_output=True, env=env, cwd=self.root, timeout=300)
-            except FileNotFoundError:
-                raise ShadowError("git is not installed; checkpoints need it") from None
-            except subprocess.TimeoutExpired:
-                raise ShadowError(f"git {args[0]} took over 300 s in the checkpoint store") from None
+                done = run_own_store(self.git_dir, work_tree, args, cwd=self.root, input=input, timeout_s=300, extra_env=extra_env)
+            except GitLaunchError as exc:
+                message = str(exc)
+                raise ShadowError("git is not installed; checkpoints need it" if "not installed" in message
+                                  else f"{message} in the checkpoint store") from None
             if done.returncode == 0 or b".lock" not in done.stderr:
                 break
             time.sleep(0.1)  # another ketch in this workspace is snapshotting: wait for its lock
@@ -294,12 +278,7 @@ class ShadowRepo:
             scratch.unlink(missing_ok=True)
 
     def _git_env(self, extra: dict[str, str], *args: str, input: bytes | None = None) -> bytes:
-        saved = self._env
-        self._env = lambda: {**saved(), **extra}  # type: ignore[method-assign]
-        try:
-            return self.git(*args, input=input)
-        finally:
-            self._env = saved  # type: ignore[method-assign]
+        return self.git(*args, input=input, extra_env=extra)
 
     def keep(self, name: str, tree: str) -> None:
         """Reference ``tree`` so that pruning the store keeps it: a loose ref, written as git

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from ketch.core import strict_json
 from ketch.core.dirs import user_config_dir, user_data_dir
@@ -32,8 +32,26 @@ ThinkLevel = Literal["off", "low", "medium", "high", "max"]
 THINK_LEVELS: tuple[str, ...] = ("off", "low", "medium", "high", "max")
 
 
+def _clean_url(value: Any) -> Any:
+    """A URL config names is refused at load when its host carries control bytes (``core.hostcheck``)."""
+    from ketch.core.hostcheck import url_problem
+
+    problem = url_problem(value) if isinstance(value, str) else None
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+_TABLES = ("mcp", "hooks", "permissions", "guards", "telemetry")
+"""The free-form tables ``config_tables`` checks (their messages name the key themselves)."""
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Unknown keys and values of the wrong type are errors: ``"false"``, ``0``/``1`` for a
+    yes/no, ``"5"`` for a number are never coerced (a repository's file could otherwise flip a
+    setting the user set the other way through the lenient reading of a string)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 DEFAULT_TIMEOUT = 300.0
@@ -62,6 +80,8 @@ class ConnectionConfig(_Strict):
     profile and ketch's table say (a repo's config may only lower it)."""
     max_output_tokens: int | None = Field(default=None, gt=0)
     """``max_tokens`` each request sends (the output reservation); a repo's config may only lower it."""
+    _base_url_host = field_validator("base_url")(_clean_url)
+
     reasoning: bool | None = None
     """The models behind it reason: send the wire's thinking field for ``--think`` even where
     the SDK does not know the model to reason (``reasoning_effort``, ``reasoning.effort``,
@@ -114,6 +134,7 @@ class WebSearchConfig(_Strict):
     """Send Anthropic's ``web_search_20260209`` (dynamic filtering) instead of ``20250305`` for
     the models ``ketch models --capabilities`` marks, on the official Anthropic API only."""
     tavily_base_url: str = "https://api.tavily.com"
+    _tavily_host = field_validator("tavily_base_url")(_clean_url)
 
 
 class CompactionConfig(_Strict):
@@ -159,6 +180,7 @@ class Config(_Strict):
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     registry_url: str = "https://registry.ketch.dev/index.json"
+    _registry_host = field_validator("registry_url")(_clean_url)
     """Where ``/registry`` fetches its index."""
     added_dirs: list[str] = Field(default_factory=list)
     """Directories besides the workspace that file tools may touch."""
@@ -167,6 +189,15 @@ class Config(_Strict):
     _limit_ceilings: dict[str, int] = PrivateAttr(default_factory=dict)
     """Window and output limits a repo's own config set, which may only lower the others."""
     _project_trust: Any = PrivateAttr(default=None)
+
+    @field_validator(*_TABLES)
+    @classmethod
+    def _check_table(cls, value: Any, info: Any) -> Any:
+        """The free-form tables' own shapes (``config_tables``): wrong types are errors here,
+        at load, with the file named, not a lenient read later by their consumer."""
+        from ketch.core import config_tables
+
+        return getattr(config_tables, f"check_{info.field_name}")(value) if value else value
 
     @property
     def project_trust(self) -> Any:
@@ -203,7 +234,9 @@ def _validate(data: dict[str, Any], source: str) -> None:
         where = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
             raise ConfigError(f"{source}: unknown config key '{where}'") from None
-        raise ConfigError(f"{source}: invalid value for '{where}': {err['msg']}") from None
+        if err["type"] == "value_error" and err["loc"] == (err["loc"][0],) and err["loc"][0] in _TABLES:
+            raise ConfigError(f"{source}: {err['ctx']['error']}") from None  # the table's own check names the key
+        raise ConfigError(f"{source}: invalid value for '{where}': {err['msg'].removeprefix('Value error, ')}") from None
 
 
 def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
@@ -220,18 +253,27 @@ _ENV_KEYS: dict[str, str] = {
     "KETCH_MODEL": "model",
     "KETCH_THINK": "think",
     "KETCH_AGENT": "agent",
-    "KETCH_MAX_STEPS": "max_steps",
-    "KETCH_PRIVACY": "privacy",
 }
 
 
 def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
+    """The ``KETCH_*`` settings, each read with its own type (``core.env_values``): a
+    yes/no or a number that is neither is an error naming the variable."""
+    from ketch.core.env_values import env_bool, env_int
+
     layer: dict[str, Any] = {}
     for var, key in _ENV_KEYS.items():
         if environ.get(var):
             layer[key] = environ[var]
-    if environ.get("KETCH_WEB_SEARCH_ENABLED"):
-        layer["web_search"] = {"enabled": environ["KETCH_WEB_SEARCH_ENABLED"].lower() in ("1", "true", "yes")}
+    steps = env_int(environ, "KETCH_MAX_STEPS", minimum=1)
+    if steps is not None:
+        layer["max_steps"] = steps
+    privacy = env_bool(environ, "KETCH_PRIVACY")
+    if privacy is not None:
+        layer["privacy"] = privacy
+    search = env_bool(environ, "KETCH_WEB_SEARCH_ENABLED")
+    if search is not None:
+        layer["web_search"] = {"enabled": search}
     _validate(layer, "environment (KETCH_*)")
     return layer
 
@@ -373,7 +415,12 @@ def check_base_url(url: str, where: str) -> None:
     """Refuse a base URL no HTTP client can use (no scheme, no host, a bad port) as a usage error."""
     from urllib.parse import urlsplit
 
+    from ketch.core.hostcheck import url_problem
+
     example = "write it like http://localhost:11434/v1"
+    problem = url_problem(url)
+    if problem is not None:
+        raise ConfigError(f"{where}: {problem}; {example}")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port out of range
@@ -394,9 +441,9 @@ def resolve_connection(
 ) -> Connection:
     """Turn ``connection:model`` (or an ad-hoc ``--base-url``/``--wire`` endpoint) into a Connection."""
     environ = dict(os.environ if environ is None else environ)
-    retries_override = environ.get("KETCH_MAX_RETRIES")
-    if retries_override is not None and not retries_override.isdigit():
-        raise ConfigError(f"KETCH_MAX_RETRIES must be a whole number, not {retries_override!r}")
+    from ketch.core.env_values import env_int
+
+    retries_override = env_int(environ, "KETCH_MAX_RETRIES")
     timeout_override = _timeout_override(environ.get("KETCH_TIMEOUT"))
     if not model_ref:
         raise ConfigError(
@@ -415,7 +462,7 @@ def resolve_connection(
             if not key:
                 raise ConfigError(f"--api-key-env {api_key_env} is set but the variable is empty or missing")
         preset = PRESETS["openai-compatible"]
-        retries = int(retries_override) if retries_override is not None else 2
+        retries = retries_override if retries_override is not None else 2
         return Connection(
             name, preset, wire, base_url, model_name, key, api_key_env or "", retries, config.models.get(model_ref),
             timeout=timeout_override or DEFAULT_TIMEOUT,
@@ -448,7 +495,7 @@ def resolve_connection(
     if not key and key_env:
         either = f"{key_env} (or {alt_env})" if alt_env else key_env
         raise ConfigError(f"missing API key for connection '{name}': set {either} or run 'ketch auth login {name}'")
-    retries = int(retries_override) if retries_override is not None else conn_cfg.max_retries
+    retries = retries_override if retries_override is not None else conn_cfg.max_retries
     return Connection(
         name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref),
         timeout=timeout_override or conn_cfg.timeout, reasoning=conn_cfg.reasoning,

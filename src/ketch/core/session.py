@@ -443,6 +443,14 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self._pending.clear()
 
     # ------------------------------------------------------------------ front-end controls
+    def report_hook_failure(self, text: str) -> None:
+        """A user hook that could not do its job (``HookRunner.report``): a warning line in the
+        UI and a ``notice`` in stream-json, now inside a turn, else at the next turn's start."""
+        if self._queue is not None and self._turn is not None:
+            self._emit(ev.Notice(level="warning", text=text))
+        else:
+            self.startup_notices.append(text)
+
     def interrupt_command(self) -> bool:
         processes = self.deps.processes
         if processes is None or not processes.is_running():

@@ -60,7 +60,7 @@ def settings_from(user: dict[str, Any]) -> TelemetrySettings | None:
         or user.get("otlp_endpoint")
     if not endpoint:
         return None
-    return TelemetrySettings(str(endpoint), bool(user.get("capture_content", False)))
+    return TelemetrySettings(str(endpoint), user.get("capture_content") is True)  # "false" is not a yes
 
 
 def start(settings: TelemetrySettings, *, secrets: list[str]) -> str | None:

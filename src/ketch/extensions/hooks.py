@@ -8,10 +8,14 @@ Configuration (TOML)::
     timeout = 10                   # seconds, optional
 
 Each hook runs as ``bash -c <command>`` in the workspace with the event as JSON on stdin
-(``{"event": ..., "cwd": ..., "tool": ..., "args": ...}``). For ``before_tool`` an exit
-code of 2 refuses the call, its stderr being the reason the model sees; any other
-non-zero exit, a timeout or a failure to start is a warning, never a refusal. A hook that
-runs past its timeout is killed with its whole process tree.
+(``{"event": ..., "cwd": ..., "tool": ..., "args": ...}``). For ``before_tool`` only exit 0
+lets the call run: exit 2 refuses it, its stderr being the reason the model sees; a hook that
+cannot do its job (its program missing, any other exit code, killed by a signal, past its
+timeout, unable to start) fails closed: the call is refused too, and the failure is
+reported (``report``: a warning line in the UI and a ``notice`` in stream-json) with the
+hook and the reason. ``on_failure = "allow"`` on a hook lets the call run after such a
+failure (still reported). A failing hook of the other events is reported the same way. A
+hook that runs past its timeout is killed with its whole process tree.
 
 Hooks come only from the user's own configuration or a trusted folder's (``core/trust.py``);
 the registry never installs them. A hook's environment has no key ketch holds and no variable
@@ -25,7 +29,7 @@ import os
 import re
 import signal
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +58,9 @@ class HookSpec:
     command: str
     matcher: re.Pattern[str] | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    on_failure: str = "block"
+    """``block`` (the default): a ``before_tool`` hook that cannot run refuses the call;
+    ``allow``: the call runs after the failure is reported."""
 
     def applies_to(self, tool_name: str | None) -> bool:
         """Whether the hook runs for this tool (hooks without a matcher run for all)."""
@@ -79,22 +86,27 @@ def _parse_entry(event: str, index: int, entry: Any) -> HookSpec:
     where = f"hooks.{event} #{index}"
     if not isinstance(entry, Mapping):
         raise HookConfigError(f"{where} must be a table with a 'command'")
-    unknown = set(entry) - {"command", "matcher", "timeout"}
+    unknown = set(entry) - {"command", "matcher", "timeout", "on_failure"}
     if unknown:
         raise HookConfigError(f"{where} has unknown key(s): {', '.join(sorted(map(str, unknown)))}")
     command = entry.get("command")
     if not isinstance(command, str) or not command.strip():
         raise HookConfigError(f"{where} needs a non-empty 'command'")
     matcher = None
-    if entry.get("matcher") not in (None, ""):
+    if "matcher" in entry and not isinstance(entry["matcher"], str):
+        raise HookConfigError(f"{where} matcher must be a string (a regex), not {type(entry['matcher']).__name__}")
+    if entry.get("matcher"):
         try:
-            matcher = re.compile(str(entry["matcher"]))
+            matcher = re.compile(entry["matcher"])
         except re.error as exc:
             raise HookConfigError(f"{where} matcher {entry['matcher']!r} is not a valid regex: {exc}") from exc
     timeout = entry.get("timeout", DEFAULT_TIMEOUT_S)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise HookConfigError(f"{where} timeout must be a positive number of seconds")
-    return HookSpec(event, command, matcher, float(timeout))
+    on_failure = entry.get("on_failure", "block")
+    if on_failure not in ("block", "allow"):
+        raise HookConfigError(f"{where} on_failure must be \"block\" or \"allow\", not {on_failure!r}")
+    return HookSpec(event, command, matcher, float(timeout), on_failure)
 
 
 @dataclass(frozen=True)
@@ -136,6 +148,9 @@ class HookRunner:
         self.sandbox = sandbox
         """A ``ketch.sandbox.runtime.Sandbox``: hooks run under the session's sandbox policy."""
         self.warnings: list[str] = []
+        """Every failure reported so far (also handed to ``report``)."""
+        self.report: Callable[[str], None] | None = None
+        """Where a failure goes as it happens (the session: a warning notice in the UI and stream-json)."""
         self.child_env: ChildEnv | None = None
         """What hooks' environment leaves out (None: every variable whose name looks like a secret)."""
 
@@ -143,13 +158,22 @@ class HookRunner:
         return [h for h in self.hooks if h.event == event and h.applies_to(tool_name)]
 
     async def before_tool(self, name: str, args: Mapping[str, Any]) -> str | None:
-        """Run ``before_tool`` hooks; the reason of the first refusal (exit 2), else None."""
+        """Run ``before_tool`` hooks; the reason of the first refusal, else None.
+
+        Exit 2 refuses with the hook's stderr; a hook that failed (see the module) refuses with
+        what went wrong, unless it says ``on_failure = "allow"``."""
         payload = {"event": "before_tool", "tool": name, "args": dict(args)}
         for hook in self._for("before_tool", name):
             outcome = await self._run(hook, payload)
             if outcome.exit_code == REFUSE_EXIT_CODE:
                 return outcome.stderr or f"refused by hook: {hook.command}"
-            self._warn_if_failed(hook, outcome)
+            failure = self._failure(hook, outcome)
+            if failure is None:
+                continue
+            if hook.on_failure == "block":
+                self._report(f"{failure}; the {name} call was blocked")
+                return f"{failure}, so the call was blocked (a hook that cannot run refuses what it guards)"
+            self._report(f"{failure}; the {name} call ran anyway (on_failure = \"allow\")")
         return None
 
     async def after_tool(self, name: str, args: Mapping[str, Any], result_summary: str, is_error: bool) -> None:
@@ -170,11 +194,34 @@ class HookRunner:
             self._warn_if_failed(hook, await self._run(hook, payload))
 
     def _warn_if_failed(self, hook: HookSpec, outcome: HookOutcome) -> None:
+        failure = self._failure(hook, outcome)
+        if failure is not None:
+            self._report(failure)
+
+    @staticmethod
+    def _failure(hook: HookSpec, outcome: HookOutcome) -> str | None:
+        """What went wrong, naming the hook (None when it exited 0)."""
+        name = f"the {hook.event} hook `{hook.command}`"
         if outcome.error:
-            self.warnings.append(f"hook {hook.event} `{hook.command}` {outcome.error}")
-        elif outcome.exit_code:
-            detail = outcome.stderr.splitlines()[0] if outcome.stderr else "no output on stderr"
-            self.warnings.append(f"hook {hook.event} `{hook.command}` exited {outcome.exit_code}: {detail}")
+            return f"{name} {outcome.error}"
+        code = outcome.exit_code
+        if not code:
+            return None
+        detail = outcome.stderr.splitlines()[-1] if outcome.stderr else "no output on stderr"
+        if code < 0:
+            return f"{name} was killed by signal {-code}: {detail}"
+        if code == 127:
+            return f"{name} could not run (exit 127, command not found): {detail}"
+        if code == 126:
+            return f"{name} could not run (exit 126, not executable): {detail}"
+        if 128 < code < 128 + 65:  # the sandbox's launcher reports a killed child as 128 + signal
+            return f"{name} failed (exit {code}, as when killed by signal {code - 128}): {detail}"
+        return f"{name} failed (exit {code}): {detail}"
+
+    def _report(self, text: str) -> None:
+        self.warnings.append(text)
+        if self.report is not None:
+            self.report(text)
 
     async def _run(self, hook: HookSpec, payload: dict[str, Any]) -> HookOutcome:
         data = strict_json.dumps({**payload, "cwd": str(self.cwd)}, default=str).encode()

@@ -303,7 +303,12 @@ def _build_toolset(
 
     wrapper = _namespaced_toolset_class()
     if spec.get("url"):
+        from ketch.core.hostcheck import url_problem
+
         url = str(spec["url"])
+        problem = url_problem(url)
+        if problem is not None:
+            raise ValueError(f"refused before connecting: {problem}")
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https://, got {_display_url(url)!r}")
         headers = {str(k): str(v) for k, v in (spec.get("headers") or {}).items()} or None

@@ -152,6 +152,11 @@ def _parse_entry(index: int, data: Any) -> Entry:
 
 
 def _check_url(url: str, allow_insecure_localhost: bool) -> None:
+    from ketch.core.hostcheck import url_problem
+
+    problem = url_problem(url)
+    if problem is not None:
+        raise RegistryError(f"registry URL refused: {problem}")
     parts = urlsplit(url)
     if parts.scheme == "https" and parts.hostname:
         return

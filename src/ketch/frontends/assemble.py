@@ -333,6 +333,8 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     deps.emit = redacting_emit(deps.emit, ring)  # live output chunks, the parent's and its subagents'
     session.key_ring = ring  # and the views derived from a call: its diff, preview, summary
     session.hooks = hooks
+    if hooks is not None:
+        hooks.report = session.report_hook_failure  # a hook that cannot run is said, not swallowed
     session.web_search, session.live_search = search, live_search
     attach_subagents(session, s, specs=specs, task_kinds=task_kinds, search=search, sources=sources,
                      own_model=model_override is None, always=(redact,))

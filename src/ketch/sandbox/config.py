@@ -12,7 +12,7 @@ __all__ = ["SandboxConfig", "limit_project_layer"]
 
 
 class SandboxConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     mode: Literal["read-only", "workspace-write", "full-access", "off"] = "workspace-write"
     """``off`` is another name for ``full-access``."""

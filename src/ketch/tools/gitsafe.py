@@ -24,7 +24,10 @@ Overrides travel as ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE
 command-line scope, which wins over every file and reaches the git processes git itself
 starts). Diff drivers and textconv cannot be switched off by a value, so the callers pass
 ``--no-ext-diff --no-textconv`` (``DIFF_FLAGS``). ``launch`` is the one place a git process
-is started, so a sandbox can wrap it.
+is started, so a sandbox can wrap it: ``run_git`` for the user's repositories, ``run_own_store``
+for a repository ketch made itself (the checkpoint store, driven with ``GIT_DIR``), which gets
+the same environment and fixed overrides (a nested repository a git inside it might enter
+is held to them too). ``tests/test_git_spawns.py`` fails on any git started elsewhere.
 """
 
 from __future__ import annotations
@@ -137,12 +140,15 @@ def with_overrides(env: dict[str, str], overrides: Sequence[tuple[str, str]]) ->
     return env
 
 
-def launch(argv: Sequence[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """Start one git process (the only place ketch does): no shell, no stdin, own session."""
+def launch(argv: Sequence[str], env: dict[str, str], *, cwd: str | None = None, stdin: bool = False) -> subprocess.Popen[bytes]:
+    """Start one git process (the only place ketch does): no shell, own session, stdin a pipe
+    only when the caller feeds it (else ``/dev/null``)."""
+    if not argv or os.path.basename(argv[0]) != "git" and "git" not in argv:
+        raise GitLaunchError(f"not a git command: {list(argv)[:1]}")
     try:
         return subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, start_new_session=True,
+            list(argv), stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=env, cwd=cwd, start_new_session=True,
         )
     except FileNotFoundError as exc:
         raise GitLaunchError("git is not installed or not on PATH.") from exc
@@ -276,3 +282,34 @@ def run_git(root: Path | str, args: Sequence[str], *, timeout_s: float, max_byte
         argv = wrap(argv)
     left = max(0.1, timeout_s - (time.monotonic() - started))
     return _run(argv, env, left, max_bytes, on_start)
+
+
+def own_store_env(git_dir: Path | str, work_tree: Path | str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of git on a store ketch made: the reads' small environment, no user
+    or system config at all (the store's own file says everything), and the fixed overrides."""
+    env = base_env()
+    env.pop("GIT_CONFIG_SYSTEM", None)
+    private_home = str(Path(git_dir) / "xdg")
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, XDG_CONFIG_HOME=private_home, HOME=private_home)
+    if work_tree is not None:
+        env.update(GIT_DIR=str(git_dir), GIT_WORK_TREE=str(work_tree))
+    env.update({k: v for k, v in (extra or {}).items() if k == "GIT_INDEX_FILE"})  # a scratch index
+    return with_overrides(env, FIXED_OVERRIDES)
+
+
+def run_own_store(git_dir: Path | str, work_tree: Path | str | None, args: Sequence[str], *,
+                  cwd: Path | str, input: bytes | None = None, timeout_s: float = 300.0,
+                  extra_env: dict[str, str] | None = None) -> GitResult:
+    """``git <args>`` on ketch's own store ``git_dir`` (``work_tree`` None: no ``GIT_DIR`` yet,
+    as for ``init``), fed ``input``; killed with what it started at ``timeout_s``."""
+    process = launch(["git", *args], own_store_env(git_dir, work_tree, extra_env), cwd=str(cwd), stdin=input is not None)
+    try:
+        out, err = process.communicate(input, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop(process)
+        process.communicate()
+        raise GitLaunchError(f"git {args[0] if args else ''} did not finish in {timeout_s:.0f} s") from None
+    except BaseException:
+        stop(process)
+        raise
+    return GitResult(process.returncode, out, err)

@@ -243,7 +243,13 @@ class HtmlToMarkdown(HTMLParser):
 
 
 def _checked_url(url: str, allow_loopback: bool) -> httpx.URL:
-    """Refuse non-http(s) URLs and numeric hosts that are refused addresses, before any I/O."""
+    """Refuse non-http(s) URLs, hosts with control bytes (``core.hostcheck``) and numeric hosts
+    that are refused addresses, before any I/O."""
+    from ketch.core.hostcheck import url_problem
+
+    problem = url_problem(url.strip())
+    if problem is not None:
+        raise ToolFailed(f"Refused: {problem}; nothing was fetched.")
     parts = urlsplit(url.strip())
     if parts.scheme.lower() not in ("http", "https"):
         kind = f"{parts.scheme!r} URLs" if parts.scheme else "relative URLs"

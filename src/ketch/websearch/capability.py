@@ -334,7 +334,9 @@ def _native_tool(protocol: Protocol, settings: WebSearchSettings) -> Any:
 
 def headless_opt_in(environ: Mapping[str, str], *, flag: bool = False) -> bool:
     """Whether a headless run may search: ``--web-search`` or ``KETCH_WEB_SEARCH_ENABLED=true``."""
-    return flag or environ.get(OPT_IN_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+    from ketch.core.env_values import env_bool
+
+    return flag or env_bool(environ, OPT_IN_ENV) is True
 
 
 def child_kinds_available(route: SearchRoute) -> bool:

@@ -77,7 +77,12 @@ async def web_search(ctx: RunContext[ToolDeps], query: str, max_results: int | N
 
 
 async def _post_search(settings: TavilySettings, key: str, query: str, count: int) -> dict[str, Any]:
+    from ketch.core.hostcheck import url_problem
+
     url = settings.base_url.rstrip("/") + "/search"
+    problem = url_problem(url)
+    if problem is not None:
+        raise _fail(f"refused the search endpoint: {problem}", key)
     host = urlsplit(url).hostname or url
     body = {"api_key": key, "query": query, "max_results": count}
     try:

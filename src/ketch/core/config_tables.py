@@ -1,0 +1,106 @@
+"""The shapes of config's free-form tables, checked when the file is read.
+
+``mcp``, ``hooks``, ``permissions``, ``guards`` and ``telemetry`` are kept as plain tables in
+``Config`` (their consumers read them as such), but a value of the wrong type inside them is
+as much an error as one at the top: ``network = "false"`` on an MCP server, ``timeout = "5"``
+on a hook or ``capture_content = 1`` would otherwise be read leniently by whoever uses them.
+Each check here raises ``ValueError`` with the key, so ``config._validate`` reports the file
+and the key; nothing is coerced and the table is returned unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class McpServerConfig(_Strict):
+    """``[mcp.servers.NAME]``: a stdio server (``command``) or an HTTP one (``url``)."""
+
+    command: str | None = Field(default=None, min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = Field(default=None, min_length=1)
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    network: bool = True
+
+    @field_validator("url")
+    @classmethod
+    def _clean_host(cls, value: str | None) -> str | None:
+        from ketch.core.hostcheck import url_problem
+
+        problem = url_problem(value) if value is not None else None
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+
+class McpConfig(_Strict):
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+
+class TelemetryConfig(_Strict):
+    otlp_endpoint: str | None = None
+    capture_content: bool = False
+
+
+def _first_error(exc: ValidationError, table: str) -> ValueError:
+    err = exc.errors()[0]
+    where = ".".join([table, *(str(p) for p in err["loc"])])
+    if err["type"] == "extra_forbidden":
+        return ValueError(f"unknown config key '{where}'")
+    return ValueError(f"invalid value for '{where}': {err['msg'].removeprefix('Value error, ')}")
+
+
+def check_mcp(value: dict[str, Any]) -> dict[str, Any]:
+    try:
+        McpConfig.model_validate(value)
+    except ValidationError as exc:
+        raise _first_error(exc, "mcp") from None
+    return value
+
+
+def check_telemetry(value: dict[str, Any]) -> dict[str, Any]:
+    try:
+        TelemetryConfig.model_validate(value)
+    except ValidationError as exc:
+        raise _first_error(exc, "telemetry") from None
+    return value
+
+
+def check_hooks(value: dict[str, Any]) -> dict[str, Any]:
+    from ketch.extensions.hooks import HookConfigError, parse_hooks
+
+    try:
+        parse_hooks(value)
+    except HookConfigError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+def check_permissions(value: dict[str, Any]) -> dict[str, Any]:
+    from ketch.extensions.rules import RuleError, rules_from_config
+
+    try:
+        rules_from_config(value)
+    except RuleError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+def check_guards(value: list[Any]) -> list[Any]:
+    from ketch.extensions.plugins import ManifestError, config_rules
+
+    try:
+        config_rules(value, "guards")
+    except ManifestError as exc:
+        raise ValueError(str(exc)) from None
+    return value
