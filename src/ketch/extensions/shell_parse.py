@@ -159,7 +159,7 @@ def parse_command(source: str) -> ParsedCommand:
     skipped = skipped_text(tree.root_node, data)
     if skipped is not None:
         return ParsedCommand(source, error=f"the grammar skipped text near byte {skipped} that bash would read")
-    walker = _Walker()
+    walker = _Walker(data=data)
     try:
         walker.visit(tree.root_node, "")
     except RecursionError:
@@ -246,6 +246,8 @@ class _Walker:
     assignments: list[str] = field(default_factory=list)
     opaque: list[str] = field(default_factory=list)
     error: str = ""
+    data: bytes = b""
+    """The command line's bytes (to see what follows a word)."""
     stdin_next: bool = False
     """The next simple command's input is a here-document (set by its redirected statement)."""
 
@@ -312,6 +314,10 @@ class _Walker:
         words: list[Word] = []
         assignments: list[str] = []
         stdin_text, self.stdin_next = self.stdin_next, False
+        for child in node.children:
+            if node.field_name_for_child(node.children.index(child)) == "argument" and re.fullmatch(r"\d+|\{\w+\}", _text(child)) and self.data[child.end_byte : child.end_byte + 1] in (b"<", b">"):
+                self.error = f"a word bash reads as the file descriptor of a redirection near byte {child.start_byte}"
+                return
         for left, right in zip(node.children, node.children[1:]):
             if right.type.endswith("redirect") and _descriptor_like(left, right):
                 self.error = f"a word bash reads as the file descriptor of a redirection near byte {left.start_byte}"
