@@ -215,8 +215,10 @@ def _running(pid: int) -> bool:
 
 def segment(messages: list[Any], prompt: str) -> list[Any]:
     """The stored messages of the turn that ``prompt`` started (up to the next prompt)."""
+    from ketch.context.reminders import is_reminder
+
     starts = [n for n, m in enumerate(messages) if isinstance(m, ModelRequest)
-              and any(isinstance(p, UserPromptPart) for p in m.parts)]
+              and any(isinstance(p, UserPromptPart) and not is_reminder(p) for p in m.parts)]
     mine = [n for n in starts if any(isinstance(p, UserPromptPart) and p.content == prompt for p in messages[n].parts)]
     assert mine, (prompt, stored_prompts(messages))
     later = [n for n in starts if n > mine[0]]

@@ -1,8 +1,15 @@
-"""Shared fixtures: an isolated home for every test, the fake provider, running ketch."""
+"""Shared fixtures: an isolated home for every test, the fake provider, running ketch.
+
+Also the suite's running rules: every test runs beside others (pytest-xdist, ``-n`` in
+pyproject's addopts), so each gets its own HOME, config, data and XDG directories here;
+``--shuffle SEED`` runs the tests in a seeded random order (to show no test depends on
+another's leftovers); with ``CI=true`` a skipped test is a failure (CI installs every tool
+the suite needs, so a skip there means a test silently stopped running)."""
 
 from __future__ import annotations
 
 import os
+import random
 import socket
 import sys
 from pathlib import Path
@@ -24,6 +31,11 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("KETCH_CONFIG_DIR", str(home / "config"))
     monkeypatch.setenv("KETCH_DATA_DIR", str(home / "data"))
     monkeypatch.setenv("HOME", str(home))
+    # Whatever reads the XDG base directories (platformdirs, git, tools a test runs) gets this
+    # test's own too: tests run beside each other (pytest-xdist) and must share no directory.
+    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"),
+                     ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state")):
+        monkeypatch.setenv(var, str(home / sub))
     # Titles are an extra model request after the first turn; scripted tests turn them
     # off here, and the title tests turn them on in their own project config.
     (home / "config").mkdir()
@@ -60,3 +72,55 @@ def preloaded_ketch():  # noqa: ANN201
     server = Preloaded()
     yield server
     server.close()
+
+
+@pytest.fixture
+def subreaper():  # noqa: ANN201
+    """This worker adopts the processes orphaned under it during the test (a child subreaper),
+    so ``isolation.own_processes()`` finds a ``(sleep 9 &)`` that a command left behind without
+    scanning every process on the machine. Afterwards the adopted orphans that have exited are
+    collected and the worker stops adopting."""
+    import psutil
+    from isolation import become_subreaper, stop_subreaping
+
+    before = {child.pid for child in psutil.Process().children()}
+    become_subreaper()
+    try:
+        yield
+    finally:
+        stop_subreaping()
+        for child in psutil.Process().children():
+            if child.pid in before:
+                continue
+            try:
+                if child.status() == psutil.STATUS_ZOMBIE:
+                    os.waitpid(child.pid, os.WNOHANG)
+            except (psutil.NoSuchProcess, ChildProcessError):
+                continue
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--shuffle", metavar="SEED", type=int, default=None,
+                     help="run the tests in a random order drawn from SEED (the same in every xdist worker)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seed = config.getoption("--shuffle")
+    if seed is not None:
+        random.Random(seed).shuffle(items)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = config.getoption("--shuffle")
+    return None if seed is None else f"shuffled test order: --shuffle {seed}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # noqa: ANN201
+    """On CI (CI=true) a skip fails the test: every tool the suite needs is installed there."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CI") == "true" and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped on CI, where nothing may skip: {reason}"

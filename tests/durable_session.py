@@ -65,8 +65,11 @@ def stored_messages(session_id: str | None = None) -> list[Any]:
 
 
 def stored_prompts(messages: list[Any]) -> list[str]:
+    """What the user typed, in order (ketch's state reminders are not prompts)."""
+    from ketch.context.reminders import is_reminder
+
     return [p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts
-            if isinstance(p, UserPromptPart) and isinstance(p.content, str)]
+            if isinstance(p, UserPromptPart) and isinstance(p.content, str) and not is_reminder(p)]
 
 
 def stored_text(messages: list[Any]) -> str:

@@ -31,11 +31,15 @@ over `chars_per_token`, 3.5 by default, against ketch's 4): input plus the reque
 (`max_tokens`, `max_completion_tokens`, `max_output_tokens`) over the window, or input over
 `input_limit`, is answered with the wire's own 400 (`context_length_exceeded` on OpenAI,
 "prompt is too long" / "input length and `max_tokens` exceed context limit" on Anthropic).
+
+With `cache=fake_cache.PromptCache()` the fake accounts for prompt caching as each provider does
+and reports input, cached and written tokens in the wire's usage fields (see `fake_cache`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -43,11 +47,16 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import fake_cache
 import fake_gemini
 import fake_groq
 import fake_mistral
 import fake_zai
-import pytest
+
+try:
+    import pytest
+except ImportError:  # the README's demo server runs without the test extras installed
+    pytest = None  # type: ignore[assignment]
 from fake_gemini import GEMINI
 from fake_mistral import MISTRAL
 
@@ -577,6 +586,12 @@ class ResponsesLedger:
 
 
 # ---------------------------------------------------------------- server
+class _ReusePortServer(ThreadingHTTPServer):
+    """Binds a fixed port beside a test's reservation of it (SO_REUSEPORT, same user)."""
+
+    allow_reuse_port = True
+
+
 class FakeProvider:
     """The scripted server. Use as a context manager or via the `fake_provider` fixture.
 
@@ -602,7 +617,10 @@ class FakeProvider:
     def __init__(self, script: Sequence[ScriptEntry] = (), models: Sequence[str] = ('fake-model',),
                  *, strict_responses: bool = True, exact_paths: bool = False,
                  refuse_stream_with_tools: str = '', strict_json: bool = False, window: int | None = None,
-                 input_limit: int | None = None, chars_per_token: float = 3.5) -> None:
+                 input_limit: int | None = None, chars_per_token: float = 3.5,
+                 cache: fake_cache.PromptCache | None = None) -> None:
+        self.cache = cache
+        """Prompt-cache accounting (see `fake_cache`); None: the turns' scripted usage, no caching."""
         self.exact_paths = exact_paths
         self.refuse_stream_with_tools = refuse_stream_with_tools
         self.strict_json = strict_json
@@ -629,8 +647,12 @@ class FakeProvider:
 
     # lifecycle -------------------------------------------------------------
     def start(self, port: int = 0) -> FakeProvider:
-        """Bind ``port`` (a free one when 0) on 127.0.0.1 and serve in a daemon thread."""
-        server = ThreadingHTTPServer(('127.0.0.1', port), _Handler)
+        """Bind ``port`` (a free one when 0) on 127.0.0.1 and serve in a daemon thread.
+
+        A given port is bound with SO_REUSEPORT, so a test can keep that port reserved
+        (bound, never listening, see ``isolation.reserved_port``) until this server holds it:
+        no other process can take it in between."""
+        server = (_ReusePortServer if port else ThreadingHTTPServer)(('127.0.0.1', port), _Handler)
         server.daemon_threads = True
         server.fake = self  # type: ignore[attr-defined]
         self._server = server
@@ -857,6 +879,10 @@ class _Handler(BaseHTTPRequestHandler):
         if wire == CHAT and (groq_refusal := fake_groq.refusal(request.path, body)) is not None:
             self._json(400, groq_refusal)
             return
+        cache_plan = fake.cache.plan(wire, request.path, body) if fake.cache is not None else None
+        if cache_plan is not None and cache_plan.counts.error is not None:
+            self._json(400, cache_plan.counts.error)
+            return
         turn = fake._next_turn(request)
         if turn.hold is not None:
             fake._hold(turn.hold)
@@ -870,6 +896,8 @@ class _Handler(BaseHTTPRequestHandler):
             events, final = _RENDERERS[wire](turn, body, fake._ids)
             if wire == CHAT and fake_groq.is_groq(request.path):
                 events, final = fake_groq.groq_render(turn, body, events, final)
+        if fake.cache is not None and cache_plan is not None:
+            fake_cache.apply_usage(wire, fake.cache.commit(cache_plan), events, final)
         if wire == RESPONSES and not (turn.truncate or turn.malformed or turn.end_early):
             with fake._lock:
                 fake.ledger.record(final, context)
@@ -1119,8 +1147,24 @@ def instructions(req: RecordedRequest) -> str:
     return '\n\n'.join(p for p in parts if p)
 
 
+REMINDER_OPEN = '<system-reminder>\n'
+"""How ketch's state reminders (``context.reminders``) open: text ketch adds, not the user's."""
+
+
+_REMINDER = re.compile(r'<system-reminder>\n.*?\n</system-reminder>', re.S)
+
+
 def user_texts(req: RecordedRequest) -> list[str]:
-    """The text of each user message, in order (tool results excluded)."""
+    """The text of each user message, in order (tool results and ketch's state reminders excluded)."""
+    return [t for t in (_REMINDER.sub('', text) for text in _user_texts(req)) if t]
+
+
+def reminder_texts(req: RecordedRequest) -> list[str]:
+    """ketch's state reminders in the request, in order."""
+    return [m.group(0) for text in _user_texts(req) for m in _REMINDER.finditer(text)]
+
+
+def _user_texts(req: RecordedRequest) -> list[str]:
     if wire_of(req) == GEMINI:
         return fake_gemini.user_texts(req.body or {})
     if wire_of(req) == MISTRAL:
@@ -1139,7 +1183,6 @@ def user_texts(req: RecordedRequest) -> list[str]:
 
 
 # ---------------------------------------------------------------- pytest fixture
-@pytest.fixture
 def fake_provider() -> Iterator[Callable[..., FakeProvider]]:
     """Factory fixture: `fake_provider(script, models=..., strict_responses=...)` returns a started
     `FakeProvider`; all are stopped at teardown."""
@@ -1153,6 +1196,10 @@ def fake_provider() -> Iterator[Callable[..., FakeProvider]]:
     yield make
     for fake in started:
         fake.stop()  # raises the first server-side error, if any
+
+
+if pytest is not None:
+    fake_provider = pytest.fixture(fake_provider)
 
 
 def delegating(kind: str, description: str = "look it up") -> Callable[[RecordedRequest], Turn]:

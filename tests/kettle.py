@@ -30,7 +30,7 @@ def run_ketch(
     *,
     env: dict[str, str] | None = None,
     input: str | None = None,
-    timeout: float = 60,
+    timeout: float = 180,  # a liveness limit for a loaded machine; a hang meets the per-test timeout
     subprocess_: bool = False,
 ) -> Run:
     """Run ketch with ARGS in ``cwd`` and capture everything.

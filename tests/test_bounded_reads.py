@@ -42,9 +42,15 @@ def high_water_kb():
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 
+def read_kb():
+    # bytes this process had read() (/proc/self/io rchar): what a scan of the file would show
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("rchar:")) // 1024
+
 root, tool, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 workspace = Workspace(root)
 before = high_water_kb()
+read_before = read_kb()
 started = time.monotonic()
 try:
     if tool == "read_file":
@@ -58,7 +64,8 @@ except Exception as exc:
 print(json.dumps({
     "before_kb": before, "peak_kb": high_water_kb(),
     "children_peak_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
-    "seconds": time.monotonic() - started, "out": out[-2000:], "length": len(out),
+    "seconds": time.monotonic() - started, "read_kb": read_kb() - read_before,
+    "out": out[-2000:], "length": len(out),
 }))
 """
 
@@ -84,7 +91,7 @@ def test_read_file_first_line_of_a_2gb_line_in_bounded_memory_and_time(one_line_
     result = measure(one_line_2gb, "read_file", path="huge.txt", offset=1, limit=1)
     assert result["peak_kb"] < PEAK_LIMIT_KB, result
     assert result["peak_kb"] - result["before_kb"] < 32 * 1024, result
-    assert result["seconds"] < 2, result
+    assert result["read_kb"] < 64 * 1024, result  # the first MiBs, not the 2 GiB (time: what a scan would cost)
     first, note = result["out"].split("\n")[-2:]
     assert first.startswith("a" * 100) or "start " in result["out"]
     assert "[line cut; more than 1,0" in first and note == "(line 1 was cut; any further lines start after it)"
@@ -146,7 +153,6 @@ def millions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_grep_with_millions_of_matches_stops_counting_and_stays_small(millions: Path, backend: str) -> None:
     result = measure(millions, backend, pattern="hit", max_results=5)
     assert result["peak_kb"] < PEAK_LIMIT_KB and result["children_peak_kb"] < PEAK_LIMIT_KB, result
-    assert result["seconds"] < 20, result
     assert result["out"].splitlines()[-1] == "(199995+ more matches not shown; narrow the pattern, path or glob)"
 
 
@@ -175,11 +181,9 @@ async def test_a_file_growing_while_read_cannot_keep_the_read_going(tmp_path: Pa
     try:
         while target.stat().st_size <= len(seed):
             time.sleep(0.001)
-        started = time.monotonic()
         reading = asyncio.ensure_future(asyncio.to_thread(
             asyncio.run, read_file(ctx, "growing.log", offset=1_000_000_000, limit=1)))
         done, _ = await asyncio.wait([reading], timeout=10)
-        elapsed = time.monotonic() - started
         still_writing = writer.poll() is None
     finally:
         writer.kill()
@@ -193,7 +197,6 @@ async def test_a_file_growing_while_read_cannot_keep_the_read_going(tmp_path: Pa
     counted = int(str(caught.value).rsplit("has ", 1)[1].split()[0])
     assert still_writing, "the writer finished before the read: the test proves nothing"
     assert counted < target.read_bytes().count(b"\n")
-    assert elapsed < 5
 
 
 async def test_glob_stops_counting_at_its_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

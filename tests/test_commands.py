@@ -16,7 +16,7 @@ from ketch.extensions.commands import (
 
 BUILTIN_NAMES = [
     "help", "model", "think", "agent", "clear", "compact", "resume", "sessions", "fork", "repair", "tools",
-    "cost", "context", "todos", "memory", "skills", "mcp", "sandbox", "registry", "commit", "export", "quit",
+    "cost", "context", "todos", "memory", "skills", "mcp", "sandbox", "approval", "registry", "commit", "export", "quit",
 ]  # fmt: skip
 
 

@@ -35,17 +35,21 @@ def _mcp_config(url: str) -> str:
 [mcp.servers.alpha]
 command = {py}
 args = [{json.dumps(str(SERVERS / "alpha_stdio.py"))}]
+timeout = 60
 
 [mcp.servers.beta]
 command = {py}
 args = [{json.dumps(str(SERVERS / "beta_stdio.py"))}]
+timeout = 60
 
 [mcp.servers.crashy]
 command = {py}
 args = [{json.dumps(str(SERVERS / "crash_at_start.py"))}]
+timeout = 60
 
 [mcp.servers.web]
 url = "{url}"
+timeout = 60
 
 [permissions]
 alpha__echo = "allow"

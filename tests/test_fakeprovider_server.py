@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 from fakeprovider_server import DEMO_TITLE, demo_script, serve
+from isolation import reserved_port
 
 from ketch.state.titles import TITLE_INSTRUCTIONS
 
@@ -34,13 +34,13 @@ def test_a_title_request_does_not_use_up_a_scripted_turn() -> None:
 
 
 def test_port_flag_is_honoured() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     script = Path(__file__).parent / "fakeprovider_server.py"
-    proc = subprocess.Popen([sys.executable, str(script), "echo", "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    with reserved_port() as port:  # held until the server has it: nothing else can take it
+        proc = subprocess.Popen([sys.executable, str(script), "echo", "--port", str(port)], stdout=subprocess.PIPE,
+                                text=True)
+        url = proc.stdout.readline().strip()  # type: ignore[union-attr]
     try:
-        assert proc.stdout.readline().strip() == f"http://127.0.0.1:{port}/v1"  # type: ignore[union-attr]
+        assert url == f"http://127.0.0.1:{port}/v1"
         assert _chat(f"http://127.0.0.1:{port}/v1", [{"role": "user", "content": "ping"}], tools=False) == "You said: ping"
     finally:
         proc.terminate()

@@ -51,7 +51,9 @@ def test_preset_posts_to_stream_generate_content_with_the_key_header(tmp_path: P
     assert request.path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
     assert request.query == "alt=sse"
     assert request.headers["x-goog-api-key"] == SECRET
-    assert request.body["contents"] == [{"role": "user", "parts": [{"text": "hi"}]}]
+    [content] = request.body["contents"]  # the prompt, then ketch's state reminder (context.reminders)
+    assert content["role"] == "user" and content["parts"][0] == {"text": "hi"}
+    assert [p["text"][:18] for p in content["parts"][1:]] == ["<system-reminder>\n"]
 
 
 def test_google_api_key_is_the_fallback_variable(tmp_path: Path) -> None:

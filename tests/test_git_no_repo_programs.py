@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 from gittraps import Traps, armed, ctx_for, git, repo_fixture, run_every_tool, touch_same_size, traps_fixture
+from isolation import own_processes
 from pydantic_ai.exceptions import ToolFailed
 
 from ketch.core.prompt import git_summary
@@ -328,9 +329,12 @@ async def test_an_unreadable_config_stops_the_read_with_git_s_reason(repo: Path)
 
 def _gits_in(root: Path) -> list[psutil.Process]:
     found = []
-    for proc in psutil.process_iter(["name", "cmdline"]):
-        if proc.info["name"] == "git" and str(root) in " ".join(proc.info["cmdline"] or []):
-            found.append(proc)
+    for proc in own_processes():  # this test's tree: the tool runs git in this process
+        try:
+            if proc.name() == "git" and str(root) in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.NoSuchProcess:
+            continue
     return found
 
 

@@ -69,7 +69,7 @@ def test_json_output_is_one_object_with_result_usage_and_calls(tmp_path: Path) -
     payload = json.loads(run.stdout)
     assert payload["result"] == "Wrote the file."
     assert payload["session_id"]
-    assert payload["usage"] == {"input_tokens": 20, "output_tokens": 10}
+    assert payload["usage"] == {"input_tokens": 20, "output_tokens": 10, "cache_read_tokens": 0, "cache_write_tokens": 0}
     assert [c["name"] for c in payload["tool_calls"]] == ["write_file"]
     assert payload["tool_calls"][0]["is_error"] is False
 

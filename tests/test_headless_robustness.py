@@ -286,7 +286,7 @@ def test_a_provider_that_goes_silent_times_out_with_the_limit_and_how_to_raise_i
     # in the middle of a stream: given up once (the SDKs never retry a stream that had started).
     tries = 1 if stall_after_headers else 2
     assert server.requests == tries  # type: ignore[attr-defined]
-    assert 1.5 * tries <= elapsed < 20, elapsed
+    assert elapsed >= 1.5 * tries, elapsed  # each try waited out the limit (a hang would meet the per-test timeout)
 
 
 def test_a_configured_timeout_is_named_in_the_advice_and_a_bad_one_is_refused(tmp_path: Path) -> None:

@@ -55,9 +55,7 @@ async def test_timeout_kills_the_whole_process_tree(tmp_path):
     # the hook starts a grandchild in a session of its own (out of the hook's process group)
     command = "setsid bash -c 'echo $$ > child.pid; exec sleep 30' & echo $$ > hook.pid; wait"
     runner = HookRunner({"before_tool": [{"command": command, "timeout": 0.5}]}, tmp_path)
-    started = time.monotonic()
     assert await runner.before_tool("shell", {}) is None
-    assert time.monotonic() - started < 5
     assert runner.warnings == [f"hook before_tool `{command}` timed out after 0.5s and was killed"]
     for name in ("hook.pid", "child.pid"):
         pid = int((tmp_path / name).read_text())

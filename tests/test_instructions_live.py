@@ -1,19 +1,20 @@
-"""Instructions are rebuilt before every model request: a task list written in step 1 is in the
-instructions of step 2 of the same turn (checked on the wire of the fake provider)."""
+"""State moves without moving the instructions: a task list written in step 1 reaches the model in
+step 2 of the same turn as a state reminder after the tool result, while the instructions stay
+byte-identical (checked on the wire of the fake provider)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from fakeprovider import FakeProvider, ToolCall, Turn, instructions, tool_results
+from fakeprovider import FakeProvider, ToolCall, Turn, instructions, reminder_texts, tool_results, user_texts
 from kettle import adhoc, run_ketch
 
 TASK = "Rename the frobnicator module"
 
 
 @pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
-def test_todo_write_in_step_one_is_in_step_two_instructions(wire: str, tmp_path: Path) -> None:
+def test_todo_write_in_step_one_is_in_step_two_request(wire: str, tmp_path: Path) -> None:
     todos = [{"content": TASK, "status": "in_progress"}, {"content": "Update the imports", "status": "pending"}]
     script = [Turn(tool_calls=[ToolCall("todo_write", {"todos": todos})]), Turn(text="Planned.")]
     with FakeProvider(script) as fake:
@@ -23,6 +24,8 @@ def test_todo_write_in_step_one_is_in_step_two_instructions(wire: str, tmp_path:
     assert TASK not in instructions(first)
     [(_, result)] = tool_results(second)
     assert "error" not in result.lower(), result
-    step_two = instructions(second)
+    assert instructions(second) == instructions(first)
+    step_two = reminder_texts(second)[-1]
     assert TASK in step_two and "Update the imports" in step_two
     assert "Current task list" in step_two
+    assert user_texts(second) == ["plan the rename"]

@@ -34,7 +34,7 @@ def _tree(pid: int) -> list[psutil.Process]:
         return []
 
 
-def _wait_for_sleepers(pid: int, timeout: float = 20.0) -> list[psutil.Process]:
+def _wait_for_sleepers(pid: int, timeout: float = 90.0) -> list[psutil.Process]:
     """The descendants of ``pid`` once both ``sleep 60`` of the command are running."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
+from isolation import own_processes_running
 from kettle import adhoc, ketch_env
 from pydantic_ai.exceptions import ToolFailed
 
@@ -26,21 +27,21 @@ from ketch.tools.base import ToolDeps, ToolSettings
 from ketch.tools.shell import INTERRUPTED_MESSAGE, ProcessRegistry, shell
 from ketch.tools.workspace import Workspace
 
+pytestmark = pytest.mark.usefixtures("subreaper")
+
+
 def orphaning(tag: str) -> str:
     """The issue's ``(sleep 61 &); sleep 62``, with a fraction that tells this test's sleeps apart."""
     return f"(sleep 61.{tag} &); sleep 62.{tag}"
 
 
 def sleepers(seconds: str) -> list[psutil.Process]:
-    """Every ``sleep <seconds>`` on the machine (the orphan is no one's descendant)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        if proc.info["cmdline"] == ["sleep", seconds]:
-            found.append(proc)
-    return found
+    """Every ``sleep <seconds>`` of this test's own tree (under the ``subreaper`` fixture the
+    worker adopts the orphan, so it is found without a scan of the whole machine)."""
+    return own_processes_running(["sleep", seconds])
 
 
-def wait_for(seconds: str, timeout: float = 20.0) -> psutil.Process:
+def wait_for(seconds: str, timeout: float = 60.0) -> psutil.Process:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         procs = sleepers(seconds)
@@ -113,7 +114,7 @@ def test_sigint_of_a_headless_run_kills_the_orphaned_grandchild(tmp_path: Path) 
         try:
             orphan, parent_sleep = wait_for("61.02"), wait_for("62.02")
             proc.send_signal(signal.SIGINT)
-            orphan_gone = gone_within(orphan, 2.0)
+            orphan_gone = gone_within(orphan, 10.0)
             out, err = proc.communicate(timeout=30)
         finally:
             if proc.poll() is None:
@@ -175,16 +176,13 @@ def test_ctrl_c_in_the_ui_stops_a_real_command_and_the_session_goes_on(tmp_path:
         pane.keys("run the long command", "Enter")
         command = wait_for("63.04", timeout=30)
         try:
-            started = time.monotonic()
             pane.keys("C-c")
-            stopped = gone_within(command, 3.0)
-            elapsed = time.monotonic() - started
+            stopped = gone_within(command, 10.0)
             screen = pane.wait("It was stopped before it finished.")
         finally:
             reap(command)
         pane.keys("/quit", "Enter")
     assert stopped, "Ctrl-C did not stop the running command"
-    assert elapsed < 3.0
     assert not (tmp_path / "done.txt").exists()
     [(_, result)] = tool_results(fake.model_requests[1])
     assert INTERRUPTED_MESSAGE in result

@@ -12,6 +12,7 @@ the lookalike pass and the whole ``prepare_messages`` must come out equal.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any
 
@@ -42,13 +43,22 @@ def _sdk_as_it_is() -> Any:
     yield
 
 
-def _models(inline_system: bool, mimics: bool) -> tuple[Any, Any]:
+@functools.cache
+def _provider_and_profile() -> tuple[Any, Any]:
+    """One provider (it sends nothing here) and gpt-5's profile, built once: a provider builds an
+    HTTP client, most of what a fresh pair of models cost (the models stay fresh per example)."""
     from pydantic_ai.models.openai import OpenAIResponsesModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
     base = OpenAIResponsesModel("gpt-5", provider=OpenAIProvider(api_key="k")).profile
+    return OpenAIProvider(api_key="k", base_url="http://127.0.0.1:9/v1"), base
+
+
+def _models(inline_system: bool, mimics: bool) -> tuple[Any, Any]:
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+
+    provider, base = _provider_and_profile()
     profile = {**base, "supports_inline_system_prompts": inline_system, "mimics_assistant_message_formatting": mimics}
-    provider = OpenAIProvider(api_key="k", base_url="http://127.0.0.1:9/v1")
     return (MemoizedResponsesModel("gpt-5", provider=provider, profile=profile),
             OpenAIResponsesModel("gpt-5", provider=provider, profile=profile))
 

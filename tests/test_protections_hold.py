@@ -132,7 +132,7 @@ def test_headless_web_fetch_is_denied_without_yolo_and_reaches_the_tool_with_it(
 def test_headless_mcp_tool_from_the_users_own_config_is_denied_without_yolo(tmp_path: Path, isolated_home: Path) -> None:
     _user_config(isolated_home, (
         f"\n[mcp.servers.alpha]\ncommand = {json.dumps(sys.executable)}\n"
-        f"args = [{json.dumps(str(SERVERS / 'alpha_stdio.py'))}]\n"
+        f"args = [{json.dumps(str(SERVERS / 'alpha_stdio.py'))}]\ntimeout = 60\n"
     ))
     script = [Turn(tool_calls=[ToolCall("alpha__echo", {"text": "ran"})]), Turn(text="ok")]
     with FakeProvider(script) as fake:

@@ -268,11 +268,11 @@ async def test_the_permissions_panel_gives_one_answer_for_commands_and_file_tool
 
 
 # ---------------------------------------------------------------- interrupt
-async def test_an_interrupt_kills_the_whole_sandboxed_tree(ws: Path) -> None:
+async def test_an_interrupt_kills_the_whole_sandboxed_tree(ws: Path, subreaper: None) -> None:
     import asyncio
     import random
 
-    import psutil
+    from isolation import own_processes_running
 
     seconds = f"{random.randint(600, 699)}.{random.randint(100, 999)}"
     command = f"(sleep {seconds} &); sleep {seconds}"
@@ -283,12 +283,12 @@ async def test_an_interrupt_kills_the_whole_sandboxed_tree(ws: Path) -> None:
                 if isinstance(event, ev.ToolCallStarted):
                     for _ in range(100):
                         await asyncio.sleep(0.05)
-                        if sum(p.info["cmdline"] == ["sleep", seconds] for p in psutil.process_iter(["cmdline"])) == 2:
+                        if len(own_processes_running(["sleep", seconds])) == 2:
                             break
                     assert session.interrupt_command()
         finally:
             await session.aclose()
-    left = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", seconds]]
+    left = own_processes_running(["sleep", seconds])
     for proc in left:
         proc.kill()
     assert left == []

@@ -26,11 +26,13 @@ from pathlib import Path
 import psutil
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
+from isolation import own_processes_running
 from kettle import adhoc, run_ketch
 
 from ketch.sandbox import detect
 
 WIRE = "openai-chat"
+pytestmark = pytest.mark.usefixtures("subreaper")
 
 
 @dataclass
@@ -115,11 +117,8 @@ def background_left(p: Place) -> tuple[str, Callable[[str], bool]]:
     seconds = f"{random.randint(900, 999)}.{random.randint(100, 999)}"
 
     def survivors() -> list[psutil.Process]:
-        found = []
-        for proc in psutil.process_iter(["cmdline"]):
-            if proc.info["cmdline"] == ["sleep", seconds]:
-                found.append(proc)
-        return found
+        # the test's own tree: the worker adopts what escapes (conftest's subreaper fixture)
+        return own_processes_running(["sleep", seconds])
 
     def escaped(_out: str) -> bool:
         time.sleep(0.3)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import httpx2
@@ -65,25 +65,37 @@ def test_start_is_off_with_the_switch_and_runs_once_otherwise():
 
 
 async def test_a_successful_response_is_read_only_after_a_running_warm_up():
-    """The SDK must not build a model while the warm-up thread is building it."""
+    """The SDK must not build a model while the warm-up thread is building it. The warm-up
+    stands on a gate the test opens, so what waits for it is shown without a clock."""
     saved = sdk_warmup._thread
-    done = threading.Event()
+    gate, done = threading.Event(), threading.Event()
 
-    def slow_warm_up() -> None:
-        time.sleep(0.4)
+    def gated_warm_up() -> None:
+        gate.wait(60)
         done.set()
 
     try:
-        sdk_warmup._thread = threading.Thread(target=slow_warm_up, daemon=True)
+        sdk_warmup._thread = threading.Thread(target=gated_warm_up, daemon=True)
         sdk_warmup._thread.start()
-        await sdk_warmup.wait_before_reading(httpx2.Response(500))
-        assert not done.is_set()  # an error body builds no event models: no wait
-        await sdk_warmup.wait_before_reading(httpx2.Response(200))
+        await sdk_warmup.wait_before_reading(httpx2.Response(500))  # an error body builds no event models: no wait
+        assert not done.is_set()
+        reading = asyncio.ensure_future(sdk_warmup.wait_before_reading(httpx2.Response(200)))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not reading.done()  # still waiting for the running warm-up
+        gate.set()
+        await reading
         assert done.is_set()
-        start = time.perf_counter()
-        await sdk_warmup.wait_before_reading(httpx2.Response(200))  # finished: no wait
-        assert time.perf_counter() - start < 0.2
+        finished = sdk_warmup.wait_before_reading(httpx2.Response(200))
+        try:
+            finished.send(None)  # the warm-up is over: the hook returns without suspending once
+        except StopIteration:
+            pass
+        else:
+            finished.close()
+            raise AssertionError("the hook waited although the warm-up had finished")
     finally:
+        gate.set()
         sdk_warmup._thread = saved
 
 

@@ -71,7 +71,7 @@ def test_shell_and_hooks_run_without_held_keys_or_secret_looking_variables(tmp_p
 def test_an_mcp_server_starts_without_held_keys(tmp_path: Path, isolated_home: Path) -> None:
     server = Path(__file__).parent / "mcp_servers" / "alpha_stdio.py"
     _user_config(isolated_home, f'\n[mcp.servers.alpha]\ncommand = {json.dumps(sys.executable)}\n'
-                                f'args = [{json.dumps(str(server))}]\nenv = {{ OWN_SETTING = "cfg-7" }}\n')
+                                f'args = [{json.dumps(str(server))}]\nenv = {{ OWN_SETTING = "cfg-7" }}\ntimeout = 60\n')
     probes = ["GITHUB_TOKEN", "PROVCRED", "OPENAI_API_KEY", "OWN_SETTING", KEPT[0]]
     with FakeProvider() as fake:
         fake.add(Turn(tool_calls=[ToolCall("alpha__env_probe", {"name": n}, id=f"c{i}") for i, n in enumerate(probes)]),

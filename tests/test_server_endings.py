@@ -97,13 +97,11 @@ def test_a_404_names_the_path_tried_and_what_to_change(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- cost and the resume line
 def test_cost_is_null_after_a_connection_error(tmp_path: Path) -> None:
-    import socket
+    from isolation import refused_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    run = run_ketch(["-p", "go", "--base-url", f"http://127.0.0.1:{port}/v1", "--wire", "openai-chat", "--model", "m",
-                     "--output-format", "json"], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
+    with refused_port() as port:  # bound, never listening: every connection is refused, and no one else binds it
+        run = run_ketch(["-p", "go", "--base-url", f"http://127.0.0.1:{port}/v1", "--wire", "openai-chat",
+                         "--model", "m", "--output-format", "json"], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
     assert run.code == 1
     payload = json.loads(run.stdout)
     assert payload["cost_usd"] is None and payload["error"]["kind"] == "provider"

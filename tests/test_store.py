@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -443,15 +444,22 @@ def test_kill_9_leaves_a_prefix_of_whole_steps(db: Path, killer: str) -> None:
 
 
 def test_append_stays_fast_with_a_long_history(db: Path) -> None:
+    """An append's work does not grow with the history: the SQL an append runs (traced on the
+    store's connection; numbers aside) is the same at 10 messages as at 10,000. The time target itself is
+    bench/resume.py's (appending one step < 5 ms)."""
+
+    def statements_of_an_append(history: int, session: str) -> list[str]:
+        sid = store.create_session(f"/p/{session}", "m", "a")
+        store.append_step(sid, [ModelRequest(parts=[UserPromptPart("filler " * 50, timestamp=T0)])] * history)
+        seen: list[str] = []
+        store._conn.set_trace_callback(seen.append)
+        try:
+            store.append_step(sid, sample_step(0))
+        finally:
+            store._conn.set_trace_callback(None)
+        return [re.sub(r"\d+", "N", " ".join(sql.replace(sid, "SID").split())) for sql in seen]
+
     with Store.open(db) as store:
-        sid = store.create_session("/p", "m", "a")
-        store.append_step(sid, [ModelRequest(parts=[UserPromptPart("filler " * 50, timestamp=T0)])] * 10_000)
-        step = sample_step(0)
-        timings = []
-        for _ in range(15):
-            start = time.perf_counter()
-            store.append_step(sid, step)
-            timings.append(time.perf_counter() - start)
-    assert rows(db, "SELECT COUNT(*), MAX(seq), MAX(step) FROM messages") == [(10_045, 10_044, 15)]
-    timings.sort()
-    assert timings[len(timings) // 2] < 0.05  # generous for a shared machine: the bench targets 5 ms
+        short = statements_of_an_append(10, "short")
+        long = statements_of_an_append(10_000, "long")
+    assert short and long == short

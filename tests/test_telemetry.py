@@ -142,3 +142,24 @@ def test_without_an_endpoint_a_turn_imports_nothing_of_opentelemetrys_sdk(tmp_pa
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ketch_env(), cwd=tmp_path, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("0 []"), out.stdout
+
+
+def test_a_collector_that_refuses_connections_leaves_no_text_on_stderr_and_the_run_ends(tmp_path: Path) -> None:
+    """A port bound and held without listening refuses every connection: the exporter's failures
+    (and its retries) stay off the terminal, and the run ends after the answer (the bounded flush;
+    the timeout is only a hang guard, bench/telemetry_exit.py measures the time)."""
+    import socket
+
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+    try:
+        url = f"http://127.0.0.1:{held.getsockname()[1]}"
+        script = [Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"}, id="r1")]), Turn(text="the answer")]
+        (tmp_path / "a.txt").write_text("alpha\n")
+        with FakeProvider(script) as fake:
+            run = _run(tmp_path, fake, {"OTEL_EXPORTER_OTLP_ENDPOINT": url})
+    finally:
+        held.close()
+    assert run.returncode == 0, run.stderr
+    assert "the answer" in run.stdout
+    assert run.stderr == "", run.stderr

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, user_texts
+from isolation import reserved_port
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -45,7 +46,7 @@ class Tmux:
         """Scrollback and screen, as a user scrolling back would read them."""
         return self.run("capture-pane", "-p", "-t", "k", "-S", "-")
 
-    def wait(self, pattern: str, timeout: float = 20.0, *, whole: bool = False) -> str:
+    def wait(self, pattern: str, timeout: float = 60.0, *, whole: bool = False) -> str:
         deadline = time.monotonic() + timeout
         while True:
             text = self.everything() if whole else self.screen()
@@ -188,14 +189,6 @@ def readme_block(after: str) -> tuple[int, int, str]:
     return start, end, text[start:end]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _region(screen: str, first: str) -> str:
     """The live region of a screen capture: from the last line starting with ``first``."""
     lines = [line.rstrip() for line in screen.splitlines()]
@@ -211,11 +204,11 @@ def test_the_readme_walkthrough_reproduces_its_capture(tmp_path: Path, tmux: Tmu
     in README (port, session id and directory normalised). ``KETCH_RECAPTURE=1`` rewrites it."""
     project = tmp_path / "myproject"
     (project / ".git").mkdir(parents=True)
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, str(Path(__file__).parent / "fakeprovider_server.py"), "demo",
-                               "--port", str(port)], stdout=subprocess.PIPE, text=True)
-    try:
+    with reserved_port() as port:  # held until the server has it: nothing else can take it
+        server = subprocess.Popen([sys.executable, str(Path(__file__).parent / "fakeprovider_server.py"), "demo",
+                                   "--port", str(port)], stdout=subprocess.PIPE, text=True)
         url = server.stdout.readline().strip()  # type: ignore[union-attr]
+    try:
         assert url == f"http://127.0.0.1:{port}/v1"
         tmux.keys(f"cd {shlex.quote(str(project))} && clear", "Enter")
         time.sleep(0.3)

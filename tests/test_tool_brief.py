@@ -12,9 +12,10 @@ from ketch.core.tool_brief import OutputTails, brief
 from ketch.frontends.assemble import build_session
 
 
-def test_shell_brief_has_the_exit_status_and_the_last_lines() -> None:
+def test_shell_brief_has_the_exit_status_and_the_first_and_last_lines() -> None:
     content = "exit code 2\n" + "\n".join(f"row {i}" for i in range(20))
-    assert brief("shell", {}, content, is_error=False) == "exit code 2\n… 15 earlier lines\nrow 15\nrow 16\nrow 17\nrow 18\nrow 19"
+    assert brief("shell", {}, content, is_error=False) == \
+        "exit code 2\nrow 0\nrow 1\nrow 2\n… 12 lines not shown\nrow 15\nrow 16\nrow 17\nrow 18\nrow 19"
     assert brief("shell", {}, "(no output)", is_error=False) == "exit 0"
     assert brief("shell", {}, "a\nb", is_error=False) == "exit 0\na\nb"
 
@@ -26,6 +27,24 @@ def test_tails_mark_stderr_and_split_a_line_across_streams() -> None:
     tails.add("c", "last", "stdout")
     assert tails.pop("c") == [("stdout", "par"), ("stderr", "tial"), ("stderr", "err!"), ("stdout", "last")]
     assert tails.pop("c") == []
+
+
+def test_stderr_above_pages_of_stdout_is_kept_first_and_last_and_the_sandbox_note_whole() -> None:
+    tails = OutputTails()
+    tails.add("c", "".join(f"out {i}\n" for i in range(10)), "stdout")
+    tails.add("c", "".join(f"ls: cannot access 'f{i}'\n" for i in range(8)), "stderr")
+    tails.add("c", "".join(f"more {i}\n" for i in range(40)), "stdout")
+    note = "[the sandbox refused a write outside the writable places (the output says 'Read-only file system'). " + "x" * 300 + "]"
+    content = "exit code 1\n" + "\n".join(f"more {i}" for i in range(40)) + "\n" + note
+    rows = brief("shell", {}, content, is_error=False, tail=tails.pop("c")).splitlines()
+    assert rows[:4] == ["exit code 1", "out 0", "out 1", "out 2"]
+    assert rows[4] == "… 7 lines not shown"
+    assert rows[5:8] == [f"[stderr] ls: cannot access 'f{i}'" for i in range(3)]
+    assert rows[8] == "… 2 lines not shown"
+    assert rows[9:12] == [f"[stderr] ls: cannot access 'f{i}'" for i in range(5, 8)]
+    assert rows[12] == "… 35 lines not shown"
+    assert rows[13:18] == [f"more {i}" for i in range(35, 40)]
+    assert rows[18] == note  # whole: the cause is never cut
 
 
 def test_read_grep_glob_list_briefs() -> None:

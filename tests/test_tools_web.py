@@ -86,7 +86,7 @@ class Server:
                 elif path == "/png":
                     self._send(200, b"\x89PNG\r\n\x1a\n" + b"\x00" * 100, "image/png")
                 elif path == "/slow":
-                    server.release.wait(5)
+                    server.release.wait(60)
                     self._send(200, b"late", "text/plain")
                 else:
                     self._send(404, b"<p>no such page</p>", "text/html")
@@ -261,10 +261,10 @@ async def test_size_cap_cuts_the_body(server: Server, connects: list[object]):
 
 
 async def test_time_cap_gives_up(server: Server, connects: list[object]):
-    started = time.monotonic()
+    # /slow answers only when the test releases it (it never does here): the cap is what ends the fetch
     with pytest.raises(ToolFailed, match="took longer than 0.5 s"):
         await web_fetch(make_ctx(web_allow_loopback=True, web_timeout_s=0.5), f"{server.base}/slow")
-    assert time.monotonic() - started < 2.0
+    assert not server.release.is_set()
 
 
 async def test_redirects_within_allowed_hosts_are_followed(server: Server, connects: list[object]):

@@ -147,11 +147,14 @@ async def test_slash_menu_lists_matching_commands_and_unknown_gets_suggestion() 
 async def test_cost_panel_prints_from_session_status() -> None:
     from ketch.core.frontend import SessionStatus
 
-    status = SessionStatus(session_id="s9", model="m", cost_usd=0.0123, input_tokens=1200, output_tokens=34)
+    status = SessionStatus(session_id="s9", model="m", cost_usd=0.0123, input_tokens=1200, output_tokens=34,
+                           cache_read_tokens=900, cache_write_tokens=250)
     async with Harness(FakeSession(status=status)) as h:
         await h.type("/cost\r")
         await h.wait_text("Session cost: $0.0123")
         assert "input tokens:  1,200" in h.sink.text()
+        assert "cache reads:  900 (75.0% of input)" in h.sink.text()
+        assert "cache writes: 250" in h.sink.text()
 
 
 async def test_alias_runs_the_command_and_user_template_runs_as_a_prompt() -> None:

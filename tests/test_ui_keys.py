@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from uifakes import FakeSession, Gate, Harness, RunningCommand
 
 from ketch.core.events import TextDelta
@@ -41,13 +43,20 @@ async def test_ctrl_c_during_a_command_stops_only_the_command_and_a_second_press
         assert session.cancels == 1 and h.app is not None and h.app.app.is_running
 
 
-async def test_ctrl_c_twice_within_a_second_on_an_empty_idle_prompt_quits_but_not_slower() -> None:
+async def test_ctrl_c_twice_within_a_second_on_an_empty_idle_prompt_quits_but_not_slower(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window (a second in use) is set per step so the test never races it: short to
+    show it closing, then longer than any stall of a loaded machine to show a press inside it quits."""
+    from ketch.ui import controller
+
     async with Harness() as h:
+        monkeypatch.setattr(controller, "QUIT_WINDOW_S", 0.2)
         await h.type("\x03")
         await h.wait_text("press ctrl-c again to quit (or ctrl-d)")
-        await asyncio.sleep(1.15)
+        await asyncio.sleep(0.35)  # past the window (its timer was set first, so it has fired)
         assert h.app is not None and h.app.app.is_running
-        assert "press ctrl-c again" not in h.sink.text()
+        await h.wait_gone("press ctrl-c again")
+        monkeypatch.setattr(controller, "QUIT_WINDOW_S", 3600)
         await h.type("\x03")
         await h.wait_text("press ctrl-c again to quit")
         await h.type("\x03")

@@ -56,7 +56,7 @@ async def test_successful_shell_is_green_and_long_output_says_how_to_expand() ->
         await h.idle()
         text = h.sink.text()
         assert "  ⎿ exit 0" in text
-        assert "    … 45 earlier lines" in text and "line 49  (ctrl-o · /expand 1)" in text
+        assert "    line 2\n    … 42 lines not shown\n    line 45" in text and "line 49  (ctrl-o · /expand 1)" in text
         assert "line 44" not in text
         assert fg_at(h, "● shell") == "green"
         await h.type("\x0f")  # ctrl-o: the latest call's whole output

@@ -42,9 +42,9 @@ async def test_allow_for_this_session_names_what_it_lets_through() -> None:
     session = FakeSession([turn])
     async with Harness(session, columns=100) as h:
         await h.type("go\r")
-        await h.wait_text("2. Allow `pytest -q tests` again this session (a)")
+        await h.wait_text("2. Allow this exact command again this session (a)")
         await h.type("a")
-        await h.wait_text("2. Allow every write_file call this session (a)")
+        await h.wait_text("2. Allow write_file calls this session; run-later files (.git, workflows ...) still ask (a)")
         await h.type("y")
         await h.idle()
     assert [d[1] for d in session.decisions] == ["allow_session", "allow"]

@@ -62,6 +62,11 @@ async def _prompt_once(h: TrustHarness, answer: str) -> None:
     await h.idle()
 
 
+def _unwrapped(text: str) -> str:
+    """``text`` without whitespace: a path longer than the screen is wrapped onto a new line."""
+    return "".join(text.split())
+
+
 async def test_the_question_lists_what_the_repo_adds_and_no_keeps_it_out(tmp_path: Path, fake_provider: Any) -> None:
     marker = tmp_path / "hook-ran"
     write_project_config(tmp_path, _config(marker), trust=False)
@@ -70,7 +75,7 @@ async def test_the_question_lists_what_the_repo_adds_and_no_keeps_it_out(tmp_pat
         await h.wait_text("is not trusted yet", timeout=10)
         screen = h.sink.text()
         assert "allow shell" in screen
-        assert f"hook prompt_submitted: runs touch {marker}" in screen
+        assert _unwrapped(f"hook prompt_submitted: runs touch {marker}") in _unwrapped(screen)  # long paths wrap
         assert runtime.session is None  # nothing is built (nothing the repo names runs) before the answer
         await h.type("n")
         await h.wait_text("adhoc:fake-model", timeout=10)
@@ -102,7 +107,8 @@ async def test_yes_applies_it_and_a_changed_config_is_asked_again(tmp_path: Path
     write_project_config(tmp_path, _config(marker) + f'\n[[hooks.prompt_submitted]]\ncommand = "touch {second}"\n', trust=False)
     async with running(tmp_path, *adhoc(fake, "openai-chat")) as (h, _):
         await h.wait_text("changed since you trusted it", timeout=10)
-        assert f"runs touch {second}" in h.sink.text()
+        # the overlay may still be drawing; a long path wraps at the screen's edge
+        await h.wait_for(lambda: _unwrapped(f"runs touch {second}") in _unwrapped(h.sink.text()), timeout=10)
         await h.type("\x1b")  # escape: not trusted
         await h.wait_text("adhoc:fake-model", timeout=10)
         await _prompt_once(h, "second answer")

@@ -59,6 +59,10 @@ class Approval:
     agent: str = ""
     """The subagent asking, when not the main agent."""
     reason: str = ""
+    cwd: str = ""
+    sandbox: str = ""
+    rule_proposal: str = ""
+    no_rule_because: str = ""
 
 
 @dataclass
@@ -133,7 +137,9 @@ class FakeSession:
                 self._futures[step.request_id] = fut
                 yield ApprovalRequested(request_id=step.request_id, call_id=step.request_id,
                                         name=step.name, args=step.args, preview=step.preview,
-                                        agent=step.agent, reason=step.reason)
+                                        agent=step.agent, reason=step.reason, cwd=step.cwd,
+                                        sandbox=step.sandbox, rule_proposal=step.rule_proposal,
+                                        no_rule_because=step.no_rule_because)
                 decision, reason = await fut
                 yield ApprovalResolved(call_id=step.request_id, name=step.name, decision=decision,
                                        by="user", reason=reason)
@@ -265,17 +271,17 @@ class Harness:
         self.send(keys)
         await asyncio.sleep(pause or 0.02)
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 3.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() > deadline:
                 raise AssertionError("timed out; screen was:\n" + self.sink.text())
             await asyncio.sleep(0.01)
 
-    async def wait_text(self, text: str, timeout: float = 3.0) -> None:
+    async def wait_text(self, text: str, timeout: float = 30.0) -> None:
         await self.wait_for(lambda: text in self.sink.text(), timeout)
 
-    async def wait_gone(self, text: str, timeout: float = 3.0) -> None:
+    async def wait_gone(self, text: str, timeout: float = 30.0) -> None:
         await self.wait_for(lambda: text not in self.sink.text(), timeout)
 
     async def idle(self) -> None:

@@ -12,12 +12,14 @@ A conversation rewind cuts the stored history back to before the chosen prompt
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ketch.checkpoints.log import Checkpoint, CheckpointLog, workspace_dir
 from ketch.checkpoints.shadow import ShadowError, ShadowRepo
+import ketch.tools.beneath as beneath
 
 DEFAULT_CAP_BYTES = 2 * 1024**3
 
@@ -122,6 +124,8 @@ def prompt_positions(messages: list[Any]) -> list[tuple[int, str]]:
     """(message index, text) of each user prompt in a history; compaction summaries are not prompts."""
     from pydantic_ai.messages import ModelRequest, UserPromptPart
 
+    from ketch.context.reminders import is_reminder
+
     from ketch.context.prune import SUMMARY_HEADER
 
     found = []
@@ -129,7 +133,7 @@ def prompt_positions(messages: list[Any]) -> list[tuple[int, str]]:
         if not isinstance(message, ModelRequest):
             continue
         for part in message.parts:
-            if isinstance(part, UserPromptPart):
+            if isinstance(part, UserPromptPart) and not is_reminder(part):
                 text = part.content if isinstance(part.content, str) else " ".join(str(c) for c in part.content if isinstance(c, str))
                 if not text.startswith(SUMMARY_HEADER):
                     found.append((index, text))
@@ -268,37 +272,40 @@ def apply_code(cp: Checkpointer, plan: CodePlan, workspace: Any, *, include_outs
             done["left"].append(item.path)
             continue
         try:
-            target = workspace.resolve(item.path) if workspace is not None else root / item.path
+            if workspace is not None:
+                workspace.resolve(item.path)
         except ToolFailed:  # a path that now leads out of the jail (or is not a path) is left
             done["left"].append(item.path)
             continue
-        if item.action == "delete":
-            try:
-                if target.is_dir() and not target.is_symlink():
+        # every change below is made beneath the workspace directory in one step, to the name
+        # itself (a symlink there is replaced or removed, never followed): a directory swapped
+        # for a link meanwhile makes it fail, not land elsewhere
+        base, rel = str(root), item.path
+        try:
+            if item.action == "delete":
+                try:
+                    beneath.unlink(base, rel)
+                except IsADirectoryError:
                     done["left"].append(item.path)
                     continue
-                target.unlink()
-            except FileNotFoundError:
-                pass
-            _remove_empty_parents(root, Path(item.path))
-            done["deleted"].append(item.path)
-            continue
-        mode, blob = want[item.path]
-        content = contents[blob]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.is_symlink() or (target.exists() and not target.is_file()):
-            if target.is_dir() and not target.is_symlink():
+                except FileNotFoundError:
+                    pass
+                _remove_empty_parents(base, Path(rel))
+                done["deleted"].append(item.path)
+                continue
+            mode, blob = want[item.path]
+            content = contents[blob]
+            found = beneath.lstat(base, rel)
+            if found is not None and stat.S_ISDIR(found.st_mode):
                 done["left"].append(item.path)
                 continue
-            target.unlink()
-        if mode == "120000":
-            os.symlink(os.fsdecode(content), target)
-        else:
-            tmp = target.with_name(f".{target.name}.ketch-rewind")
-            with open(tmp, "wb") as handle:
-                handle.write(content)
-            os.chmod(tmp, 0o755 if mode == "100755" else 0o644)
-            os.replace(tmp, target)
+            if mode == "120000":
+                beneath.symlink(base, rel, os.fsdecode(content))
+            else:
+                beneath.write_bytes(base, rel, content, mode=0o755 if mode == "100755" else 0o644)
+        except (OSError, ToolFailed):
+            done["left"].append(item.path)
+            continue
         done["restored"].append(item.path)
     _record_restored(cp, plan, want, done)
     return done
@@ -328,14 +335,14 @@ def _through_symlink(root: Path, rel: str) -> bool:
     return False
 
 
-def _remove_empty_parents(root: Path, rel: Path) -> None:
+def _remove_empty_parents(root: str, rel: Path) -> None:
     """Directories a deleted file leaves empty go too (git keeps no empty directories, so the
     checkpoint had none there)."""
     parent = rel.parent
     while str(parent) not in (".", ""):
         try:
-            (root / parent).rmdir()
-        except OSError:
+            beneath.rmdir(root, parent.as_posix())
+        except (OSError, ToolFailed):
             return
         parent = parent.parent
 

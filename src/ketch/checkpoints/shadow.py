@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 LARGE_FILE_BYTES = 1024 * 1024
 MAX_NEW_FILES = 200_000
@@ -59,19 +60,30 @@ class Snapshot:
     """Files recorded by size and SHA-256 only (too large, or binary)."""
 
 
-def _sha256(path: str) -> str:
+def _open_beneath(root: str, rel: str) -> BinaryIO:
+    """Open a workspace file for reading beneath the root in one step (no symlink followed on
+    the way, no FIFO or device): what a snapshot hashes is the workspace's own file."""
+    import ketch.tools.beneath as beneath
+
+    return os.fdopen(beneath.open_regular_fd(root, rel, rel), "rb")
+
+
+def _sha256(root: str, rel: str) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
+    try:
+        with _open_beneath(root, rel) as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except Exception:  # noqa: BLE001 - changed meanwhile (or not a file): recorded as unreadable
+        return "unreadable"
     return digest.hexdigest()
 
 
-def _is_binary(path: str) -> bool:
+def _is_binary(root: str, rel: str) -> bool:
     try:
-        with open(path, "rb") as handle:
+        with _open_beneath(root, rel) as handle:
             return b"\0" in handle.read(_BINARY_SNIFF)
-    except OSError:
+    except Exception:  # noqa: BLE001 - as an unreadable file
         return False
 
 
@@ -177,12 +189,12 @@ class ShadowRepo:
         """Whether ``rel`` is recorded by hash only (large or binary); records it if so."""
         if not stat.S_ISREG(st.st_mode):
             return False
-        path = os.path.join(self.root, rel)
-        if st.st_size > self.large_file_bytes or _is_binary(path):
+        root = str(self.root)
+        if st.st_size > self.large_file_bytes or _is_binary(root, rel):
             known = self._large.get(rel)
             if known and known[0] == st.st_size and known[1] == st.st_mtime_ns:
                 return True
-            self._large[rel] = (st.st_size, st.st_mtime_ns, _sha256(path))
+            self._large[rel] = (st.st_size, st.st_mtime_ns, _sha256(root, rel))
             return True
         return False
 

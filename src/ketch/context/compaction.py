@@ -90,6 +90,8 @@ def _charge(session: Session) -> Callable[[ModelResponse], None]:
 
         session.input_tokens += response.usage.input_tokens or 0
         session.output_tokens += response.usage.output_tokens or 0
+        session.cache_read_tokens += response.usage.cache_read_tokens or 0
+        session.cache_write_tokens += response.usage.cache_write_tokens or 0
         cost = response_cost(response)
         if cost is None:
             session.cost_usd = None
@@ -99,9 +101,17 @@ def _charge(session: Session) -> Callable[[ModelResponse], None]:
     return charge
 
 
-PRUNE_TARGET = 0.85
-"""Share of the prune limit a pruned request is cut to: about 15 % of the budget is then left
-for the steps that follow before the ladder has to run again."""
+PRUNE_TARGET = 0.6
+"""The low-water mark: share of the prune limit (the high-water mark) a pruned request is cut to.
+Between two compactions every request only appends to the one before, so the provider's prompt
+cache serves all of it; a compaction rewrites the history once and costs one uncached request.
+Cutting to 60 % leaves 40 % of the budget for the steps that follow, so compactions come in
+chunks, far apart, rather than one slide per step near the limit."""
+
+SUMMARY_ABOVE = 0.85
+"""A summary (an auxiliary model call that replaces whole turns) is written only when dropping
+reasoning and placeholdering older results cannot bring the request under this share of the
+prune limit; short of that, those rungs go as far toward :data:`PRUNE_TARGET` as they reach."""
 
 SUMMARY_OUTPUT_TOKENS = 4_096
 """``max_tokens`` of the summary call; the ladder keeps at most about 2,000 tokens of it."""
@@ -203,7 +213,8 @@ class Compactor:
         )
 
     async def _prune(
-        self, session: Session, messages: Sequence[ModelMessage], *, limit: int, reserved: int, warn: bool = True
+        self, session: Session, messages: Sequence[ModelMessage], *, limit: int, reserved: int, warn: bool = True,
+        summarize_above: int | None = None,
     ) -> PruneResult:
         assert self.limits is not None
         result = await prune(
@@ -213,6 +224,7 @@ class Compactor:
             summarize=self._summarizer(session),
             inline_native_from=self.inline_native_from,
             summary_chars=summary_transcript_chars(self.limits),
+            summarize_above=summarize_above,
         )
         if warn and result.summary_error is not None and self._summary_failed is None:
             turn = session._turn
@@ -250,19 +262,23 @@ class Compactor:
             self._last_estimate = estimate
             self._set_max_tokens(request_context, estimate)
             return request_context
-        # Pruned below the limit, so the next steps send an unchanged, growing prefix (and skip
-        # the ladder) instead of re-pruning, and rewriting, the whole history every step.
+        # Pruned to the low-water mark, so the next steps send an unchanged, growing prefix (and
+        # skip the ladder) until the high-water mark, instead of re-pruning, and rewriting, the
+        # history every few steps: each compaction is a prefix break, recorded with its cause.
         target = int(self.limit * PRUNE_TARGET)
-        result = await self._prune(session, request_context.messages, limit=target, reserved=reserved)
+        result = await self._prune(session, request_context.messages, limit=target, reserved=reserved,
+                                   summarize_above=int(self.limit * SUMMARY_ABOVE))
         self._last_estimate = result.tokens_after
         self._set_max_tokens(request_context, result.tokens_after)
         if not result.changed:
             return request_context
         request_context.messages = list(result.messages)
         if result.summary_error is not None:
+            session.prefix.note_break(f"compaction ({result.stage}) of this request only: the summary failed")
             return request_context  # this request only: a summary that failed replaces nothing stored
         ctx.messages[:] = result.messages
         session.history_rewritten = True
+        session.prefix.note_break(f"compaction ({result.stage}): {result.tokens_before:,} → {result.tokens_after:,} tokens")
         turn = session._turn
         if turn is not None and not turn.compacted:
             turn.compacted = True
@@ -294,6 +310,8 @@ class Compactor:
         request_context.messages = list(result.messages)
         self._last_estimate = result.tokens_after
         self._set_max_tokens(request_context, result.tokens_after)
+        if result.changed:
+            session.prefix.note_break(f"compaction ({result.stage}) after the provider refused the request as too long")
 
     async def compact_now(self, session: Session) -> list[ev.AgentEvent]:
         """Compact the session's history as far as the ladder goes (``/compact``, ``--compact``).
@@ -314,6 +332,7 @@ class Compactor:
                 text=f"Nothing was compacted: the summary could not be written ({result.summary_error}).",
             )]
         session.history_rewritten = True
+        session.prefix.note_break(f"/compact ({result.stage})")
         session._persist(list(result.messages))
         session.last_request_tokens = 0  # the status estimates the new history until the next request
         after = estimate_messages(result.messages)

@@ -116,6 +116,7 @@ async def prune(
     inline_native_from: Collection[str] = ITEM_REPLAY_PROVIDERS,
     timings: dict[str, float] | None = None,
     summary_chars: int = SUMMARY_TOTAL_CHARS,
+    summarize_above: int | None = None,
 ) -> PruneResult:
     """Run the ladder until the request fits ``limit`` tokens, then repair.
 
@@ -140,6 +141,10 @@ async def prune(
             summarize call) and "rebuild" (the new history); for benchmarks.
         summary_chars: The most characters of transcript the summary call is sent (the
             caller sizes it to the window of the model that writes the summary).
+        summarize_above: With it, ``limit`` is a low-water mark the cheap rungs (reasoning,
+            placeholders) aim for: a summary is written only when those rungs, as far as they
+            go, leave the request above ``summarize_above`` tokens; otherwise they go as far as
+            they can (a best effort toward ``limit``) and no summary call is made.
 
     Returns:
         A :class:`PruneResult`; ``stage`` is the last rung used ("none" when it fit).
@@ -154,6 +159,9 @@ async def prune(
         if before <= limit:
             return PruneResult(list(messages), before, before, "none")
         decision = _decide(messages, plan, limit - reserved, lap)
+        if decision.stage == "summary" and summarize_above is not None and summarize_above > limit:
+            if _decide(messages, plan, summarize_above - reserved, None).stage != "summary":
+                decision.stage, decision.start, decision.in_turn = "tool_results", 0, False
         if decision.stage == "summary" and summarize is not None:
             transcript = render_for_summary(messages[: decision.start], summary_chars)
     head = None

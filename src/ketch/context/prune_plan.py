@@ -38,6 +38,7 @@ from ketch.context.budget import (
     text_chars,
     thinking_chars,
 )
+from ketch.context.reminders import is_reminder
 from ketch.context.rebuild import _is_call, _result_call_id
 from ketch.context.rendering import _SHORTEST_PLACEHOLDER, SUMMARY_HEADER, placeholder_for
 
@@ -225,6 +226,8 @@ def _plan(messages: Sequence[ModelMessage]) -> _Plan:
                 continue
             if part_cls is UserPromptPart:
                 chars += prompt_chars(p)
+                if is_reminder(p):  # state the session added, not a prompt: no turn starts here
+                    continue
             else:
                 chars += part_chars(p)
                 if (cid := _result_call_id(p)) is not None:

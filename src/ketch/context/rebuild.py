@@ -24,6 +24,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from ketch.context.reminders import is_reminder
 from ketch.context.budget import message_tokens
 from ketch.context.rendering import render_native_part
 
@@ -40,11 +41,12 @@ _KEPT_THINKING_IDS = frozenset(
 
 
 def turn_starts(messages: Sequence[ModelMessage]) -> list[int]:
-    """Indices of the requests that open a turn (those holding a ``UserPromptPart``)."""
+    """Indices of the requests that open a turn (those holding a ``UserPromptPart`` that is not
+    a state reminder)."""
     return [
         i
         for i, m in enumerate(messages)
-        if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)
+        if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) and not is_reminder(p) for p in m.parts)
     ]
 
 

@@ -7,7 +7,9 @@ command asks; then ask rules, writes to run-later paths, the user's "allow for t
 session" answers, allow rules) → the approval mode (``auto``/``never``: a shell command
 that runs sandboxed, and a file write the sandbox's policy allows, need no prompt) →
 defaults (reading tools allowed; writing, shell, network and MCP tools ask). Under
-``never`` whatever would still ask is denied. The session turns a decision into the SDK's
+``never`` whatever would still ask is denied; under ``plan`` (first of all) every tool that
+is not a reading one is denied. Under ``ask`` a sandboxed command asks too: ``ask`` means
+the user sees each command; ``auto`` is the mode where the sandbox is the boundary. The session turns a decision into the SDK's
 deferred approval, so a denied call never reaches the tool's function. Writes to run-later
 paths ask whether or not a sandbox runs (judged on the written and the resolved path), and
 when an allow rule for the shell could not vouch for a command (it writes on the side, or
@@ -61,7 +63,23 @@ class SandboxLike(Protocol):
     def write_verdict(self, path: str) -> str: ...
 
 
-ApprovalMode = Literal["ask", "auto", "never"]
+ApprovalMode = Literal["ask", "auto", "plan", "never"]
+APPROVAL_MODES: tuple[str, ...] = ("ask", "auto", "plan", "never")
+CYCLE = ("ask", "auto", "plan")
+"""What Shift-Tab steps through."""
+_MODE_TEXT = {
+    "ask": "ask — every command and file change asks, sandboxed or not, unless a rule allows it",
+    "auto": "auto — commands that run sandboxed, and file changes the sandbox allows, run without asking",
+    "plan": "plan — ketch only reads and proposes: writes, commands and other changing calls are refused",
+    "never": "never — nothing asks: sandboxed commands and allowed writes run, whatever would ask is denied",
+}
+PLAN_DENIAL = ("Plan mode is on: this call would change something, so it is refused. Read what you need, "
+               "then present the plan; the user leaves plan mode (Shift-Tab) when it should be carried out.")
+
+
+def describe_mode(mode: str) -> str:
+    """One line saying what an approval mode does."""
+    return _MODE_TEXT.get(mode, mode)
 FILE_WRITE_TOOLS = frozenset({"write_file", "edit_file"})
 NO_SANDBOX_HEADLESS = (
     "No sandbox mechanism works here, so every shell command needs the user's approval, and headless "
@@ -123,6 +141,8 @@ class ApprovalGate:
         return decision
 
     async def _evaluate(self, tool_name: str, args: dict[str, Any]) -> GateDecision:
+        if self.approval == "plan" and self.kinds.get(tool_name, "mcp") not in _DEFAULT_ALLOWED_KINDS:
+            return GateDecision("deny", "default", PLAN_DENIAL, "approval = plan")
         if self.guard is not None:
             refusal = self.guard.check(tool_name, args)
             if refusal is not None:

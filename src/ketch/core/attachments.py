@@ -117,15 +117,31 @@ def display_text(text: str, images: list[tuple[str, str, bytes]]) -> str:
     return text
 
 
+def _open_image(path: Path) -> Any:
+    """The file opened once, its checks made on that descriptor (a path swapped for a FIFO,
+    a device or a bigger file after ``find_images`` looked cannot block or change the read)."""
+    import stat as st
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    info = os.fstat(fd)
+    if not st.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise AttachmentError(f"{path.name} is not a regular file (a device, pipe or socket); it is not sent")
+    return os.fdopen(fd, "rb")
+
+
 def read_image(ref: ImageRef) -> bytes:
     """The file's bytes, refused when over the size cap or not an image it knows."""
     try:
-        size = ref.path.stat().st_size
-        if size > MAX_IMAGE_BYTES:
-            raise AttachmentError(f"{ref.path.name} is {size:,} bytes; images over {MAX_IMAGE_BYTES:,} are not sent")
-        data = ref.path.read_bytes()
+        with _open_image(ref.path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_IMAGE_BYTES:
+                raise AttachmentError(f"{ref.path.name} is {size:,} bytes; images over {MAX_IMAGE_BYTES:,} are not sent")
+            data = handle.read(MAX_IMAGE_BYTES + 1)
     except OSError as exc:
         raise AttachmentError(f"cannot read {ref.path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_IMAGE_BYTES:
+        raise AttachmentError(f"{ref.path.name} grew past {MAX_IMAGE_BYTES:,} bytes while it was read; it is not sent")
     if image_size(data) is None:
         raise AttachmentError(f"{ref.path.name} is not a PNG, JPEG, GIF or WebP image")
     return data
@@ -153,9 +169,9 @@ def user_prompt(text: str, root: Path, *, accepts_images: bool, model: str) -> A
 
 def _header(path: Path, size: int = 256 * 1024) -> bytes:
     try:
-        with path.open("rb") as handle:
+        with _open_image(path) as handle:
             return handle.read(size)
-    except OSError:
+    except (OSError, AttachmentError):
         return b""
 
 

@@ -15,7 +15,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-Decision = Literal["allow", "allow_session", "deny"]
+Decision = Literal["allow", "allow_session", "deny", "allow_rule", "allow_rule_saved"]
+"""``allow_rule``: allow this call and add an allow rule for the session (the pattern goes
+where a denial's reason goes); ``allow_rule_saved``: the same, and write it to the user's config."""
 DecidedBy = Literal["user", "rule", "guard", "yolo", "default", "hook", "sandbox"]
 
 
@@ -98,6 +100,14 @@ class ApprovalRequested(_Event):
     reason: str = ""
     """Why the gate asks instead of allowing: the ask rule that matched, the run-later path,
     or why no allow rule applied to the command (empty when the tool simply asks by default)."""
+    cwd: str = ""
+    """Where the command runs (the shell)."""
+    sandbox: str = ""
+    """What the sandbox lets the call do and not do (the shell)."""
+    rule_proposal: str = ""
+    """The ``shell(...)`` pattern "allow commands like this" would add ('' when none)."""
+    no_rule_because: str = ""
+    """Why no rule is proposed for a shell command."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,13 +140,26 @@ class Compacted(_Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PrefixBreak(_Event):
+    """The next request does not extend the one before byte for byte (the provider's prompt
+    cache starts again from the first change): a compaction, or the user changed the model,
+    the agent, the tools, the instruction files or the skills."""
+
+    type: Literal["prefix_break"] = "prefix_break"
+    cause: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Usage(_Event):
     type: Literal["usage"] = "usage"
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
+    """Of `input_tokens`, read from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Of `input_tokens`, written to the provider's prompt cache (billed above the base price on Anthropic)."""
     cost_usd: float | None = None
-    """USD for this response; None when the price of the model is unknown."""
+    """USD for this response (cache reads and writes at their own prices); None when the price of the model is unknown."""
     session_cost_usd: float | None = None
 
 
@@ -215,6 +238,7 @@ AgentEvent = Union[
     ApprovalResolved,
     AskRequested,
     Compacted,
+    PrefixBreak,
     Usage,
     TodoUpdated,
     WebSearchResult,

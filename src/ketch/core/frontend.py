@@ -24,6 +24,8 @@ class SessionStatus:
     model: str = ""
     thinking: str = "off"
     agent: str = "build"
+    approval: str = ""
+    """The approval mode (ask, auto, plan, never; ``yolo``); empty when the session has no gate."""
     context_used_pct: float = 0.0
     context_tokens: int = 0
     context_window: int = 0
@@ -31,6 +33,10 @@ class SessionStatus:
     """Session total in USD; None once any response had an unknown price."""
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Of `input_tokens`, served from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Of `input_tokens`, written to the provider's prompt cache."""
     cwd: str = ""
     git_branch: str = ""
     tools: list[str] = field(default_factory=list)
@@ -38,6 +44,8 @@ class SessionStatus:
     todos: list[dict[str, str]] = field(default_factory=list)
     context_parts: dict[str, int] = field(default_factory=dict)
     """Token estimate by part (instructions, messages, tools) for /context."""
+    prefix_break: str = ""
+    """Why the last request did not extend the one before (the prompt cache restarted), for /context."""
 
 
 class SessionLike(Protocol):

@@ -1,8 +1,10 @@
-"""The per-step instruction builders a session and its subagents are given.
+"""The instructions a session and its subagents are given, and the volatile state beside them.
 
-Each step's instructions are assembled from live state (``prompt.build_instructions``): the
-active tools, the task list, memory, skills, a cached git summary, and the agent variant's
-prompt, read per request so ``/agent`` can switch it on a live session.
+Each request's instructions are built from the session's choices (``prompt.build_instructions``:
+the active tools, the agent variant's prompt read per request so ``/agent`` can switch it, the
+project's instruction files, the skills), and stay byte-identical while those do. The volatile
+state (date, a git summary run once per step, memory, the task list) is ``volatile``, which the
+session sends as a reminder when it changed (``context.reminders``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ketch.core.prompt import CachedGitSummary, PromptState, build_instructions
+from ketch.core.prompt import CachedGitSummary, PromptState, build_instructions, volatile_sections
+
+
+@dataclasses.dataclass
+class Instructions:
+    """Called with the active tools: the instructions; ``volatile()``: the moving state now."""
+
+    build: Callable[[list[str]], str]
+    volatile: Callable[[], dict[str, str]]
+
+    def __call__(self, active: list[str]) -> str:
+        return self.build(active)
 
 
 @dataclasses.dataclass
@@ -38,21 +51,28 @@ class InstructionSources:
             skills=self.skills.render_for_prompt,
             git=self.git,
         )
+        self.for_session = Instructions(self._session_instructions, self._volatile(self.base))
 
     def _listed(self, active: list[str], extra: list[tuple[str, str]]) -> list[tuple[str, str]]:
         return [(name, self.descriptions.get(name, "")) for name in active] + extra
 
-    def for_session(self, active: list[str]) -> str:
-        self.git.new_step()
+    def _session_instructions(self, active: list[str]) -> str:
         state = dataclasses.replace(
             self.base, tools=self._listed(active, self.search.prompt_entries()), agent_prompt=self.agent_prompt()
         )
         return build_instructions(state)
 
-    def for_child(self, agent_prompt: str, task_list: Any, extra: list[tuple[str, str]]) -> Callable[[list[str]], str]:
+    def _volatile(self, state: PromptState) -> Callable[[], dict[str, str]]:
+        def volatile() -> dict[str, str]:
+            self.git.new_step()  # git runs once per step, here
+            return volatile_sections(state)
+
+        return volatile
+
+    def for_child(self, agent_prompt: str, task_list: Any, extra: list[tuple[str, str]]) -> Instructions:
         child_state = dataclasses.replace(self.base, agent_prompt=agent_prompt, task_list=task_list)
 
         def instructions_of_child(active: list[str]) -> str:
             return build_instructions(dataclasses.replace(child_state, tools=self._listed(active, extra)))
 
-        return instructions_of_child
+        return Instructions(instructions_of_child, self._volatile(child_state))

@@ -1,12 +1,14 @@
-"""Per-step instructions, assembled from live state before every model request.
+"""The instructions (system prompt) of a session and the volatile state that goes beside them.
 
-The session fills a :class:`PromptState` on each step and calls :func:`build_instructions`.
-Nothing is bound once per turn: a task list written on step one is in step two's prompt.
-The prompt lists only the tools offered on this step, and the fixed text never names a
-tool, so a withheld tool is absent from the prompt just as it is absent from the wire.
-
-Stable sections come first and volatile ones (environment, git, task list) last, so the
-provider's prompt cache keeps matching the prefix across steps.
+:func:`build_instructions` renders what describes the user's choices: the base prompt, the
+agent variant, the tools offered, the project's instruction files, the skills installed and
+where ketch runs. It is byte-identical from one request to the next until the user changes one
+of those, so the provider's prompt cache keeps serving the whole prefix. What moves during a
+session (date, git status, memory, the task list) is :func:`volatile_sections`: the session
+sends it as a reminder appended to the history when it changed (``context.reminders``), so a
+task list written on step one is in step two's request without rewriting the prefix.
+The prompt lists only the tools offered, and the fixed text never names a tool, so a
+withheld tool is absent from the prompt just as it is absent from the wire.
 """
 
 from __future__ import annotations
@@ -202,7 +204,8 @@ class PromptState:
     git: Lazy = ""
     """The git summary line, typically a :class:`CachedGitSummary`."""
     os_name: str = field(default_factory=_default_os)
-    today: str = field(default_factory=lambda: date.today().isoformat())
+    today: Lazy = field(default=lambda: date.today().isoformat())
+    """The date, read when the volatile sections are (a session running past midnight sees it change)."""
     files: InstructionFileCache = field(default_factory=InstructionFileCache)
     """Cache for project instruction files; keep one per session so reads are cached."""
     base_prompt: str = BASE_PROMPT
@@ -244,7 +247,8 @@ def _project_section(state: PromptState, root: Path) -> str:
 
 
 def build_instructions(state: PromptState) -> str:
-    """The instructions for one model request, built from ``state`` as it is now."""
+    """The session's instructions as ``state`` describes them: nothing in them moves by itself
+    (no date, git status, memory or task list: see :func:`volatile_sections`)."""
     root = state.root or state.cwd
     tool_lines = [_tool_line(t) for t in state.tools]
     offered = {name for name, _ in tool_lines}
@@ -255,15 +259,12 @@ def build_instructions(state: PromptState) -> str:
     tools_body = "\n".join(f"- {name}: {desc}" if desc else f"- {name}" for name, desc in tool_lines)
     if not tool_lines:
         tools_body = "No tools are available on this step; answer from what you know."
-    git = _text(state.git)
     environment = "\n".join(
         line
         for line in (
             f"- Working directory: {state.cwd}",
             f"- Workspace root: {root}" if Path(root) != Path(state.cwd) else "",
             f"- OS: {state.os_name}",
-            f"- Date: {state.today}",
-            f"- Git: {git}" if git else "- Git: not a repository",
         )
         if line
     )
@@ -273,8 +274,26 @@ def build_instructions(state: PromptState) -> str:
         _section("Tools available on this step", tools_body),
         _project_section(state, Path(root)),
         _section("Skills", _text(state.skills)),
-        _section("Memory", _text(state.memory)),
-        _section("Environment", environment),
-        _section("Task list", _text(state.task_list)),
+        _section("Environment", environment + "\n" + VOLATILE_NOTE),
     ]
     return "\n\n".join(s for s in sections if s)
+
+
+VOLATILE_NOTE = (
+    "The date, the git status, your memory notes and the list of work items reach you in <system-reminder> "
+    "blocks in the conversation, sent by ketch (not typed by the user) when they change; the newest "
+    "value of each item is the current one."
+)
+"""Says in the instructions where the volatile state is (fixed text: it never moves the prefix)."""
+
+
+def volatile_sections(state: PromptState) -> dict[str, str]:
+    """What moves during a session, by title in a fixed order: date, git status, memory notes
+    and the task list, as they are now ("(none)" for an empty one)."""
+    git = _text(state.git)
+    return {
+        "Date": _text(state.today),
+        "Git": git or "not a repository",
+        "Memory": _text(state.memory) or "(none)",
+        "Task list": _text(state.task_list) or "(none)",
+    }

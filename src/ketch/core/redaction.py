@@ -47,6 +47,18 @@ def redact_value(value: Any, ring: KeyRing) -> Any:
     return value
 
 
+def _derived_views() -> tuple[type, ...]:
+    from ketch.core import events as ev
+
+    return (ev.ToolCallStarted, ev.ToolCallFinished, ev.ApprovalRequested, ev.ApprovalResolved, ev.Notice)
+
+
+DERIVED_VIEWS: tuple[type, ...] = _derived_views()
+"""Events built from a tool's input or output (the call's arguments as shown, its one-line
+summary, the diff of an edit, the approval preview, a notice about what a command did): the
+session passes each through ``redact_value`` before it is stored or shown, like the result."""
+
+
 @dataclass
 class RedactToolOutput(AbstractCapability[Any]):
     """Replaces held keys in what any tool returns or fails with, before the model,

@@ -41,7 +41,9 @@ from ketch.core.config import Config, Connection
 from ketch.core.endings import CUT_NOTICE, cut_by_output_limit
 from ketch.core.errors import describe_run_error
 from ketch.core.history_rejection import annotate as annotate_rejection
+from ketch.core.prefix_keeper import PrefixKeeper
 from ketch.core.encodable import encodable, encodable_newest_request
+from ketch.core.redaction import DERIVED_VIEWS, redact_value
 from ketch.core.session_approval import ApprovalBridge
 from ketch.core.session_checkpoints import CheckpointSteps
 from ketch.core.session_controls import SessionControls
@@ -132,6 +134,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self._previews: dict[str, str] = {}
         self._call_args: dict[str, dict[str, Any]] = {}
         self._output_tails = OutputTails()
+        self.key_ring: Any = None
+        """The keys this run holds (``core/keyring.py``): removed from every view derived from a
+        tool's input or output (its arguments as shown, a diff, a preview, a summary)."""
         """The last lines of each running command's live output, for its brief result."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._background_to = background
@@ -147,10 +152,16 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         start for a model genai-prices does not know)."""
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
+        """Of `input_tokens`, read from / written to the provider's prompt cache."""
         self.last_request_tokens = 0
         self._history_estimate: tuple[tuple[int, int], int] = ((0, -1), 0)
         self._instruction_chars: int | None = None
         """Length of the instructions last sent (the status must not rebuild them: that runs git)."""
+        self._marks: tuple[Any, dict[str, Any]] = (None, {})
+        self.prefix = PrefixKeeper(getattr(instructions, "volatile", None), self._emit)
+        """The state reminders and the record of prefix breaks (``core.prefix_keeper``)."""
         self.deps.emit = self._emit
         self.deps.extras.setdefault("ask", self._ask)
         self.deps.extras.setdefault("escalate", self._ask_outside_sandbox)
@@ -196,11 +207,14 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
     def _instructions(self, ctx: RunContext[ToolDeps]) -> str:
         text = self.instructions_for(self.active_tools())
         self._instruction_chars = len(text)
+        self.prefix.instructions(text)
         return text
 
     async def _prepare_tools(self, ctx: RunContext[ToolDeps], tool_defs: list[Any]) -> list[Any]:
         allowed = set(self.active_tools())
-        return [d for d in tool_defs if d.name in allowed]
+        offered = [d for d in tool_defs if d.name in allowed]
+        self.prefix.tools([d.name for d in offered])
+        return offered
 
     # ------------------------------------------------------------------ events
     def _emit(self, event: Any, *, deliver: bool = True) -> Any:
@@ -212,6 +226,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             self._output_tails.add(event.call_id, event.text, event.stream)
         if not isinstance(event, _NOT_STORED):  # (streamed fragments are valid text, and many)
             event = encodable(event)  # a file name that is not UTF-8 in a tool summary, say
+            if self.key_ring is not None and isinstance(event, DERIVED_VIEWS):
+                event = redact_value(event, self.key_ring)  # a diff, a preview or a summary of a call
             if isinstance(event, ev.Compacted):
                 telemetry.event("ketch.compaction", **{"ketch.stage": event.stage, "ketch.tokens_before": event.tokens_before,
                                                        "ketch.tokens_after": event.tokens_after})
@@ -244,17 +260,44 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
     async def _before_request(self, ctx: RunContext[ToolDeps], request_context: Any) -> Any:
         if self.compactor is not None:
             request_context = await self.compactor.before_request(self, ctx, request_context)
+        self.prefix.remind(ctx.messages, request_context.messages)
+        if marks := self._cache_marks():
+            request_context.model_settings = {**(request_context.model_settings or {}), **marks}
+            self._instructions_before_cache_point(request_context)
         encodable_newest_request(ctx.messages, request_context.messages)
         if self._turn is not None:
             self._turn.record.live, self._turn.record.prompt_sent = ctx.messages, True
         self._persist(list(ctx.messages))
         return request_context
 
+    def _instructions_before_cache_point(self, request_context: Any) -> None:
+        """Our instructions come from a function, so the SDK takes them to vary per request and puts
+        no cache point after them; they change only when the user changes what they describe
+        (``PrefixKeeper`` reports it), so they are marked as the fixed prefix they are."""
+        params = request_context.model_request_parameters
+        parts = getattr(params, "instruction_parts", None)
+        if not parts or not any(p.dynamic and p.content == self.prefix.last_instructions for p in parts):
+            return
+        fixed = [dataclasses.replace(p, dynamic=False) if p.content == self.prefix.last_instructions else p for p in parts]
+        request_context.model_request_parameters = dataclasses.replace(params, instruction_parts=fixed)
+
+    def _cache_marks(self) -> dict[str, Any]:
+        """The prompt-cache settings of this connection and session (``providers.prompt_cache``),
+        worked out once per connection and session."""
+        key = (id(self.connection), self.session_id)
+        if self._marks[0] != key:
+            from ketch.providers.prompt_cache import cache_settings, root_session
+
+            self._marks = (key, cache_settings(self.connection, root_session(self.store, self.session_id)))
+        return self._marks[1]
+
     async def _after_request(self, ctx: RunContext[ToolDeps], *, request_context: Any, response: ModelResponse) -> ModelResponse:
         usage = response.usage
         cost = response_cost(response)
         self.input_tokens += usage.input_tokens or 0
         self.output_tokens += usage.output_tokens or 0
+        self.cache_read_tokens += usage.cache_read_tokens or 0
+        self.cache_write_tokens += usage.cache_write_tokens or 0
         self.last_request_tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
         if cost is None:
             self.cost_usd = None
@@ -265,6 +308,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
                 input_tokens=usage.input_tokens or 0,
                 output_tokens=usage.output_tokens or 0,
                 cache_read_tokens=usage.cache_read_tokens or 0,
+                cache_write_tokens=usage.cache_write_tokens or 0,
                 cost_usd=cost,
                 session_cost_usd=self.cost_usd,
             )

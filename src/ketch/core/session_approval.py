@@ -17,6 +17,8 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 from ketch.core import events as ev
 from ketch.core import telemetry
 from ketch.core.approval import HEADLESS_DENIAL, GateDecision
+from ketch.core.arg_bytes import refuse_bad_bytes
+from ketch.core.user_rules import sandbox_note
 from ketch.tools.base import ToolDeps
 
 
@@ -33,6 +35,7 @@ class ApprovalBridge:
     """Approval requests and answers of one session (needs the attributes ``Session`` sets)."""
 
     async def _gate_hook(self, ctx: RunContext[ToolDeps], *, call: Any, tool_def: Any, args: Any) -> Any:
+        refuse_bad_bytes(call.tool_name, call.args_as_dict())  # a tool error the model sees, before anything reads them
         if ctx.tool_call_approved:
             await self._checkpoint_before_tool(call.tool_name, ctx.run_step)
             self._tool_started(ctx, call)  # last: the body runs next
@@ -103,6 +106,10 @@ class ApprovalBridge:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future  # registered before the request is visible
         args = call.args_as_dict()
+        shell = call.tool_name == "shell" and isinstance(args.get("command"), str)
+        from ketch.extensions.rule_proposal import propose as propose_rule
+
+        proposal, no_rule = propose_rule(args["command"]) if shell else (None, "")
         self._emit(
             ev.ApprovalRequested(
                 request_id=request_id,
@@ -111,14 +118,42 @@ class ApprovalBridge:
                 args=args,
                 preview=self._previews.get(call.tool_call_id, ""),
                 reason=why,
+                cwd=str(self.workspace.root) if shell else "",
+                sandbox=sandbox_note(getattr(self.gate, "sandbox", None)) if shell else "",
+                rule_proposal=proposal or "",
+                no_rule_because=no_rule,
             )
         )
         decision, reason = await future
+        if decision in ("allow_rule", "allow_rule_saved"):
+            return self._allow_by_rule(call, decision, reason)
         self._resolved(call, decision, None, by="user", reason=reason)
         if decision == "deny":
             return ToolDenied(f"The user denied this call{': ' + reason if reason else '.'}")
         if decision == "allow_session":
             self.gate.allow_for_session(call.tool_name, args)
+        return ToolApproved()
+
+    def _allow_by_rule(self, call: Any, decision: str, pattern: str) -> Any:
+        """"Allow commands like this": the (possibly edited) pattern becomes a session allow
+        rule, and with ``allow_rule_saved`` a line of the user's config. A pattern that is not
+        a valid rule, or one that does not cover this very command, allows nothing."""
+        from ketch.core.user_rules import add_session_rule, save_user_rule
+
+        try:
+            rule = add_session_rule(self.gate, pattern, call.args_as_dict())
+        except ValueError as exc:
+            self._emit(ev.Notice(level="warning", text=f"No rule added: {exc}"))
+            self._resolved(call, "deny", None, by="user", reason=str(exc))
+            return ToolDenied(f"The user's rule was not valid, so nothing was allowed: {exc}")
+        where = "this session"
+        if decision == "allow_rule_saved":
+            try:
+                where = f"this session and {save_user_rule(rule)}"
+            except (OSError, ValueError) as exc:
+                self._emit(ev.Notice(level="warning", text=f"Could not save shell({pattern}) to your config: {exc}"))
+        self._emit(ev.Notice(text=f"Allowed shell({rule.pattern}) for {where}"))
+        self._resolved(call, decision, None, by="user", reason=f"shell({rule.pattern})")
         return ToolApproved()
 
     async def _ask_outside_sandbox(self, call_id: str, command: str, reason: str) -> str:
@@ -130,7 +165,11 @@ class ApprovalBridge:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         preview = f"Run it again outside the sandbox? The sandbox refused {reason}.\n{command}"
-        self._emit(ev.ApprovalRequested(request_id=request_id, call_id=call_id, name="shell", args={"command": command, "outside_sandbox": True}, preview=preview, reason=f"the sandbox refused {reason}"))
+        self._emit(ev.ApprovalRequested(
+            request_id=request_id, call_id=call_id, name="shell", args={"command": command, "outside_sandbox": True},
+            preview=preview, reason=f"the sandbox refused {reason}", cwd=str(self.workspace.root),
+            sandbox="none if you allow it: it runs unconfined, able to change anything you can and to use the network",
+        ))
         decision, why = await future
         self._emit(ev.ApprovalResolved(call_id=call_id, name="shell", decision=decision, by="user", reason=why, rule="outside the sandbox"))
         return str(decision)

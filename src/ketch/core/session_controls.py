@@ -32,17 +32,45 @@ class SessionControls:
         self.agent.model = model
         for follower in self._model_followers:
             follower.follow_model(model, connection)  # the compactor's window, the Chat → Responses switch
+        self.prefix.note_break(f"model changed to {self.model_ref}")
+        self.prefix.forget()
 
     def set_thinking(self, level: str, settings: Any) -> None:
         """Use thinking ``level`` from the next request on; ``settings`` are its model settings."""
         self._require_idle()
         self.config = self.config.model_copy(update={"think": level})
         self.agent.model_settings = settings
+        self.prefix.note_break(f"thinking level changed to {level}")
 
     def set_variant(self, variant: AgentVariant) -> None:
         """Switch the agent variant (``/agent``): tools and instructions follow it."""
         self._require_idle()
         self.variant = variant
+
+    def set_approval_mode(self, mode: str) -> str:
+        """Switch the approval mode for the rest of the session (``/approval``, Shift-Tab);
+        the line the transcript keeps."""
+        from ketch.core.approval import APPROVAL_MODES, describe_mode
+
+        if mode not in APPROVAL_MODES:
+            raise ValueError(f"unknown approval mode {mode!r}; use one of: {', '.join(APPROVAL_MODES)}")
+        if getattr(self.gate, "yolo", False):
+            return "approval: --yolo is on for this session, so nothing asks whatever the mode says"
+        self.gate.approval = mode
+        sandbox = getattr(self, "sandbox", None)
+        if sandbox is not None:
+            sandbox.approval = mode
+        return f"approval mode: {describe_mode(mode)}"
+
+    def set_sandbox_mode(self, mode: str) -> str:
+        """Switch the sandbox mode for the rest of the session (``/sandbox MODE``); the line
+        the transcript keeps."""
+        from ketch.sandbox.wiring import switch_mode
+
+        sandbox = getattr(self, "sandbox", None)
+        if sandbox is None:
+            raise ValueError("this session has no sandbox")
+        return switch_mode(sandbox, mode, self.config)
 
     def switch_to(self, session_id: str, history: Sequence[ModelMessage]) -> None:
         """Continue as another stored session (``/clear``, ``/resume``, ``/fork``)."""
@@ -51,36 +79,60 @@ class SessionControls:
             self.claim(session_id)  # one writer per session: refuses one open in another ketch
         self.session_id = session_id
         self.messages = list(history)
+        self.prefix.forget()
         self._writer = HistoryWriter(self.store, session_id, self.messages)
         self._step_events = []
         from ketch.providers.pricing import price_known
 
         self.cost_usd = 0.0 if price_known(self.model) else None
         self.input_tokens = self.output_tokens = self.last_request_tokens = 0
+        self.cache_read_tokens = self.cache_write_tokens = 0
 
     def status(self) -> SessionStatus:
         notebook = self.deps.extras.get("notebook")
         window = self.compactor.window if self.compactor is not None else 0
         parts = self._context_parts()
-        # no request measured since the history was loaded or rewritten: the estimate
-        used = self.last_request_tokens or (sum(parts.values()) if self.messages else 0)
+        # no request measured since the history was loaded or rewritten (a rewind to the first
+        # prompt included): the estimate of the next request, which /context shows by part
+        used = self.last_request_tokens or sum(parts.values())
         return SessionStatus(
             session_id=self.session_id,
             stored=self.store is None or not self.store.is_reserved(self.session_id),
             model=self.model_ref,
-            thinking=self.config.think,
+            thinking=self._thinking_label(),
             agent=self.variant.name,
+            approval="yolo" if getattr(self.gate, "yolo", False) else str(getattr(self.gate, "approval", "")),
             context_tokens=used,
             context_window=window,
             context_used_pct=(100.0 * used / window) if window else 0.0,
             cost_usd=self.cost_usd,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
+            cache_read_tokens=self.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens,
             cwd=str(Path(self.workspace.root)),
             tools=self.active_tools(),
             todos=notebook.as_dicts() if notebook is not None else [],
             context_parts=parts,
+            prefix_break=self.prefix.last_break,
         )
+
+    def _thinking_label(self) -> str:
+        """The level for the status line, with "(not sent)" when ``/think`` said it is not
+        applied to this model (the same test as its notice; cached per model and level)."""
+        level = str(self.config.think)
+        key = (id(self.model), id(self.connection), level)
+        cached = getattr(self, "_thinking_label_cache", None)
+        if cached is None or cached[0] != key:
+            try:
+                from ketch.providers.thinking import thinking_notice
+
+                shown = f"{level} (not sent)" if thinking_notice(level, self.model, self.connection) else level
+            except Exception:  # noqa: BLE001 - the status line must not fail on a label
+                shown = level
+            cached = (key, shown)
+            self._thinking_label_cache = cached
+        return cached[1]
 
     def _context_parts(self) -> dict[str, int]:
         """Estimated tokens of the next request by part, for ``/context``: the instructions

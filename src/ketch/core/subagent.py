@@ -203,6 +203,7 @@ class ChildWiring:
             background=parent._background,  # the child's after-tool hooks outlive it; the parent awaits them
         )
         child.auto_title = False  # a child is never a stored session
+        child.key_ring = parent.key_ring  # its diffs, previews and summaries redacted as the parent's
         if parent.hooks is not None:
             child.hooks = ChildHooks(parent.hooks)
         return child
@@ -340,6 +341,8 @@ class SubagentRunner:
         parent = self.parent
         parent.input_tokens += usage.input_tokens
         parent.output_tokens += usage.output_tokens
+        parent.cache_read_tokens += usage.cache_read_tokens
+        parent.cache_write_tokens += usage.cache_write_tokens
         if usage.cost_usd is None:
             parent.cost_usd = None
         elif parent.cost_usd is not None:

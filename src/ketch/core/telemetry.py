@@ -8,11 +8,17 @@ tool call, and ketch adds spans for turns, gate decisions, compaction and subage
 Prompts, tool arguments and outputs are left out unless ``capture_content = true`` (user
 config only). Nothing OpenTelemetry is imported while it is off; the exporter is the
 optional extra ``ketch[otel]``.
+
+Tracing must never disturb the session: the SDK's log records (an unreachable collector
+logs a line per retry) go to ``problems`` instead of the terminal, each export gives up
+after ``EXPORT_TIMEOUT_S``, and ``shutdown`` waits at most ``EXIT_FLUSH_S`` for what is
+buffered (a collector that is down cannot hold the exit; the spans are then lost).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +26,12 @@ from typing import Any
 
 _tracer: Any = None
 _provider: Any = None
+EXPORT_TIMEOUT_S = 2.0
+"""One export's deadline, retries included (the SDK's default is 10 s)."""
+EXIT_FLUSH_S = 0.8
+"""How long the exit waits for buffered spans."""
+problems: list[str] = []
+"""What the OpenTelemetry SDK logged (warnings and errors), kept off the terminal; the last few."""
 
 
 @dataclass(frozen=True)
@@ -71,8 +83,13 @@ def start(settings: TelemetrySettings, *, secrets: list[str]) -> str | None:
     endpoint = settings.endpoint.rstrip("/")
     if not endpoint.endswith("/v1/traces") and not os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         endpoint += "/v1/traces"
-    provider = TracerProvider(resource=Resource.create({"service.name": "ketch", "service.version": __version__}))
-    provider.add_span_processor(BatchSpanProcessor(_Redacting(OTLPSpanExporter(endpoint=endpoint), secrets)))
+    _keep_sdk_logs_off_the_terminal()
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "ketch", "service.version": __version__}),
+        shutdown_on_exit=False,  # its atexit shutdown would wait out the exporter's retries
+    )
+    exporter = OTLPSpanExporter(endpoint=endpoint, timeout=EXPORT_TIMEOUT_S)
+    provider.add_span_processor(BatchSpanProcessor(_Redacting(exporter, secrets), export_timeout_millis=EXPORT_TIMEOUT_S * 1000))
     Agent.instrument_all(InstrumentationSettings(tracer_provider=provider, include_content=settings.capture_content))
     _provider = provider
     _tracer = provider.get_tracer("ketch", __version__)
@@ -80,11 +97,40 @@ def start(settings: TelemetrySettings, *, secrets: list[str]) -> str | None:
 
 
 def shutdown() -> None:
-    """Send what is buffered (at exit)."""
-    if _provider is not None:
+    """Send what is buffered (at exit), waiting at most ``EXIT_FLUSH_S``: the flush runs on a
+    daemon thread, so a collector that does not answer cannot keep the process alive."""
+    global _provider, _tracer
+    provider, _provider, _tracer = _provider, None, None
+    if provider is None:
+        return
+    import threading
+
+    def flush() -> None:
         with contextlib.suppress(Exception):
-            _provider.force_flush(5000)
-            _provider.shutdown()
+            provider.force_flush(int(EXIT_FLUSH_S * 1000))
+            provider.shutdown()
+
+    worker = threading.Thread(target=flush, name="ketch-telemetry-flush", daemon=True)
+    worker.start()
+    worker.join(EXIT_FLUSH_S)
+
+
+class _KeptOff(logging.Handler):
+    """Keeps the SDK's log records in ``problems`` (the last 20) instead of the terminal."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            problems.append(record.getMessage().splitlines()[0][:300])
+            del problems[:-20]
+
+
+def _keep_sdk_logs_off_the_terminal() -> None:
+    """The SDK logs through ``logging`` and, with no handler configured, Python prints
+    warnings on stderr (over the prompt): OpenTelemetry's records stop at ours instead."""
+    root = logging.getLogger("opentelemetry")
+    if not any(isinstance(h, _KeptOff) for h in root.handlers):
+        root.addHandler(_KeptOff(logging.WARNING))
+    root.propagate = False
 
 
 @contextlib.contextmanager

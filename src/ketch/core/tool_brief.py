@@ -1,8 +1,10 @@
 """The short result of a finished tool call, as front ends show it and the store keeps it.
 
 A tool's full result goes to the model; ``ToolCallFinished.summary`` carries a brief one
-made here from it: for the shell the exit status and the last lines of output (stderr
-lines marked ``[stderr] ``), for reads the range and line count, for searches the match
+made here from it: for the shell the exit status, the first and the last lines of output
+with the count of those left out between, every stderr line up to the first and last few
+(marked ``[stderr] ``: the cause of a failure is often an early stderr line above pages of
+stdout), and the sandbox's notes (why it refused, what the user decided) whole; for reads the range and line count, for searches the match
 count and the first hits. Being stored with the session's events, the same brief is what a
 resumed session shows. Pure text, no I/O.
 """
@@ -25,34 +27,79 @@ _GREP_HIT = re.compile(r"^(.+?):(\d+):")
 _MORE_MATCHES = re.compile(r"^\((\d+)\+? more (?:matches|files) not shown")
 
 
+HEAD_LINES = 3
+STDERR_LINES = 3
+"""Stderr lines kept from each end of a call's stderr, wherever they fall."""
+GAP = "gap"
+"""The stream name of a row that stands for lines left out (its text is their count)."""
+
+
+class _Lines:
+    """What is kept of one call's output: numbered (stream, line) rows."""
+
+    def __init__(self, tail: int) -> None:
+        self.count = 0
+        self.head: list[tuple[int, str, str]] = []
+        self.tail: deque[tuple[int, str, str]] = deque(maxlen=tail)
+        self.err_first: list[tuple[int, str, str]] = []
+        self.err_last: deque[tuple[int, str, str]] = deque(maxlen=STDERR_LINES)
+
+    def push(self, stream: str, line: str) -> None:
+        row = (self.count, stream, line)
+        self.count += 1
+        if len(self.head) < HEAD_LINES:
+            self.head.append(row)
+        self.tail.append(row)
+        if stream == "stderr":
+            if len(self.err_first) < STDERR_LINES:
+                self.err_first.append(row)
+            else:
+                self.err_last.append(row)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The kept rows in order, a ``(GAP, "N")`` row where N lines were left out."""
+        kept = sorted({*self.head, *self.tail, *self.err_first, *self.err_last})
+        out: list[tuple[str, str]] = []
+        seen = -1
+        for index, stream, line in kept:
+            if index > seen + 1:
+                out.append((GAP, str(index - seen - 1)))
+            out.append((stream, line))
+            seen = index
+        return out
+
+
 class OutputTails:
-    """The last lines each running call wrote, with the stream each came from."""
+    """What each running call wrote, as much as its brief shows: the first lines, the last
+    lines, and the first and last stderr lines, each with the stream it came from."""
 
     def __init__(self, lines: int = TAIL_LINES) -> None:
         self._lines = lines
-        self._tails: dict[str, deque[tuple[str, str]]] = {}
+        self._calls: dict[str, _Lines] = {}
         self._partial: dict[str, tuple[str, str]] = {}
 
     def add(self, call_id: str, text: str, stream: str) -> None:
         """Take one chunk of live output."""
-        tail = self._tails.setdefault(call_id, deque(maxlen=self._lines + 1))
+        kept = self._calls.setdefault(call_id, _Lines(self._lines))
         prev_stream, prev = self._partial.pop(call_id, (stream, ""))
         if prev and prev_stream != stream:
-            tail.append((prev_stream, prev))
+            kept.push(prev_stream, prev)
             prev = ""
         *complete, rest = (prev + text.replace("\r\n", "\n")).split("\n")
         for line in complete:
-            tail.append((stream, line.rsplit("\r", 1)[-1]))
+            kept.push(stream, line.rsplit("\r", 1)[-1])
         if rest:
             self._partial[call_id] = (stream, rest)
 
     def pop(self, call_id: str) -> list[tuple[str, str]]:
-        """The call's (stream, line) tail, unfinished last line included; forgets the call."""
-        rows = list(self._tails.pop(call_id, ()))
+        """The call's kept (stream, line) rows, unfinished last line included, with
+        ``(GAP, count)`` rows where lines were left out; forgets the call."""
+        kept = self._calls.pop(call_id, None)
         partial = self._partial.pop(call_id, None)
         if partial is not None:
-            rows.append(partial)
-        return rows
+            kept = kept or _Lines(self._lines)
+            kept.push(*partial)
+        return kept.rows() if kept is not None else []
 
 
 def _clip(line: str) -> str:
@@ -82,6 +129,13 @@ def brief(name: str, args: dict[str, Any], content: str, *, is_error: bool,
     return _fallback(content)
 
 
+_NOTE = re.compile(r"^\[(the sandbox refused|approval = never|to run it unconfined|the user declined|warning: ).*\]$")
+
+
+def _gap(count: int) -> str:
+    return f"… {count} line{'' if count == 1 else 's'} not shown"
+
+
 def _shell(content: str, is_error: bool, tail: list[tuple[str, str]]) -> str:
     lines = content.rstrip().splitlines()
     head = lines[0] if lines else ""
@@ -91,17 +145,20 @@ def _shell(content: str, is_error: bool, tail: list[tuple[str, str]]) -> str:
         status, body = head, lines[1:]
     else:
         status, body = "exit 0", ([] if lines == ["(no output)"] else lines)
-    body = [x for x in body if x.strip()]
-    rows: list[str]
-    shown_tail = [(s, x) for s, x in tail if x.strip()]
-    if shown_tail and body and shown_tail[-1][1].rstrip() == body[-1].rstrip():
-        rows = [(STDERR_MARK if s == "stderr" else "") + _clip(x) for s, x in shown_tail[-TAIL_LINES:]]
+    notes = [x for x in body if _NOTE.match(x.strip())]  # the sandbox's word: never cut
+    body = [x for x in body if x.strip() and not _NOTE.match(x.strip())]
+    live = [(s, x) for s, x in tail if s == GAP or x.strip()]
+    last_live = next((x for s, x in reversed(live) if s != GAP), None)
+    rows: list[str] = []
+    if last_live is not None and (not body or last_live.rstrip() == body[-1].rstrip()):
+        for stream, line in live:
+            rows.append(_gap(int(line)) if stream == GAP else (STDERR_MARK if stream == "stderr" else "") + _clip(line))
+    elif len(body) > HEAD_LINES + TAIL_LINES:
+        rows = [_clip(x) for x in body[:HEAD_LINES]] + [_gap(len(body) - HEAD_LINES - TAIL_LINES)]
+        rows += [_clip(x) for x in body[-TAIL_LINES:]]
     else:
-        rows = [_clip(x) for x in body[-TAIL_LINES:]]
-    out = [status]
-    if len(body) > len(rows):
-        out.append(f"… {len(body) - len(rows)} earlier lines")
-    return "\n".join(out + rows)
+        rows = [_clip(x) for x in body]
+    return "\n".join([status, *rows, *(x.strip() for x in notes)])
 
 
 def _read(content: str) -> str:

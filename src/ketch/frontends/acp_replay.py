@@ -20,11 +20,12 @@ def replay_updates(messages: Sequence[Any]) -> Iterator[Any]:
     )
 
     from ketch.context.prune import SUMMARY_HEADER
+    from ketch.context.reminders import is_reminder
 
     for message in messages:
         if isinstance(message, ModelRequest):
             for part in message.parts:
-                if isinstance(part, UserPromptPart):
+                if isinstance(part, UserPromptPart) and not is_reminder(part):
                     text = part.content if isinstance(part.content, str) else " ".join(c for c in part.content if isinstance(c, str))
                     if text.startswith(SUMMARY_HEADER):
                         yield acp.update_agent_thought_text("(earlier conversation, summarized)\n" + text[len(SUMMARY_HEADER):])

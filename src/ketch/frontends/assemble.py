@@ -331,6 +331,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         compactor=_compactor(s.config, s.conn),
     )
     deps.emit = redacting_emit(deps.emit, ring)  # live output chunks, the parent's and its subagents'
+    session.key_ring = ring  # and the views derived from a call: its diff, preview, summary
     session.hooks = hooks
     session.web_search, session.live_search = search, live_search
     attach_subagents(session, s, specs=specs, task_kinds=task_kinds, search=search, sources=sources,

@@ -60,7 +60,8 @@ def _main_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--approval", choices=("ask", "auto", "never"),
-        help="ask (default); auto: sandboxed commands run without asking; never: deny whatever would ask",
+        help="ask (default): every command asks, sandboxed or not; auto: sandboxed commands run without asking; "
+        "never: sandboxed commands and allowed writes run, whatever would still ask is denied (shift-tab and /approval switch inside a session)",
     )
     p.add_argument("--trust", action="store_true", help="apply what this folder's .ketch/config.toml widens (allow rules, hooks, MCP servers, ...) for this run")
     p.add_argument("--max-steps", type=int, help="model requests per turn before it stops (default 100)")

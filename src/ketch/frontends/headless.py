@@ -45,6 +45,8 @@ class HeadlessPrinter:
     error_message: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     cost_usd: float | None = None
     """The session cost the last usage event reported; null until one says (unknown, also after an error)."""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
@@ -62,6 +64,8 @@ class HeadlessPrinter:
             case ev.Usage():
                 self.input_tokens += event.input_tokens
                 self.output_tokens += event.output_tokens
+                self.cache_read_tokens += event.cache_read_tokens
+                self.cache_write_tokens += event.cache_write_tokens
                 self.cost_usd = event.session_cost_usd
             case ev.ToolCallStarted():
                 call = {"id": event.call_id, "name": event.name, "args": event.args}
@@ -94,6 +98,7 @@ class HeadlessPrinter:
                 | ev.ApprovalRequested()
                 | ev.AskRequested()
                 | ev.Compacted()
+                | ev.PrefixBreak()
                 | ev.TodoUpdated()
                 | ev.WebSearchResult()
                 | ev.SubagentStarted()
@@ -115,7 +120,8 @@ class HeadlessPrinter:
                 "session_id": self.session_id,
                 "reason": self.reason,
                 "is_error": code != EXIT_OK,
-                "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
+                "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                          "cache_read_tokens": self.cache_read_tokens, "cache_write_tokens": self.cache_write_tokens},
                 "cost_usd": self.cost_usd,
                 "tool_calls": self.tool_calls,
                 "error": {"kind": self.error_kind, "message": self.error_message} if self.error_kind else None,

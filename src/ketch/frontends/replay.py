@@ -2,7 +2,9 @@
 
 Text and tool calls come from the messages (the store keeps no streamed deltas); each tool
 result, denial, error, notice and turn end comes from the events stored with its step, so
-the resumed transcript shows the same results, the same denials and the same marks.
+the resumed transcript shows the same results, the same denials and the same marks. Calls
+and their stored events are paired by their place in the history: the n-th call with an id
+gets the n-th stored result with that id (some servers reuse call ids across turns).
 Only the last ``REPLAY_TURNS`` turns, ``REPLAY_ITEMS`` items at most, are printed (a long
 session would take seconds); the banner says where the rest is.
 """
@@ -10,6 +12,7 @@ session would take seconds); the banner says where the rest is.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,12 +54,14 @@ def _decode(rows: Sequence[dict[str, Any]]) -> list[ev.AgentEvent]:
 def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict[str, Any]]) -> list[ReplayItem]:
     """The conversation's items: banner, prompts and events, banner."""
     from pydantic_ai.messages import (
-        ModelRequest, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart,
+        ModelRequest, ModelResponse, RetryPromptPart, TextPart, ThinkingPart, ToolCallPart, ToolReturnPart, UserPromptPart,
     )
 
+    from ketch.context.reminders import is_reminder
+
     events = _decode(stored)
-    finished = {e.call_id: e for e in events if isinstance(e, ev.ToolCallFinished) and not e.agent}
-    resolved = {e.call_id: e for e in events if isinstance(e, ev.ApprovalResolved) and not e.agent}
+    finished = _in_order(e for e in events if isinstance(e, ev.ToolCallFinished) and not e.agent)
+    resolved = _in_order(e for e in events if isinstance(e, ev.ApprovalResolved) and not e.agent)
     turn_ids = [(e.prompt, e.turn_id) for e in events if isinstance(e, ev.TurnStarted)]
     by_turn: dict[str, list[ev.AgentEvent]] = {}
     for e in events:
@@ -78,7 +83,7 @@ def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict
     for message in messages:
         if isinstance(message, ModelRequest):
             for part in message.parts:
-                if isinstance(part, UserPromptPart) and (text := _prompt_text(part.content)) is not None:
+                if isinstance(part, UserPromptPart) and not is_reminder(part) and (text := _prompt_text(part.content)) is not None:
                     close_turn()
                     match = next((i for i, (p, _) in enumerate(turn_ids) if p == text), None)
                     current = turn_ids.pop(match)[1] if match is not None else ""
@@ -88,7 +93,9 @@ def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict
                     turns[-1].append(_finished(part, name, args, finished, ToolReturnPart))
         elif isinstance(message, ModelResponse):
             for part in message.parts:
-                if isinstance(part, TextPart) and part.content:
+                if isinstance(part, ThinkingPart) and part.content.strip():
+                    turns[-1].append(ev.ReasoningDelta(text=part.content))  # kept for ctrl-r, one line shown
+                elif isinstance(part, TextPart) and part.content:
                     text = _CANCELLED_TAIL.sub("", part.content)
                     if text != part.content:
                         cancelled.add(len(turns) - 1)
@@ -98,7 +105,7 @@ def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict
                     args = part.args_as_dict()
                     calls[part.tool_call_id] = (part.tool_name, args)
                     turns[-1].append(ev.ToolCallStarted(call_id=part.tool_call_id, name=part.tool_name, args=args))
-                    if (res := resolved.get(part.tool_call_id)) is not None:
+                    if (res := _next_for(resolved, part.tool_call_id, part.tool_name)) is not None:
                         turns[-1].append(res)
     close_turn()
     shown = [t for t in turns if t]
@@ -116,9 +123,27 @@ def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict
     return items
 
 
-def _finished(part: Any, name: str, args: dict[str, Any], finished: dict[str, ev.ToolCallFinished],
+def _in_order(found: Any) -> dict[str, deque[Any]]:
+    """Stored events by call id, each id's in the order they were stored: a server may reuse
+    a call id in a later response, so an id alone does not name one call."""
+    out: dict[str, deque[Any]] = {}
+    for event in found:
+        out.setdefault(event.call_id, deque()).append(event)
+    return out
+
+
+def _next_for(queued: dict[str, deque[Any]], call_id: str, name: str) -> Any:
+    """The next stored event of ``call_id`` (the history's calls with that id come in the same
+    order as their events were stored), when it is for a call of ``name``; else None."""
+    waiting = queued.get(call_id)
+    if not waiting or waiting[0].name != name:
+        return None
+    return waiting.popleft()
+
+
+def _finished(part: Any, name: str, args: dict[str, Any], finished: dict[str, deque[ev.ToolCallFinished]],
               return_cls: type) -> ev.ToolCallFinished:
-    stored = finished.get(part.tool_call_id)
+    stored = _next_for(finished, part.tool_call_id, name)
     if stored is not None:
         return stored
     is_error = not isinstance(part, return_cls) or getattr(part, "outcome", "success") != "success"

@@ -60,7 +60,7 @@ class SlashActions(ExtensionCommands):
             "compact": self.compact, "resume": self.resume, "sessions": self.sessions, "fork": self.fork,
             "export": self.export, "memory": self.memory, "skills": self.skills, "mcp": self.mcp,
             "commit": self.commit, "registry": self.registry, "repair": self.repair,
-            "sandbox": lambda _arg: session_panel_text(self.session),
+            "sandbox": self.sandbox, "approval": self.approval,
         }
 
     @property
@@ -94,6 +94,29 @@ class SlashActions(ExtensionCommands):
         if name == "model":
             return await self._model_choices(session)
         return []
+
+    # -- sandbox and approval modes ------------------------------------------------------
+    async def sandbox(self, arg: str) -> str:
+        """``/sandbox``: the panel; ``/sandbox MODE``: switch the mode for the session."""
+        if not arg:
+            return await session_panel_text(self.session)
+        self.session._require_idle()
+        try:
+            return str(self.session.set_sandbox_mode(arg.lower()))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    async def approval(self, arg: str) -> str:
+        """``/approval``: the mode in force; ``/approval MODE``: switch it for the session."""
+        from ketch.core.approval import describe_mode
+
+        session = self.session
+        if not arg:
+            return f"approval mode: {describe_mode(session.gate.approval)} (shift-tab cycles ask, auto, plan)"
+        try:
+            return str(session.set_approval_mode(arg.lower()))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     # -- model, thinking, agent ---------------------------------------------------------
     async def model(self, arg: str) -> str:
@@ -318,7 +341,7 @@ class SlashActions(ExtensionCommands):
             target = user_data_dir() / "exports" / f"ketch-{session.session_id}.{fmt}"
         from ketch.state.export import export_session
 
-        text = export_session(session.store, session.session_id, fmt)  # type: ignore[arg-type]
+        text = export_session(session.store, session.session_id, fmt, ring=getattr(session, "key_ring", None))  # type: ignore[arg-type]
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
         return f"Exported session {session.session_id} as {fmt} to {target}"

@@ -215,7 +215,9 @@ def _export(args: Any) -> int:
             raise missing
         from ketch.state.export import export_session
 
-        text = export_session(store, row.id, args.format)
+        from ketch.core.keyring import collect_keys
+
+        text = export_session(store, row.id, args.format, ring=collect_keys(_config()))
     finally:
         store.close()
     return _write_out(text, "export")

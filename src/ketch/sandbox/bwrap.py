@@ -1,12 +1,15 @@
 """The Linux launcher: a policy and an argv become a ``bwrap`` command line.
 
-The whole file system is bound read-only, then a private ``/dev``, ``/proc`` and ``/tmp`` (an
-overlay where bwrap and the kernel allow it: the host's files show, the command's writes vanish),
-then each writable root read-write, then each run-later carve-out read-only again (later
-mounts win). Every namespace is new (user, PID, network, IPC, UTS, cgroup), except the
-network one when the policy allows the network. The command gets no capabilities, cannot
-make another user namespace, runs in its own session (no TIOCSTI into ketch's terminal),
-dies with its parent, and runs under the seccomp filter of ``seccomp.py``; bubblewrap sets
+The whole file system is bound read-only, then a private ``/dev`` and ``/proc``, then the
+session's scratch directory read-write at ``/tmp`` (every command of the session sees what the
+ones before wrote there; ketch removes it when the session ends; the working directory and
+this Python, when they live under the host's /tmp, are bound read-only into it), then each
+writable root read-write, then each directory between a root and a run-later carve-out onto
+itself (so that it cannot be renamed away: see ``pinned_parents``), then each carve-out
+read-only again (later mounts win). Every namespace is new (user, PID, network, IPC, UTS,
+cgroup), except the network one when the policy allows the network. The command gets no
+capabilities, cannot make another user namespace, runs in its own session (no TIOCSTI into
+ketch's terminal), dies with its parent, and runs under the seccomp filter of ``seccomp.py``; bubblewrap sets
 ``no_new_privs``. bwrap is PID 1 of the new PID namespace: when the command exits, the
 kernel kills everything it left behind.
 
@@ -80,13 +83,18 @@ def newest(binaries: Sequence[Path]) -> tuple[Path, tuple[int, ...]] | None:
 
 def argv(
     bwrap: Path | str, policy: SandboxPolicy, command: Sequence[str], *, cwd: Path | str, seccomp_file: Path | str,
-    tmp_overlay: bool = True,
+    tmp_overlay: bool = True, scratch: Path | str | None = None,
 ) -> list[str]:
-    """The argv that runs ``command`` under ``policy``. ``tmp_overlay`` (bwrap 0.10+, a kernel that
-    allows overlayfs in a user namespace): ``/tmp`` shows the host's files and keeps the command's
-    own writes private; otherwise ``/tmp`` is an empty tmpfs (with what must stay visible bound in)."""
+    """The argv that runs ``command`` under ``policy``. ``scratch`` (the session's scratch
+    directory, what commands get): bound read-write at ``/tmp``. Without it (the detection's
+    trial run) ``/tmp`` is private to the one command: with ``tmp_overlay`` (bwrap 0.10+, a kernel
+    that allows overlayfs in a user namespace) an overlay of the host's, else an empty tmpfs."""
     args: list[str] = [str(bwrap), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    if tmp_overlay:
+    if scratch is not None:
+        args += ["--bind", str(scratch), "/tmp"]
+        for path in _seen_through_tmp(policy, cwd):
+            args += ["--ro-bind", str(path), str(path)]
+    elif tmp_overlay:
         args += ["--overlay-src", "/tmp", "--tmp-overlay", "/tmp"]
     else:
         args += ["--tmpfs", "/tmp"]
@@ -96,6 +104,8 @@ def argv(
     for root in policy.writable:
         args += ["--bind" if root in roots else "--ro-bind", str(root), str(root)]
     if roots:
+        for path in pinned_parents(policy):
+            args += ["--bind", str(path), str(path)]
         for path in policy.read_only:
             args += ["--ro-bind", str(path), str(path)]
     args += ["--unshare-all", "--unshare-user", "--disable-userns"]
@@ -109,6 +119,29 @@ def argv(
         "--", *command,
     ]  # fmt: skip
     return ["/bin/sh", "-c", f'exec "$0" "$@" {SECCOMP_FD}<{shlex.quote(str(seccomp_file))}', *args]
+
+
+def pinned_parents(policy: SandboxPolicy) -> list[Path]:
+    """The directories between a writable root and each read-only carve-out, each to be bound
+    onto itself (still writable). A bind mount pins an inode, not a path: without these a
+    command could rename a carve-out's parent (``mv .github x``) and make a fresh, writable
+    ``.github/workflows`` in its place. The kernel refuses to rename or remove a mount point
+    (EBUSY), so with every parent mounted the carve-out's path keeps its read-only inode.
+    Parents inside another carve-out stay as they are (read-only already). Shallowest first,
+    so that each mount lands on the tree the previous ones made."""
+    roots = policy.roots_for_writes()
+    carve = policy.read_only
+    found: set[Path] = set()
+    for path in carve:
+        root = next((r for r in roots if r in path.parents), None)
+        if root is None:
+            continue
+        for parent in path.parents:
+            if parent == root:
+                break
+            if not any(parent == c or c in parent.parents for c in carve):
+                found.add(parent)
+    return sorted(found, key=lambda p: (len(p.parts), str(p)))
 
 
 def _seen_through_tmp(policy: SandboxPolicy, cwd: Path | str) -> list[Path]:

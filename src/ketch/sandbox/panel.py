@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 _APPROVAL = {
-    "ask": "ask: every command and file change asks, unless a rule allows it",
+    "ask": "ask: every command and file change asks, sandboxed or not, unless a rule allows it",
     "auto": "auto: commands that run sandboxed, and file changes the sandbox allows, need no prompt; "
     "what would leave the sandbox asks",
-    "never": "never: nothing asks; what would need a prompt is denied",
+    "never": "never: nothing asks; sandboxed commands and allowed writes run, what would need a prompt is denied",
+    "plan": "plan: only reading tools run; every write, command or other changing call is refused",
 }
 
 

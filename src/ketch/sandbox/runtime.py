@@ -50,6 +50,17 @@ _NETWORK_REFUSALS: tuple[tuple[str, str], ...] = (
 )
 
 
+CARVE_OUT_HOLD: dict[str, str] = {
+    "bubblewrap": "each directory between a writable root and a carve-out is a mount point too, and the "
+    "kernel refuses to rename or remove a mount point (EBUSY)",
+    "landlock": "directories holding a carve-out are granted entry by entry, never as a whole, so they "
+    "cannot be renamed, removed or made anew (EACCES)",
+    "seatbelt": "the carve-outs are denied by path, so whatever is made at that path later is denied as well",
+}
+"""How each mechanism keeps a carve-out read-only when a command renames or replaces one of
+its parent directories (a bind mount or an inode rule alone would move with the old one)."""
+
+
 @dataclass(frozen=True)
 class Launch:
     argv: list[str]
@@ -82,7 +93,9 @@ class Sandbox:
         return self.policy.confined and not self.mechanism.available
 
     def private_tmp(self) -> str:
-        """The session's own temporary directory (Landlock and Seatbelt cannot hide /tmp)."""
+        """The session's scratch directory, shared by all its sandboxed commands until the
+        session ends: bubblewrap binds it at ``/tmp``; Landlock and Seatbelt cannot replace
+        /tmp, so there only ``TMPDIR`` points at it (and writes to /tmp itself are refused)."""
         if not self._tmpdir:
             self._tmpdir = tempfile.mkdtemp(prefix="ketch-tmp-")
         return self._tmpdir
@@ -112,7 +125,9 @@ class Sandbox:
         seccomp_file = self.mechanism.seccomp_file(policy.network)
         if name == "bubblewrap":
             wrapped = bwrap.argv(
-                self.mechanism.binary, policy, argv, cwd=cwd, seccomp_file=seccomp_file, tmp_overlay=self.mechanism.tmp_overlay
+                self.mechanism.binary, policy, argv, cwd=cwd, seccomp_file=seccomp_file,
+                tmp_overlay=self.mechanism.tmp_overlay,
+                scratch=None if read_only else self.private_tmp(),  # the read-only git tools write nothing, not even there
             )
         elif name == "landlock":
             wrapped = landlock.argv(policy, argv, seccomp_file=seccomp_file, tmpdir=self.private_tmp())
@@ -148,6 +163,8 @@ class Sandbox:
     def describe(self) -> list[str]:
         """Lines for ``/sandbox``, ``/permissions`` and ``ketch sandbox check``."""
         lines = [f"mechanism: {self.mechanism.name} ({self.mechanism.reason})", *self.policy.describe(), f"approval: {self.approval}"]
+        if self.confines and self.policy.roots_for_writes() and self.mechanism.name in CARVE_OUT_HOLD:
+            lines.append("read-only carve-outs hold against renaming a parent: " + CARVE_OUT_HOLD[self.mechanism.name])
         if self.fail_closed:
             lines.append("no sandbox mechanism works here: every shell command asks (headless: denied); hooks and MCP servers run unconfined")
         if self.escalated:

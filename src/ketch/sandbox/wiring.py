@@ -58,3 +58,35 @@ def session_sandbox(
             "(headless: denied unless --sandbox full-access or --yolo); hooks and MCP servers run unconfined"
         )
     return sandbox, notices
+
+
+SESSION_MODES = ("read-only", "workspace-write", "full-access")
+
+
+def switch_mode(sandbox: Sandbox, mode: str, config: Any, *, detector: Callable[[str], Mechanism] = detect) -> str:
+    """Put the session's sandbox in ``mode`` (``/sandbox MODE``, typed by the user, who may
+    widen it as the command line could): the policy is built again with the config's writable
+    places, caches and network; a mechanism is detected when the session had none. The same
+    object serves the gate, the tools and the launch sites, so the next call sees it. Returns
+    the line the transcript keeps."""
+    mode = "full-access" if mode == "off" else mode
+    if mode not in SESSION_MODES:
+        raise ValueError(f"unknown sandbox mode {mode!r}; use one of: {', '.join(SESSION_MODES)}")
+    cfg = config.sandbox
+    workspace = getattr(sandbox, "workspace", None)
+    policy = build_policy(
+        mode,  # type: ignore[arg-type]
+        sandbox.policy.workspace,
+        added_dirs=list(getattr(workspace, "extra_dirs", []) or []),
+        writable=cfg.writable, caches=cfg.caches, network=cfg.network, scan_nested=False,
+    )
+    if policy.confined and not sandbox.mechanism.available:
+        sandbox.mechanism = detector(cfg.mechanism)
+    sandbox.policy = policy
+    sandbox._scanned = False
+    line = f"sandbox mode: {mode}"
+    if mode == "full-access":
+        return line + " — commands run unconfined: they may change anything you can"
+    if sandbox.fail_closed:
+        return line + f" — but no sandbox works here ({sandbox.mechanism.reason}): every command asks"
+    return line + " — " + "; ".join(policy.describe()[1:3])

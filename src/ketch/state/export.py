@@ -22,8 +22,19 @@ if TYPE_CHECKING:
     from ketch.state.store import SessionRow, Store
 
 
-def export_session(store: Store, session_id: str, fmt: Literal["md", "json"] = "md") -> str:
-    """The session ``session_id`` (an id or unique prefix) rendered as ``md`` or ``json``."""
+def export_session(store: Store, session_id: str, fmt: Literal["md", "json"] = "md", ring: Any = None) -> str:
+    """The session ``session_id`` (an id or unique prefix) rendered as ``md`` or ``json``; each
+    key of ``ring`` (a ``KeyRing``) removed, as from the tool output it may have come from (a
+    call's arguments as the model wrote them are in the history as sent)."""
+    text = _export(store, session_id, fmt)
+    if ring is None:
+        return text
+    from ketch.core.redaction import redact_keys
+
+    return redact_keys(text, ring)
+
+
+def _export(store: Store, session_id: str, fmt: Literal["md", "json"]) -> str:
     from ketch.state.store import StoreError
 
     if fmt not in ("md", "json"):
@@ -104,11 +115,16 @@ def render_markdown(session: SessionRow, messages: Sequence[ModelMessage], event
 
     from pydantic_ai import messages as m
 
+    from ketch.context.reminders import is_reminder
+
     for message in messages:
         for part in message.parts:
-            if isinstance(part, m.UserPromptPart):
+            if isinstance(part, m.UserPromptPart) and not is_reminder(part):
                 heading("User")
                 out.extend([_as_text(part.content).strip(), ""])
+            elif isinstance(part, m.ThinkingPart) and part.content.strip():
+                heading("Assistant")  # the reasoning is kept, folded (the UI's ctrl-r)
+                out.extend(["<details><summary>Thinking</summary>", "", part.content.strip(), "", "</details>", ""])
             elif isinstance(part, m.TextPart) and part.content.strip():
                 heading("Assistant")
                 out.extend([part.content.strip(), ""])

@@ -32,10 +32,12 @@ class Repair:
 def _prompt_text(message: Any) -> str | None:
     from pydantic_ai.messages import ModelRequest, UserPromptPart
 
+    from ketch.context.reminders import is_reminder
+
     if not isinstance(message, ModelRequest):
         return None
     texts = [p.content if isinstance(p.content, str) else " ".join(str(c) for c in p.content if isinstance(c, str))
-             for p in message.parts if isinstance(p, UserPromptPart)]
+             for p in message.parts if isinstance(p, UserPromptPart) and not is_reminder(p)]
     return "\n".join(texts) if texts else None
 
 

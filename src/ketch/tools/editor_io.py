@@ -26,7 +26,7 @@ async def read_current(ctx: RunContext[ToolDeps], resolved: Path, shown: str) ->
         text = await editor.read(resolved)
         if text is not None:
             return text
-    return read_text(resolved, shown)
+    return read_text(ctx.deps.workspace.where(resolved), shown)
 
 
 async def write_text(ctx: RunContext[ToolDeps], resolved: Path, shown: str, text: str) -> None:
@@ -34,7 +34,7 @@ async def write_text(ctx: RunContext[ToolDeps], resolved: Path, shown: str, text
     try:
         if editor is not None and editor.can_write and await editor.write(resolved, text):
             return
-        write_atomic(resolved, text)
+        write_atomic(ctx.deps.workspace.where(resolved), text, shown)
     except OSError as exc:
         raise ToolFailed(f"Cannot write {shown}: {exc.strerror or exc}.") from exc
 

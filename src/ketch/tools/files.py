@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -23,7 +24,8 @@ from ketch.sandbox.runtime import check_file_write
 from ketch.tools.bounded import bounded_lines, cut_note
 from ketch.tools.workspace import Workspace
 from ketch.tools.base import ToolDeps, ToolSpec
-from ketch.tools.disk import BINARY_SNIFF_BYTES, MAX_LINE_CHARS, is_binary, open_regular, read_text, write_atomic  # noqa: F401 - open_regular: search
+import ketch.tools.beneath as beneath
+from ketch.tools.disk import BINARY_SNIFF_BYTES, MAX_LINE_CHARS, exists, is_binary, open_regular, read_text, write_atomic  # noqa: F401 - open_regular: search
 from ketch.tools.editor_io import EDITOR_READ_LINES, editor_of, numbered_editor_text, read_current, write_text
 from ketch.tools.listing import GLOB_COUNT_LIMIT, GLOB_LIMIT, LIST_LIMIT, glob, list_dir  # noqa: F401 - the tool list below; tests import them here
 
@@ -145,8 +147,9 @@ def _planned_edit(workspace: Workspace, args: dict[str, Any]) -> tuple[Path, str
     """(path, old text, new text, existed) for an edit_file call, without writing."""
     path = workspace.resolve(str(args.get("path", "")))
     shown = workspace.relative(path)
-    existed = path.exists()
-    old = read_text(path, shown) if existed else ""
+    place = workspace.where(path)
+    existed = exists(place)
+    old = read_text(place, shown) if existed else ""
     edits = _edits_from_args(args)
     if not existed and any(e.get("old_string") for e in edits):
         raise ToolFailed(f"{shown} does not exist; create it with write_file.")
@@ -167,7 +170,8 @@ def preview_write(workspace: Workspace, args: dict[str, Any]) -> str:
     try:
         path = workspace.resolve(str(args.get("path", "")))
         shown = workspace.relative(path)
-        old = read_text(path, shown) if path.exists() else ""
+        place = workspace.where(path)
+        old = read_text(place, shown) if exists(place) else ""
     except ToolFailed as exc:
         return f"(this write would fail: {exc.message.splitlines()[0]})"
     return unified_diff(old, str(args.get("content", "")), shown)
@@ -199,8 +203,7 @@ async def read_file(ctx: RunContext[ToolDeps], path: str, offset: int = 1, limit
     workspace: Workspace = ctx.deps.workspace
     resolved = workspace.resolve(path, must_exist=True)
     shown = workspace.relative(resolved)
-    if resolved.is_dir():
-        raise ToolFailed(f"{shown} is a directory; use list_dir to see what is in it.")
+    place = workspace.where(resolved)
     if offset < 1:
         raise ToolFailed("offset is 1-based; use 1 for the first line.")
     if limit is not None and limit < 1:
@@ -213,8 +216,10 @@ async def read_file(ctx: RunContext[ToolDeps], path: str, offset: int = 1, limit
         text = await editor.read(resolved, line=offset, limit=wanted) or ""
         return numbered_editor_text(text, shown, offset, wanted - 1, cap)
     try:
-        with open_regular(resolved, shown) as binary:
+        with open_regular(place, shown) as binary:
             return _numbered_lines(binary, shown, offset, limit, cap)
+    except IsADirectoryError:
+        raise ToolFailed(f"{shown} is a directory; use list_dir to see what is in it.") from None
     except OSError as exc:
         raise ToolFailed(f"Cannot read {shown}: {exc.strerror or exc}.") from exc
 
@@ -279,7 +284,7 @@ async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> str:
     resolved = workspace.resolve(path)
     shown = workspace.relative(resolved)
     check_file_write(ctx.deps.settings, resolved, shown)
-    existed = resolved.exists()
+    existed = exists(workspace.where(resolved))
     old = await read_current(ctx, resolved, shown) if existed else ""
     if old != content or not existed:
         await write_text(ctx, resolved, shown, content)

@@ -16,6 +16,7 @@ import asyncio
 import os
 import re
 import shutil
+import stat
 import sys
 from collections import deque
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from pydantic_ai.exceptions import ToolFailed
 from ketch.tools.workspace import Workspace, compile_glob, glob_matches
 from ketch.tools.base import ToolDeps, ToolSpec
 from ketch.tools.bounded import bounded_lines
+import ketch.tools.beneath as beneath
+from ketch.tools.beneath import PathChanged
 from ketch.tools.disk import open_regular
 
 MAX_LINE_CHARS = 400
@@ -255,7 +258,7 @@ def _python_search(
         shown = relative if shown_base is None else (
             os.path.join(shown_base, relative) if base.is_dir() else shown_base)
         try:
-            with open_regular(file_path, file_path) as handle:
+            with _open_found(workspace, file_path) as handle:
                 if os.fstat(handle.fileno()).st_size > MAX_FILE_BYTES:
                     continue
                 if b"\x00" in handle.read(BINARY_SNIFF_BYTES):
@@ -270,6 +273,15 @@ def _python_search(
         if budget[1] <= 0:
             return files, COUNT_LIMIT, True
     return files, total, False
+
+
+def _open_found(workspace: Workspace, file_path: str) -> BinaryIO:
+    """Open a file the walker found, beneath its workspace directory in one step; a symlink
+    the walker kept (it leads inside) is resolved by the jail first."""
+    try:
+        return open_regular(workspace.where(file_path), file_path)
+    except PathChanged:
+        return open_regular(workspace.where(workspace.resolve(file_path, must_exist=True)), file_path)
 
 
 async def search(
@@ -292,6 +304,10 @@ async def search(
     base = workspace.resolve(path, must_exist=True)
     shown = workspace.relative(base)
     target = None if shown == "." else shown
+    found = beneath.lstat(*workspace.where(base))
+    if found is None or not (stat.S_ISDIR(found.st_mode) or stat.S_ISREG(found.st_mode)):
+        # rg would open a FIFO named outright and wait for a writer; a device or socket is no text either
+        raise ToolFailed(f"{shown} is not a regular file or directory (a device, pipe or socket); it cannot be searched.")
     files: list[_FileHits] | None = None
     stopped = False
     if rg is not None:

@@ -22,8 +22,11 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 from pydantic_ai.exceptions import ToolFailed
 
-IGNORE_FILE_NAMES = (".gitignore", ".ignore")
-"""Per-directory ignore files, in increasing precedence (``.ignore`` wins, as in rg)."""
+import ketch.tools.beneath as beneath
+from ketch.tools.walk_dir import IGNORE_FILE_NAMES  # noqa: F401 - the names, where they were
+from ketch.tools.walk_dir import list_beneath as _list_beneath
+from ketch.tools.walk_dir import load_rules as _load_rules
+
 
 ALWAYS_SKIPPED = frozenset({".git"})
 
@@ -110,6 +113,16 @@ def _resolve_like_kernel(absolute: str, shown: str) -> str:
     return resolved
 
 
+PSEUDO_FS_ROOTS = ("/proc", "/sys", "/dev")
+"""Where Linux (and ``/dev`` on macOS) mount process and kernel state: ``/proc/*/environ``,
+``/proc/self/mem``, devices. Never a project's files; refused even in a workspace that holds
+them (started in ``/``). ``tools.beneath`` also refuses such a file system by its type."""
+
+
+def _is_pseudo_fs_path(resolved: str) -> bool:
+    return any(_is_within(resolved, root) for root in PSEUDO_FS_ROOTS)
+
+
 class Workspace:
     """The root directory of a session plus any directories the user added."""
 
@@ -178,10 +191,25 @@ class Workspace:
                 f"Path {raw!r} resolves to {resolved}, which is outside the workspace ({self.root}). "
                 "Only the workspace and directories added with --add-dir (or /add-dir) can be used."
             )
+        if _is_pseudo_fs_path(resolved):
+            raise InvalidPath(
+                f"Path {raw!r} is process or kernel state ({resolved}), which can hold keys; the file tools do not touch it."
+            )
         result = Path(resolved)
         if must_exist and not os.path.lexists(resolved):
             raise ToolFailed(f"{self.relative(result)} does not exist.")
         return result
+
+    def where(self, resolved: Path | str) -> tuple[str, str]:
+        """(workspace directory, path relative to it) of a path :meth:`resolve` returned: what
+        ``tools.beneath`` opens, in one step, beneath that directory."""
+        text = os.fspath(resolved)
+        container = self._container(text)
+        if container is None:
+            raise PathOutsideWorkspace(f"{text} is outside the workspace ({self.root}).")
+        base = str(container)
+        rel = "" if text == base else text[len(base.rstrip(os.sep)) + 1 :]
+        return base, rel
 
     def relative(self, path: Path | str) -> str:
         """How to show a path: relative to the root when under it, else absolute."""
@@ -231,47 +259,44 @@ class Workspace:
         if limit is not None and limit <= 0:
             return
         start_path = self.resolve(start, must_exist=True)
-        if not start_path.is_dir():
+        root, start_rel = self.where(start_path)
+        found = beneath.lstat(root, start_rel)
+        if found is None or not stat.S_ISDIR(found.st_mode):
             yield str(start_path)
             return
         rules = self._ancestor_rules(start_path)
         if rules and _is_ignored(rules, str(start_path), True):
             rules = ()  # an ignored directory named explicitly: its own ignore files only
         produced = 0
+        base = root.rstrip(os.sep)
         stack: list[tuple[str, _Rules, int]] = [(str(start_path), rules, 0)]
         while stack:
             directory, rules, depth = stack.pop()
-            local = _load_rules(directory, include_git_exclude=Path(directory) in self.dirs)
+            rel = "" if directory == root else directory[len(base) + 1 :]
+            listed = _list_beneath(root, rel, include_git_exclude=Path(directory) in self.dirs)
+            if listed is None:
+                continue
+            local, entries = listed
             if local is not None:
                 rules = (*rules, (directory, local))
-            try:
-                with os.scandir(directory) as scan:
-                    entries = sorted(scan, key=lambda e: e.name)
-            except OSError:
-                continue
             subdirs: list[tuple[str, _Rules, int]] = []
-            for entry in entries:
-                name = entry.name
+            for name, is_link, is_dir in entries:
                 if name in ALWAYS_SKIPPED or (not include_hidden and name.startswith(".")):
                     continue
-                try:
-                    is_link = entry.is_symlink()
-                    is_dir = entry.is_dir(follow_symlinks=False)
-                except OSError:
-                    continue
+                path = os.path.join(directory, name)
                 if is_link:
-                    target = os.path.realpath(entry.path)
+                    target = os.path.realpath(path)
                     if _has_symlink_component(target) or self._container(target) is None:
                         continue
                     is_dir = os.path.isdir(target)
-                if rules and _is_ignored(rules, entry.path, is_dir):
+                if rules and _is_ignored(rules, path, is_dir):
                     continue
                 if is_dir:
                     if not is_link and (max_depth is None or depth + 1 < max_depth):
-                        subdirs.append((entry.path, rules, depth + 1))
+                        subdirs.append((path, rules, depth + 1))
                     if not include_dirs:
                         continue
-                yield entry.path
+                yield path
                 produced += 1
                 if limit is not None and produced >= limit:
                     return
@@ -303,24 +328,6 @@ class Workspace:
                 rules.append((str(current), spec))
             current = current / part
         return tuple(rules)
-
-
-def _load_rules(directory: str, *, include_git_exclude: bool = False) -> GitIgnoreSpec | None:
-    """Compile the ignore files of one directory (None when there are none)."""
-    lines: list[str] = []
-    sources = [os.path.join(directory, name) for name in IGNORE_FILE_NAMES]
-    if include_git_exclude:
-        sources.insert(0, os.path.join(directory, ".git", "info", "exclude"))
-    for source in sources:
-        try:
-            with open(source, encoding="utf-8", errors="replace") as handle:
-                lines.extend(handle.read().splitlines())
-        except OSError:
-            continue
-    patterns = [line for line in lines if line.strip() and not line.startswith("#")]
-    if not patterns:
-        return None
-    return GitIgnoreSpec.from_lines(patterns)
 
 
 def _is_ignored(rules: _Rules, path: str, is_dir: bool) -> bool:

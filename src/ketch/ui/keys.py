@@ -55,6 +55,12 @@ def build_key_bindings(ctl: KetchApp) -> KeyBindings:
         if kind == "/" and event.key_sequence[0].key == Keys.ControlM:
             _submit(ctl)
 
+    @kb.add("s-tab", filter=editing & ~menu)
+    def _(event: KeyPressEvent) -> None:
+        from ketch.ui.modes import cycle_approval
+
+        cycle_approval(ctl)
+
     @kb.add("escape", filter=menu, eager=True)
     def _(event: KeyPressEvent) -> None:
         ctl.close_menu()
@@ -117,8 +123,16 @@ def build_key_bindings(ctl: KetchApp) -> KeyBindings:
 
     @kb.add("c-r")
     def _(event: KeyPressEvent) -> None:
-        ctl.reasoning_expanded = not ctl.reasoning_expanded
-        ctl.committer.request_rewind()
+        if ctl.view.reasoning or ctl.overlay is not None:
+            ctl.reasoning_expanded = not ctl.reasoning_expanded
+            ctl.committer.request_rewind()
+            return
+        from ketch.ui.outputs import open_thoughts
+
+        problem = open_thoughts(ctl)
+        if problem:
+            ctl.hint = problem
+            ctl.invalidate()
 
     return kb
 

@@ -38,6 +38,7 @@ STYLE = Style.from_dict({
     "error": "ansired",
     "status": "dim",
     "overlay.title": "bold",
+    "command": "bold",
     "choice.selected": "bold reverse",
     "overlay.input": "",
     "pick": "",
@@ -104,6 +105,8 @@ def build_layout(ctl: KetchApp) -> Layout:
             out.append(("class:queued", "⧗ queued: " + clip(text.splitlines()[0] if text else "", width - 12) + "\n"))
         overlay = ctl.overlay
         if overlay is not None:
+            if hasattr(overlay, "screen_rows"):
+                overlay.screen_rows = size.rows
             out += overlay.fragments(width)
         return _pad_to_keep_rows(_trim_last_newline(out), ctl.output.keep_rows_above - ctl.buffer.document.cursor_position_row)
 
@@ -121,7 +124,7 @@ def build_layout(ctl: KetchApp) -> Layout:
         if ctl.hint:
             out.append(("class:hint", clip(ctl.hint, width) + "\n"))
         elif ctl.first_run_hint and ctl.overlay is None:
-            out.append(("class:dim", clip(FIRST_RUN_HINT, width) + "\n"))
+            out += [("class:dim", row + "\n") for row in hint_rows(FIRST_RUN_HINT, width - 1)]
         out.append(("class:status", status_text(ctl.status, width - 1, loading=not ctl.session_ready)))
         return out
 
@@ -147,6 +150,17 @@ def build_layout(ctl: KetchApp) -> Layout:
         Window(FormattedTextControl(below), dont_extend_height=True, wrap_lines=False),
     ])
     return Layout(body, focused_element=input_window)
+
+
+def hint_rows(text: str, width: int) -> list[str]:
+    """A ``·``-separated hint in as many rows as ``width`` needs, broken between items."""
+    rows: list[str] = []
+    for item in text.split(" · "):
+        if rows and len(rows[-1]) + 3 + len(item) <= width:
+            rows[-1] += " · " + item
+        else:
+            rows.append(item)
+    return [clip(r, width) if len(r) > width else r for r in rows]
 
 
 def live_answer_rows(screen_rows: int) -> int:

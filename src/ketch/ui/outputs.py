@@ -1,4 +1,5 @@
-"""Ctrl-o and ``/expand``: a finished call's full output in the pager, or the list of calls."""
+"""Ctrl-o and ``/expand``: a finished call's full output in the pager, or the list of calls;
+ctrl-r after an answer: the reasoning of any earlier answer of the session."""
 
 from __future__ import annotations
 
@@ -50,3 +51,27 @@ def open_call_list(app: KetchApp) -> None:
     app.push_overlay(ListPicker("tool calls (type to filter)", list(labels),
                                 lambda label: open_output(app, labels[label])))
     app.committer.request_rewind()
+
+
+def open_thoughts(app: KetchApp) -> str | None:
+    """The latest answer's reasoning in the pager; its list key picks any earlier one."""
+    thoughts = app.view.thoughts
+    if not thoughts:
+        return "No reasoning in this session yet (the model did not think aloud, or thinking is off)."
+    return _open_thought(app, len(thoughts))
+
+
+def _open_thought(app: KetchApp, number: int) -> None:
+    thoughts = app.view.thoughts
+
+    def rows() -> int:
+        return max(5, app.output.get_size().rows - 6)
+
+    def pick() -> None:
+        labels = {f"{i}. {' '.join(t.split())[:max(10, app.width() - 8)]}": i for i, t in reversed(list(enumerate(thoughts, 1)))}
+        app.push_overlay(ListPicker("reasoning (type to filter)", list(labels), lambda label: _open_thought(app, labels[label])))
+        app.committer.request_rewind()
+
+    app.push_overlay(Pager(f"reasoning {number} of {len(thoughts)}", thoughts[number - 1].strip(), rows, pick))
+    app.committer.request_rewind()
+    return None

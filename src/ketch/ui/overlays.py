@@ -13,7 +13,6 @@ from typing import Protocol
 from ketch.core.events import ApprovalRequested, AskRequested, Decision
 
 Fragments = list[tuple[str, str]]
-PREVIEW_LINES = 12
 
 
 class Overlay(Protocol):
@@ -24,42 +23,73 @@ class Overlay(Protocol):
     def on_key(self, key: str) -> bool: ...
 
 
-def _preview(text: str, width: int) -> Fragments:
-    rows = text.splitlines()
-    out: Fragments = []
-    for row in rows[:PREVIEW_LINES]:
-        style = "class:diff.add" if row.startswith("+") else "class:diff.del" if row.startswith("-") else ""
-        out.append((style, "  " + row[: width - 3] + "\n"))
-    if len(rows) > PREVIEW_LINES:
-        out.append(("class:dim", f"  … {len(rows) - PREVIEW_LINES} more lines\n"))
-    return out
+def wrap_exact(text: str, width: int) -> list[str]:
+    """``text`` cut into rows of at most ``width`` columns, every character kept (a command
+    shown for approval must read exactly as it will run; no word-wrapping drops a space)."""
+    from prompt_toolkit.utils import get_cwidth
+
+    width = max(8, width)
+    rows: list[str] = []
+    for line in text.split("\n"):
+        row, used = "", 0
+        for ch in line.replace("\t", "    "):
+            w = get_cwidth(ch)
+            if used + w > width:
+                rows.append(row)
+                row, used = "", 0
+            row += ch
+            used += w
+        rows.append(row)
+    return rows
 
 
-def _choice_rows(labels: list[str], selected: int) -> Fragments:
+def wrap_words(text: str, width: int) -> list[str]:
+    """Prose wrapped at word boundaries (long words broken, nothing dropped but spaces)."""
+    import textwrap
+
+    return [r for line in text.split("\n") for r in (textwrap.wrap(line, max(8, width), break_long_words=True) or [""])]
+
+
+def _preview_rows(text: str, width: int, style: str = "") -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    for line in text.split("\n"):
+        line_style = style or ("class:diff.add" if line.startswith("+") else "class:diff.del" if line.startswith("-") else "")
+        rows += [(line_style, "  " + r) for r in wrap_exact(line, width - 3)]
+    return rows
+
+
+def _choice_rows(labels: list[str], selected: int, width: int = 0) -> Fragments:
     out: Fragments = []
     for i, label in enumerate(labels):
         mark = "❯" if i == selected else " "
         style = "class:choice.selected" if i == selected else ""
-        out.append((style, f" {mark} {i + 1}. {label}\n"))
+        head = f" {mark} {i + 1}. "
+        rows = wrap_words(label, width - len(head) - 1) if width else [label]
+        out.append((style, head + rows[0] + "\n"))
+        out += [(style, " " * len(head) + r + "\n") for r in rows[1:]]
     return out
 
 
-def session_scope(name: str, args: dict[str, object], width: int) -> str:
+def session_scope(name: str, args: dict[str, object], width: int = 0) -> str:
     """What "allow for this session" covers (the gate's ``session_key``): for the shell
-    this exact command line, for other tools every call of the tool."""
+    this exact command line, for other tools every call of the tool except the writes that
+    always ask (run-later paths)."""
+    if name == "shell" and args.get("outside_sandbox"):
+        return "Run this exact command outside the sandbox whenever it comes again this session (a)"
     if name == "shell":
-        command = " ".join(str(args.get("command", "")).split())
-        room = max(10, width - len("Allow `` again this session (a)"))
-        shown = command if len(command) <= room else command[: room - 1] + "…"
-        return f"Allow `{shown}` again this session (a)"
+        return "Allow this exact command again this session (a)"
+    if name in ("write_file", "edit_file"):
+        return f"Allow {name} calls this session; run-later files (.git, workflows ...) still ask (a)"
     return f"Allow every {name} call this session (a)"
 
 
 class ApprovalOverlay:
-    """Allow once / allow for this session / deny (with an optional typed reason)."""
+    """Allow once / allow for this session / allow commands like this (a rule, editable,
+    for the session or saved) / deny (with an optional typed reason). Everything is shown
+    whole: the command wrapped, where it runs, why it asks, what the sandbox allows; a body
+    taller than the screen scrolls (PgUp/PgDn, Home/End)."""
 
     LABELS = ["Allow once (y)", "Allow for this session (a)", "Deny, and say why (n)"]
-    DECISIONS: list[Decision] = ["allow", "allow_session", "deny"]
 
     def __init__(self, request: ApprovalRequested, decide: Callable[[Decision, str], None]) -> None:
         self.request = request
@@ -67,35 +97,94 @@ class ApprovalOverlay:
         self.selected = 0
         self.typing_reason = False
         self.reason = ""
+        self.editing_rule: Decision | None = None
+        self.rule = request.rule_proposal
+        self.scroll = 0
+        self.screen_rows = 24
+        """The terminal's rows (the layout sets it before each frame)."""
+        self.decisions: list[Decision] = ["allow", "allow_session"]
+        if request.rule_proposal:
+            self.decisions += ["allow_rule", "allow_rule_saved"]
+        self.decisions.append("deny")
+
+    def body(self, width: int) -> list[tuple[str, str]]:
+        """Every row above the choices, wrapped to ``width``."""
+        req = self.request
+        rows: list[tuple[str, str]] = []
+        if req.name == "shell" and isinstance(req.args.get("command"), str) and not req.args.get("outside_sandbox"):
+            rows += _preview_rows(str(req.args["command"]), width, "class:command")
+        else:
+            rows += _preview_rows(req.preview or str(req.args), width)
+        for label, text in (("in", req.cwd), ("why it asks:", req.reason), ("sandbox:", req.sandbox)):
+            if text:
+                rows += [("class:dim", ("  " if i == 0 else "    ") + r)
+                         for i, r in enumerate(wrap_words(f"{label} {text}", width - 5))]
+        if req.name == "shell" and not req.rule_proposal and req.no_rule_because:
+            rows += [("class:dim", "  " + r) for r in wrap_words(f"no rule proposed: {req.no_rule_because}", width - 3)]
+        return rows
 
     def fragments(self, width: int) -> Fragments:
         req = self.request
         asker = f" for subagent {req.agent}" if req.agent else ""
         out: Fragments = [("class:overlay.title", f"Allow {req.name}{asker}?\n")]
-        out += _preview(req.preview or str(req.args), width)
-        if req.reason:
-            out.append(("class:dim", f"  why it asks: {req.reason[: max(20, width * 2)]}\n"))
+        if self.editing_rule is not None:
+            where = "for this session and in your config" if self.editing_rule == "allow_rule_saved" else "for this session"
+            head = f"Allow commands matching this rule {where} (edit it; enter saves, esc goes back):"
+            out += [("", " " + r + "\n") for r in wrap_words(head, width - 2)]
+            rows = wrap_exact(f"shell({self.rule})▏", width - 3)
+            out += [("class:overlay.input", "  " + r + "\n") for r in rows]
+            note = "a * matches any text; the rule must cover the command being approved"
+            out += [("class:dim", "  " + r + "\n") for r in wrap_words(note, width - 3)]
+            return out
+        choices = [] if self.typing_reason else _choice_rows(self.labels(width), self.selected, width)
+        body = self.body(width)
+        room = max(3, self.screen_rows - len(choices) - 5)
+        if len(body) > room:
+            self.scroll = max(0, min(self.scroll, len(body) - room + 1))
+            shown = body[self.scroll:self.scroll + room - 1]
+            end = self.scroll + len(shown)
+            out += [(style, text + "\n") for style, text in shown]
+            out.append(("class:hint", f"  rows {self.scroll + 1}–{end} of {len(body)} · pgup/pgdn scroll\n"))
+        else:
+            out += [(style, text + "\n") for style, text in body]
         if self.typing_reason:
             out.append(("", " Reason (enter to deny, empty is fine): "))
             out.append(("class:overlay.input", self.reason + "▏\n"))
         else:
-            out += _choice_rows(self.labels(width), self.selected)
+            out += choices
         return out
 
-    def labels(self, width: int) -> list[str]:
+    def labels(self, width: int = 0) -> list[str]:
         """The choices; 'for this session' says what it will let through."""
-        return [self.LABELS[0], session_scope(self.request.name, self.request.args, width - 12), self.LABELS[2]]
+        once = "Run it outside the sandbox this once (y)" if self.request.args.get("outside_sandbox") else self.LABELS[0]
+        labels = [once, session_scope(self.request.name, self.request.args, width)]
+        if self.request.rule_proposal:
+            rule = f"shell({self.request.rule_proposal})"
+            labels += [f"Allow commands like this this session: {rule} (p)",
+                       f"Allow commands like this, and save it to your config: {rule} (s)"]
+        return labels + [self.LABELS[2]]
 
     def on_key(self, key: str) -> bool:
+        if self.editing_rule is not None:
+            return self._rule_key(key)
         if self.typing_reason:
             return self._reason_key(key)
-        shortcut = {"1": 0, "y": 0, "2": 1, "a": 1, "3": 2, "n": 2}.get(key.lower() if len(key) == 1 else key)
-        if shortcut is not None:
-            return self._choose(shortcut)
+        if key in ("pageup", "pagedown", "home", "end"):
+            step = max(1, self.screen_rows - 10)
+            self.scroll = {"pageup": self.scroll - step, "pagedown": self.scroll + step, "home": 0, "end": 10**6}[key]
+            self.scroll = max(0, self.scroll)
+            return False
+        count = len(self.decisions)
+        keys = {"y": "allow", "a": "allow_session", "n": "deny", "p": "allow_rule", "s": "allow_rule_saved"}
+        lowered = key.lower() if len(key) == 1 else key
+        if lowered in keys and keys[lowered] in self.decisions:
+            return self._choose(self.decisions.index(keys[lowered]))  # type: ignore[arg-type]
+        if len(key) == 1 and key.isdigit() and 1 <= int(key) <= count:
+            return self._choose(int(key) - 1)
         if key == "up":
-            self.selected = (self.selected - 1) % 3
+            self.selected = (self.selected - 1) % count
         elif key == "down":
-            self.selected = (self.selected + 1) % 3
+            self.selected = (self.selected + 1) % count
         elif key == "enter":
             return self._choose(self.selected)
         elif key == "escape":
@@ -104,12 +193,32 @@ class ApprovalOverlay:
         return False
 
     def _choose(self, index: int) -> bool:
-        if self.DECISIONS[index] == "deny":
+        decision = self.decisions[index]
+        if decision == "deny":
             self.typing_reason = True
-            self.selected = 2
+            self.selected = index
             return False
-        self._decide(self.DECISIONS[index], "")
+        if decision in ("allow_rule", "allow_rule_saved"):
+            self.editing_rule = decision
+            self.selected = index
+            return False
+        self._decide(decision, "")
         return True
+
+    def _rule_key(self, key: str) -> bool:
+        if key == "enter":
+            if not self.rule.strip():
+                return False
+            self._decide(self.editing_rule or "allow_rule", self.rule.strip())
+            return True
+        if key == "escape":
+            self.editing_rule = None
+            return False
+        if key == "backspace":
+            self.rule = self.rule[:-1]
+        elif len(key) == 1 and key.isprintable():
+            self.rule += key
+        return False
 
     def _reason_key(self, key: str) -> bool:
         if key == "enter":

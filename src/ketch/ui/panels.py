@@ -16,10 +16,13 @@ def tools_panel(status: SessionStatus) -> list[str]:
 
 
 def cost_panel(status: SessionStatus) -> list[str]:
-    """Session cost and token totals."""
+    """Session cost and token totals, with the share of input the provider's prompt cache served."""
+    share = f" ({100 * status.cache_read_tokens / status.input_tokens:.1f}% of input)" if status.input_tokens else ""
     return [
         f"Session cost: {format_cost(status.cost_usd)}",
         f"  input tokens:  {status.input_tokens:,}",
+        f"    cache reads:  {status.cache_read_tokens:,}{share}",
+        f"    cache writes: {status.cache_write_tokens:,}",
         f"  output tokens: {status.output_tokens:,}",
     ]
 
@@ -27,11 +30,18 @@ def cost_panel(status: SessionStatus) -> list[str]:
 def context_panel(status: SessionStatus) -> list[str]:
     """Context use, by part."""
     rows = [f"Context: {status.context_tokens:,} / {status.context_window:,} tokens "
-            f"({status.context_used_pct:.0f}%)"]
-    total = sum(status.context_parts.values()) or 1
-    for part, tokens in sorted(status.context_parts.items(), key=lambda kv: -kv[1]):
-        bar = "█" * max(1, round(20 * tokens / total)) if tokens else ""
+            f"({status.context_used_pct:.0f}%, as the status line shows: the last request, or the estimate before one)"]
+    parts = status.context_parts
+    if not parts:
+        return rows
+    total = sum(parts.values())
+    rows.append("The next request, estimated by part:")
+    for part, tokens in sorted(parts.items(), key=lambda kv: -kv[1]):
+        bar = "█" * max(1, round(20 * tokens / (total or 1))) if tokens else ""
         rows.append(f"  {part:<14} {tokens:>8,}  {bar}")
+    pct = f" ({100.0 * total / status.context_window:.0f}%)" if status.context_window else ""
+    rows.append(f"  {'total':<14} {total:>8,}{pct}")
+    rows.append(f"Last prefix break: {status.prefix_break or 'none in this session so far'}")
     return rows
 
 
@@ -46,6 +56,14 @@ def todos_panel(status: SessionStatus) -> list[str]:
     return rows
 
 
+def command_help(name: str, description: str, hint: str = "", aliases: tuple[str, ...] = ()) -> list[str]:
+    """``/help NAME``: that command only."""
+    rows = [f"/{name}" + (f" {hint}" if hint else ""), f"  {description}"]
+    if aliases:
+        rows.append("  also: " + ", ".join(f"/{a}" for a in aliases))
+    return rows
+
+
 def help_panel(commands: dict[str, str]) -> list[str]:
     """Commands and keys."""
     rows = ["Commands:"]
@@ -56,5 +74,6 @@ def help_panel(commands: dict[str, str]) -> list[str]:
         "  enter submit · alt-enter / ctrl-j newline · ↑/↓ history · @ file · / command",
         "  esc cancel the turn and clear the queue · ctrl-c stop the running command",
         "  ctrl-r show/hide thinking · ctrl-c twice on an empty prompt quits",
+        "  shift-tab cycle the approval mode (ask, auto, plan) · esc esc rewind",
     ]
     return rows

@@ -15,7 +15,8 @@ from typing import Any
 from ketch.ui.toolfmt import BULLET, clip, diff_line_style, headline, paint
 
 MAX_DIFF_LINES = 40
-MAX_SUMMARY_LINES = 12
+MAX_SUMMARY_LINES = 24
+"""The brief is already short (``core/tool_brief.py``); this only bounds a strange one."""
 OUTPUT_KEEP_CHARS = 200_000
 """Live output kept per call for the pager (its end, when longer)."""
 STDERR_MARK = "[stderr] "
@@ -74,7 +75,9 @@ def result_lines(record: CallRecord, width: int, *, expandable: bool = False) ->
     body: list[str] = []
     inner = max(10, width - 4)
     if record.denied:
-        body.append(paint(clip(f"denied {record.denied}", inner), ERROR_SGR))
+        import textwrap
+
+        body += [paint(row, ERROR_SGR) for row in textwrap.wrap(f"denied {record.denied}", inner, break_long_words=True)]
     elif record.diff and not record.is_error:
         rows = record.diff.splitlines()
         body += [paint(clip(row, inner), diff_line_style(row)) for row in rows[:MAX_DIFF_LINES]]
@@ -83,7 +86,11 @@ def result_lines(record: CallRecord, width: int, *, expandable: bool = False) ->
     elif record.summary:
         rows = record.summary.splitlines()
         for i, row in enumerate(rows[:MAX_SUMMARY_LINES]):
-            body.append(paint(clip(row, inner), _summary_style(record, i, row, failed)))
+            style = _summary_style(record, i, row, failed)
+            if is_note(row) or row.startswith(STDERR_MARK):  # the cause of a failure: shown whole, wrapped
+                body += [paint(part, style) for part in _wrap(row, inner)]
+            else:
+                body.append(paint(clip(row, inner), style))
         if len(rows) > MAX_SUMMARY_LINES:
             body.append(paint(f"… {len(rows) - MAX_SUMMARY_LINES} more lines", DIM_SGR))
     if expandable and body:
@@ -92,9 +99,20 @@ def result_lines(record: CallRecord, width: int, *, expandable: bool = False) ->
     return lines
 
 
+def is_note(row: str) -> bool:
+    """A note the core added to a command's result (the sandbox's refusal, the user's answer)."""
+    return row.startswith("[") and row.endswith("]") and not row.startswith(STDERR_MARK)
+
+
+def _wrap(row: str, width: int) -> list[str]:
+    return [row[i:i + width] for i in range(0, len(row), width)] or [""]
+
+
 def _summary_style(record: CallRecord, index: int, row: str, failed: bool) -> str:
     if row.startswith(STDERR_MARK):
         return ERROR_SGR
+    if is_note(row):
+        return "33"
     if row.startswith("… "):
         return DIM_SGR
     if index == 0 and failed:
@@ -127,7 +145,9 @@ def pager_text(record: CallRecord, full: str | None) -> str:
     if record.denied:
         parts.append(f"denied {record.denied}")
     elif live:
-        parts.append(live + (f"\n{record.summary.splitlines()[0]}" if record.summary else ""))
+        rows = record.summary.splitlines()
+        notes = [row for row in rows if is_note(row)]
+        parts.append("\n".join([live, *rows[:1], *notes]))
     elif full:
         parts.append(full.rstrip("\n"))
     elif record.summary:

@@ -29,6 +29,7 @@ def on_idle_escape(app: KetchApp) -> bool:
     app._last_idle_escape = now
     if now - last <= DOUBLE_ESC_SECONDS:
         app._last_idle_escape = 0.0
+        app.hint = ""  # the hint said what this press does: it is done
         app._spawn(open_rewind(app))
     else:
         app.hint = "esc again to rewind"

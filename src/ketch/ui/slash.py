@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ketch.ui.overlays import ListPicker
-from ketch.ui.panels import context_panel, cost_panel, help_panel, todos_panel, tools_panel
+from ketch.ui.panels import command_help, context_panel, cost_panel, help_panel, todos_panel, tools_panel
 
 KetchApp = Any
 """The app (``ui.controller.KetchApp``) is passed in, not imported: it imports this module."""
@@ -73,7 +73,7 @@ class SlashHandler:
             self._expand(args)
             return
         if name == "help":
-            self._print(help_panel(known))
+            self._help(args, known)
             return
         if name in ("quit", "exit"):
             app.exit(0)
@@ -92,6 +92,19 @@ class SlashHandler:
             await self._open_picker(name)
             return
         await self.hand_off(name, args)
+
+    def _help(self, args: str, known: dict[str, str]) -> None:
+        """``/help``: every command and key; ``/help NAME``: that command only."""
+        if not args:
+            self._print(help_panel(known))
+            return
+        wanted, command = self._app.commands.resolve(args.split()[0].lstrip("/").lower())
+        if wanted not in known:
+            hint = self._app.commands.suggest(wanted)
+            self._print([f"\x1b[31mUnknown command /{wanted}.\x1b[0m" + (f" Did you mean /{hint}?" if hint else "")])
+            return
+        self._print(command_help(wanted, getattr(command, "help", "") or known[wanted],
+                                 getattr(command, "args_hint", ""), tuple(getattr(command, "aliases", ()))))
 
     def _expand(self, args: str) -> None:
         app = self._app

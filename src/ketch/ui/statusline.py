@@ -1,4 +1,5 @@
-"""The one-line status bar: model, thinking, agent, context, cost, cwd, branch."""
+"""The one-line status bar: model, thinking, agent, approval mode (Shift-Tab cycles it),
+context, cost, cwd, branch."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ def status_text(status: SessionStatus | None, width: int, *, loading: bool = Fal
     """The status line, cut to ``width`` (least important parts dropped first)."""
     if status is None:
         return "loading model…" if loading else ""
-    parts = [status.model or "?", f"think {status.thinking}", status.agent,
-             f"ctx {status.context_used_pct:.0f}%", format_cost(status.cost_usd)]
+    parts = [status.model or "?", f"think {status.thinking}", status.agent]
+    if status.approval:
+        parts.append(f"{status.approval} ⇧tab")
+    parts += [f"ctx {status.context_used_pct:.0f}%", format_cost(status.cost_usd)]
     tail = [short_cwd(status.cwd)] if status.cwd else []
     if status.git_branch:
         tail.append(f"⎇ {status.git_branch}")

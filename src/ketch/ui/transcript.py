@@ -8,6 +8,7 @@ Requests (approval, ask) are not handled here; the app owns the overlays for the
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,13 +17,13 @@ from typing import Any, assert_never
 from ketch.core.events import (
     AgentEvent, ApprovalRequested, ApprovalResolved, AskRequested, Compacted, Error, Notice,
     ReasoningDelta, SubagentFinished, SubagentProgress, SubagentStarted, TextDelta, TodoUpdated,
-    ToolCallFinished, ToolCallStarted, ToolOutputChunk, TurnFinished, TurnStarted, Usage,
+    ToolCallFinished, ToolCallStarted, ToolOutputChunk, TurnFinished, TurnStarted, Usage, PrefixBreak,
     WebSearchResult,
 )
 from ketch.ui.blocks import BlockSplitter
 from ketch.ui.rich_render import AnsiRenderer
 from ketch.ui.results import CallRecord, is_expandable, result_lines
-from ketch.ui.toolfmt import clip, paint
+from ketch.ui.toolfmt import clip, headline, paint
 
 TOOL_TAIL_LINES = 5
 
@@ -66,6 +67,9 @@ class TurnView:
         self.answer_lines: list[str] = []
         """ANSI lines of the open Markdown block."""
         self.reasoning = ""
+        self._reasoning_began = 0.0
+        self.thoughts: list[str] = []
+        """The reasoning of every answer of the session so far (ctrl-r opens them)."""
         self.tools: dict[str, ToolProgress] = {}
         self.subagents: dict[str, str] = {}
         self.todos: list[dict[str, str]] = []
@@ -82,13 +86,18 @@ class TurnView:
         match event:
             case TextDelta():
                 if not event.agent:
+                    if self.reasoning:
+                        self.close_reasoning()
                     self._pending_text += event.text
             case ReasoningDelta():
                 if not event.agent:
+                    if not self.reasoning:
+                        self._reasoning_began = time.monotonic()
                     self.reasoning += event.text
             case ToolCallStarted():
                 if event.agent:
                     return
+                self.close_reasoning()
                 self.end_answer()
                 self.tools[event.call_id] = ToolProgress(event.name, dict(event.args))
             case ToolOutputChunk():
@@ -114,7 +123,7 @@ class TurnView:
                 pass
             case Compacted():
                 self.commit_text(f"context compacted: {event.tokens_before:,} → {event.tokens_after:,} tokens", "2")
-            case Usage():
+            case Usage() | PrefixBreak():
                 self.status_dirty = True
             case TodoUpdated():
                 self.todos = list(event.items)
@@ -145,11 +154,29 @@ class TurnView:
             case TurnFinished():
                 if event.reason in ("cancelled", "interrupted"):
                     self.end_answer()
+                    self._commit_stopped_calls()
                     self.commit_text("⎿ stopped by the user; the answer above is incomplete"
                                      if self.cancelled_answer else "⎿ stopped by the user", "33")
                 self.end_turn()
             case _:
                 assert_never(event)
+
+    def _commit_stopped_calls(self) -> None:
+        """The turn was stopped with calls still running: each keeps what the live region
+        showed of it (its headline and the lines it printed), marked stopped, instead of
+        vanishing with the live region."""
+        width = self._width()
+        for call_id, tool in list(self.tools.items()):
+            rows = [paint("●", "33") + paint(headline(tool.name, tool.args, width)[1:], "1")]
+            printed = [line for _, text in self._outputs.get(call_id, []) for line in text.replace("\r\n", "\n").split("\n")]
+            printed = [line.rsplit("\r", 1)[-1] for line in printed if line.strip()]
+            if len(printed) > TOOL_TAIL_LINES:
+                rows.append(paint(f"    … {len(printed) - TOOL_TAIL_LINES} earlier lines", "2"))
+            rows += ["    " + clip(line, width - 5) for line in printed[-TOOL_TAIL_LINES:]]
+            rows.append(paint("  ⎿ stopped by the user before it finished", "33"))
+            self._commit(rows + [""])
+            self.tools.pop(call_id, None)
+            self._outputs.pop(call_id, None)
 
     def _note_resolution(self, event: ApprovalResolved) -> None:
         if event.by == "user" and event.decision != "deny":
@@ -158,9 +185,10 @@ class TurnView:
         if event.decision == "deny":
             why = f": {event.reason}" if event.reason else ""
             if event.call_id in self.tools:  # shown once, under the call, when it finishes
-                self._denials[event.call_id] = f"by {who}{why}"
+                by = (f"user ({event.rule})" if event.rule else "user") if event.by == "user" else who
+                self._denials[event.call_id] = f"by {by}{why}"
             else:
-                self.commit_text(f"✗ {event.name} denied ({who}){why}", "31")
+                self.commit_text(f"✗ {event.name} denied ({'user' if event.by == 'user' else who}){why}", "31")
         elif event.by not in ("user",):
             self.commit_text(f"✓ {event.name} allowed ({who})", "2")
 
@@ -194,10 +222,23 @@ class TurnView:
         self.cancelled_answer = bool(self._blocks_in_answer)
         self._blocks_in_answer = 0
 
-    def end_turn(self) -> None:
-        """Commit the rest of the answer; reasoning and progress are dropped, not kept."""
+    def close_reasoning(self) -> None:
+        """The answer (or a call) starts after reasoning: the reasoning leaves the live region,
+        is kept for ctrl-r, and one line in the transcript says it was there."""
+        if not self.reasoning.strip():
+            self.reasoning = ""
+            return
         self.end_answer()
+        seconds = round(time.monotonic() - self._reasoning_began)
+        self.thoughts.append(self.reasoning)
         self.reasoning = ""
+        took = f" for {seconds} s" if seconds >= 1 else ""
+        self._commit([paint(f"✻ thought{took} · ctrl-r shows it", "2"), ""])
+
+    def end_turn(self) -> None:
+        """Commit the rest of the answer; reasoning is kept (ctrl-r), progress dropped."""
+        self.close_reasoning()
+        self.end_answer()
         for call_id, text in self._denials.items():
             self.commit_text(f"✗ denied {text}", "31")
         self._denials.clear()

@@ -1,0 +1,62 @@
+"""The prompt-cache fields each connection's requests carry, by what its provider documents.
+
+Every request already extends the one before it byte for byte (``core.prefix_keeper``); these
+settings tell the providers that take a marker where to cache and how to route:
+
+- Anthropic (the ``anthropic`` preset): automatic caching (a top-level ``cache_control`` the
+  server moves to the newest block) plus breakpoints after the tool definitions and after the
+  system prompt, three of Anthropic's four (``anthropic_cache*`` settings of pydantic-ai).
+- OpenAI (the ``openai`` preset, Chat and Responses): ``prompt_cache_key``, the session's cache
+  key, so the requests of one conversation reach the machine holding its prefix; and the SDK's
+  unified ``cache`` setting, which places breakpoints on the models that take them (GPT-5.6 on)
+  and is ignored by the others.
+- OpenRouter: the unified ``cache`` setting (cache_control for its Anthropic and Gemini models;
+  its other providers cache by themselves).
+- Gemini, DeepSeek, Groq, xAI, Mistral, Z.AI and local or unknown servers: nothing is sent
+  (their caching is implicit on a stable prefix, or their rules are unknown, and a strict
+  server may refuse a field it does not know).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CACHE_KEY_PREFIX = "ketch-"
+
+
+def cache_settings(connection: Any, cache_key: str) -> dict[str, Any]:
+    """The model settings that mark ``connection``'s requests for its provider's prompt cache."""
+    if connection is None:
+        return {}
+    preset = getattr(getattr(connection, "preset", None), "name", "")
+    wire = getattr(connection, "wire", "")
+    if preset == "anthropic" and wire == "anthropic-messages":
+        return {"anthropic_cache": True, "anthropic_cache_instructions": True, "anthropic_cache_tool_definitions": True}
+    if preset == "openai" and wire in ("openai-chat", "openai-responses"):
+        return {"openai_prompt_cache_key": CACHE_KEY_PREFIX + cache_key, "cache": True}
+    if preset == "openrouter" and wire == "openai-chat":
+        return {"cache": True}
+    return {}
+
+
+def root_session(store: Any, session_id: str, *, hops: int = 64) -> str:
+    """The session ``session_id`` was forked from, followed to its origin (itself when it was
+    not forked): a fork starts with its parent's prefix, so it keeps its parent's cache key."""
+    if store is None:
+        return session_id
+    seen = {session_id}
+    current = session_id
+    for _ in range(hops):
+        try:
+            row = store.get_session(current)
+        except Exception:  # noqa: BLE001 - a key is a routing hint: the session's own id will do
+            return current
+        parent = getattr(row, "parent_id", None) if row is not None else None
+        if not isinstance(parent, str) or not parent or parent in seen:
+            return current
+        seen.add(parent)
+        current = parent
+    return current
+
+
+__all__ = ["cache_settings", "root_session"]

@@ -1,0 +1,456 @@
+"""Prompt-cache accounting of the fake provider, each wire by its provider's documented rules.
+
+A `PromptCache` given to `FakeProvider(cache=...)` keeps, per provider and model (and, on
+OpenAI, per `prompt_cache_key` + prefix route), the prefixes earlier requests left in the
+cache, and rewrites each answer's usage in the wire's own fields. Without it the fake reports
+the turn's scripted usage as before.
+
+Tokens: the fake's own deterministic tokenizer, not the providers': a request is cut into
+segments in the order the provider caches them, each segment is its canonical JSON (sorted keys,
+no spaces, `cache_control` markers removed: moving a marker changes no content), and a prefix
+of N characters of their concatenation is ceil(N / 4) tokens. Input totals in the rewritten usage
+are counted the same way, so shares and costs are consistent.
+
+Rules (checked against the providers' caching guides; the parts the guides leave open are
+marked "assumed"):
+
+- Anthropic Messages: cache order tools -> system -> messages, one segment per tool, system
+  block and content block. Nothing is cached without a marker: explicit `cache_control`
+  breakpoints on blocks, and automatic caching (a top-level `cache_control`) puts one on the last
+  block; more than 4 breakpoints in all is the API's 400. Each breakpoint reads the longest
+  prefix cached at a block boundary up to 20 blocks before it (the lookback) and writes its own
+  prefix when that is at least the model family's minimum (1024 tokens; 2048 Sonnet 4.6 and
+  Haiku 3/3.5; 4096 Opus 4.5+/Haiku 4.5). TTL 5 minutes from the last use, 1 hour with
+  `"ttl": "1h"`. Usage: `cache_read_input_tokens`, `cache_creation_input_tokens` (with the
+  `cache_creation` 5m/1h split) and `input_tokens` = the uncached rest.
+- OpenAI Chat Completions and Responses: automatic, prompts of 1024 tokens or more, hits in
+  128-token increments (the longest cached prefix floored to a 1024 + 128k boundary). Routing by
+  `prompt_cache_key` plus a hash of the first 256 tokens: a cache is shared only within one route.
+  Order (assumed, as the harmony format renders it): system/developer instructions, tools, then
+  the conversation. TTL: 5 minutes of inactivity (the guide says 5-10), 24 hours with
+  `prompt_cache_retention: "24h"`. Usage: `prompt_tokens_details.cached_tokens` /
+  `input_tokens_details.cached_tokens`; `prompt_tokens` / `input_tokens` stay the total.
+- Gemini: implicit caching of a prefix seen before, at content boundaries (assumed), once it is at
+  least the model's minimum (2048 tokens on 2.5, 4096 on 3.x and later; 2048 for other names);
+  order system instruction, tools, contents (assumed); TTL 5 minutes (assumed: the guide gives
+  none). Usage: `usageMetadata.cachedContentTokenCount`, `promptTokenCount` the total.
+
+Not modelled: eviction under load, Anthropic's invalidation of message caches by a changed
+`tool_choice` or thinking setting, the 1h-before-5m ordering rule, Gemini's explicit
+`cachedContent`. Besides the cache, every request is compared at segment level with the previous
+request of its route and kind (with tools: a step; without: a side request such as a summary):
+`Counts.extends` says whether it starts with that whole request (append-only), `Counts.diverged_at`
+names the first segment that differs otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+CHARS_PER_TOKEN = 4
+ANTHROPIC_LOOKBACK = 20
+ANTHROPIC_MAX_BREAKPOINTS = 4
+OPENAI_MINIMUM = 1024
+OPENAI_INCREMENT = 128
+OPENAI_ROUTE_TOKENS = 256
+FIVE_MINUTES, ONE_HOUR, ONE_DAY = 300.0, 3600.0, 86400.0
+
+
+def tokens(chars: int) -> int:
+    """The fake tokenizer: ceil(chars / 4)."""
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+def anthropic_minimum(model: str) -> int:
+    """Minimum cacheable prompt of an Anthropic model family (Anthropic's prompt-caching guide)."""
+    name = model.lower()
+    if re.search(r'opus-4-[5-9]|haiku-4', name):
+        return 4096
+    if re.search(r'sonnet-4-[6-9]|haiku-3|3-5-haiku|3-haiku', name):
+        return 2048
+    return 1024
+
+
+def gemini_minimum(model: str) -> int:
+    """Minimum input of Gemini's implicit caching (Gemini caching guide): 2048 on 2.5, 4096 on 3.x+."""
+    match = re.search(r'gemini-(\d+)', model.lower())
+    return 4096 if match and int(match.group(1)) >= 3 else 2048
+
+
+class ManualClock:
+    """An injected clock for TTL tests: `advance(seconds)` moves it; calling it reads it."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass(frozen=True)
+class Counts:
+    """One request's accounting: `total` input tokens, `read` from the cache, `written` to it."""
+
+    wire: str
+    model: str
+    total: int
+    read: int = 0
+    written: int = 0
+    written_1h: int = 0
+    """Of `written`, the part written with the 1-hour TTL (Anthropic)."""
+    extends: bool | None = None
+    """Starts with the whole previous request of its route and kind (None: the first one)."""
+    diverged_at: str = ''
+    """Where it departs from that previous request (when not `extends`)."""
+    has_tools: bool = False
+    error: dict[str, Any] | None = None
+
+    @property
+    def uncached(self) -> int:
+        return self.total - self.read - self.written
+
+
+@dataclass
+class _Segments:
+    """A request cut into cache segments: labels, canonical texts, Anthropic markers (ttl or '')."""
+
+    labels: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    marks: list[str] = field(default_factory=list)
+
+    def add(self, label: str, value: Any, mark: str = '') -> None:
+        self.labels.append(label)
+        self.texts.append(canonical(value))
+        self.marks.append(mark)
+
+
+def _strip_markers(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_markers(v) for k, v in value.items() if k != 'cache_control'}
+    if isinstance(value, list):
+        return [_strip_markers(v) for v in value]
+    return value
+
+
+def canonical(value: Any) -> str:
+    """The segment's text as the fake tokenizes it (markers removed, keys sorted)."""
+    return json.dumps(_strip_markers(value), sort_keys=True, separators=(',', ':'), ensure_ascii=False) + '\n'
+
+
+def _markers(value: Any) -> Iterator[dict[str, Any]]:
+    """Every `cache_control` object inside `value`."""
+    if isinstance(value, dict):
+        marker = value.get('cache_control')
+        if isinstance(marker, dict):
+            yield marker
+        for k, v in value.items():
+            if k != 'cache_control':
+                yield from _markers(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _markers(v)
+
+
+def _ttl_of(marker: dict[str, Any]) -> str:
+    return '1h' if marker.get('ttl') == '1h' else '5m'
+
+
+def anthropic_segments(body: dict[str, Any]) -> tuple[_Segments, int]:
+    """Anthropic's cache order and its breakpoints; also the number of `cache_control` markers."""
+    seg, count = _Segments(), 0
+
+    def add(label: str, value: Any) -> None:
+        nonlocal count
+        found = list(_markers(value))
+        count += len(found)
+        seg.add(label, value, _ttl_of(found[-1]) if found else '')
+
+    for n, tool in enumerate(body.get('tools') or []):
+        add(f'tools[{n}]', tool)
+    system = body.get('system')
+    if isinstance(system, str) and system:
+        add('system', {'type': 'text', 'text': system})
+    elif isinstance(system, list):
+        for n, block in enumerate(system):
+            add(f'system[{n}]', block)
+    for m, message in enumerate(body.get('messages') or []):
+        role = message.get('role', '') if isinstance(message, dict) else ''
+        content = message.get('content') if isinstance(message, dict) else message
+        blocks = [{'type': 'text', 'text': content}] if isinstance(content, str) else content or []
+        for b, block in enumerate(blocks):
+            add(f'messages[{m}] ({role}) block {b}', {'m': m, 'role': role, 'block': block})
+    automatic = body.get('cache_control')
+    if isinstance(automatic, dict) and seg.marks:
+        count += 1
+        if not seg.marks[-1]:
+            seg.marks[-1] = _ttl_of(automatic)
+    return seg, count
+
+
+def openai_segments(wire: str, body: dict[str, Any]) -> _Segments:
+    """OpenAI's prompt order (assumed): instructions / leading system messages, tools, the rest."""
+    seg = _Segments()
+    if wire == 'responses':
+        if body.get('instructions'):
+            seg.add('instructions', body['instructions'])
+        for n, tool in enumerate(body.get('tools') or []):
+            seg.add(f'tools[{n}]', tool)
+        items = body.get('input')
+        items = [{'role': 'user', 'content': items}] if isinstance(items, str) else items or []
+        for n, item in enumerate(items):
+            seg.add(f'input[{n}] ({_kind(item)})', item)
+        return seg
+    messages = list(body.get('messages') or [])
+    lead = 0
+    while lead < len(messages) and isinstance(messages[lead], dict) and messages[lead].get('role') in ('system', 'developer'):
+        seg.add(f'messages[{lead}] ({messages[lead]["role"]})', messages[lead])
+        lead += 1
+    for n, tool in enumerate(body.get('tools') or []):
+        seg.add(f'tools[{n}]', tool)
+    for n in range(lead, len(messages)):
+        seg.add(f'messages[{n}] ({_kind(messages[n])})', messages[n])
+    return seg
+
+
+def gemini_segments(body: dict[str, Any]) -> _Segments:
+    seg = _Segments()
+    if body.get('systemInstruction'):
+        seg.add('systemInstruction', body['systemInstruction'])
+    for n, tool in enumerate(body.get('tools') or []):
+        seg.add(f'tools[{n}]', tool)
+    for n, content in enumerate(body.get('contents') or []):
+        seg.add(f'contents[{n}] ({_kind(content)})', content)
+    return seg
+
+
+def _kind(item: Any) -> str:
+    if not isinstance(item, dict):
+        return type(item).__name__
+    return str(item.get('role') or item.get('type') or '?')
+
+
+def _digests(texts: list[str], seed: str) -> tuple[list[bytes], list[int]]:
+    """The chained digest and the character count of the prefix ending at each segment."""
+    h = hashlib.blake2b(seed.encode(), digest_size=16)
+    digests, ends, chars = [], [], 0
+    for text in texts:
+        h.update(text.encode())
+        chars += len(text)
+        digests.append(h.copy().digest())
+        ends.append(chars)
+    return digests, ends
+
+
+def _boundaries(text: str, step: int, seed: str) -> Iterator[tuple[int, bytes]]:
+    """(chars, digest) of every prefix of `text` that is a whole number of `step` characters."""
+    h = hashlib.blake2b(seed.encode(), digest_size=16)
+    for start in range(0, len(text) - step + 1, step):
+        h.update(text[start:start + step].encode())
+        yield start + step, h.copy().digest()
+
+
+@dataclass
+class _Plan:
+    """What a request would read and write, computed before the answer (committed when it is given)."""
+
+    counts: Counts
+    route: tuple[str, ...] = ()
+    writes: list[tuple[bytes, float]] = field(default_factory=list)
+    refresh: list[tuple[bytes, float]] = field(default_factory=list)
+    seen: list[bytes] = field(default_factory=list)
+
+
+class PromptCache:
+    """The caches of one fake provider (one organisation / project), with an injectable clock."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.log: list[Counts] = []
+        self._entries: dict[tuple[str, ...], dict[bytes, float]] = {}
+        self._ttls: dict[tuple[str, ...], dict[bytes, float]] = {}
+        self._last: dict[tuple[str, ...], list[bytes]] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ the hook
+    def plan(self, wire: str, path: str, body: dict[str, Any]) -> _Plan:
+        """Work out what `body` reads and writes; `plan.counts.error` is the wire's 400 body, if any."""
+        with self._lock:
+            if wire == 'anthropic':
+                return self._anthropic(body)
+            if wire in ('chat', 'responses'):
+                return self._openai(wire, body)
+            if wire == 'gemini':
+                return self._gemini(path, body)
+            return _Plan(Counts(wire, '', 0))
+
+    def commit(self, plan: _Plan) -> Counts:
+        """The request was answered: store its writes and refreshes, log and return its counts."""
+        with self._lock:
+            entries = self._entries.setdefault(plan.route, {})
+            ttls = self._ttls.setdefault(plan.route, {})
+            now = self.clock()
+            for digest, ttl in [*plan.refresh, *plan.writes]:
+                entries[digest] = now + ttl
+                ttls[digest] = ttl
+            self.log.append(plan.counts)
+            return plan.counts
+
+    # ------------------------------------------------------------------ helpers
+    def _live(self, route: tuple[str, ...], digest: bytes) -> bool:
+        expiry = self._entries.get(route, {}).get(digest)
+        return expiry is not None and expiry > self.clock()
+
+    def _compare(self, route: tuple[str, ...], seg: _Segments, digests: list[bytes], tools: bool) -> tuple[bool | None, str]:
+        """Whether the request starts with the whole previous request of its route and kind (with
+        tools: a step; without: a side request such as a summary), else where it departs from it."""
+        key = (*route, 'tools' if tools else 'no tools')
+        previous = self._last.get(key)
+        self._last[key] = digests
+        if previous is None:
+            return None, ''
+        if previous and len(previous) <= len(digests) and digests[len(previous) - 1] == previous[-1]:
+            return True, ''
+        common = next((n for n, (a, b) in enumerate(zip(previous, digests)) if a != b), min(len(previous), len(digests)))
+        return False, seg.labels[common] if common < len(seg.labels) else '(end: shorter than the previous request)'
+
+    # ------------------------------------------------------------------ Anthropic
+    def _anthropic(self, body: dict[str, Any]) -> _Plan:
+        model = str(body.get('model', ''))
+        seg, markers = anthropic_segments(body)
+        if markers > ANTHROPIC_MAX_BREAKPOINTS:
+            message = f'A maximum of {ANTHROPIC_MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {markers}.'
+            error = {'type': 'error', 'error': {'type': 'invalid_request_error', 'message': message}}
+            return _Plan(Counts('anthropic', model, 0, error=error))
+        route = ('anthropic', model)
+        digests, ends = _digests(seg.texts, '|'.join(route))
+        at = [tokens(c) for c in ends]
+        total = at[-1] if at else 0
+        extends, diverged = self._compare(('compare', *route), seg, digests, bool(body.get('tools')))
+        breakpoints = [n for n, mark in enumerate(seg.marks) if mark]
+        hit = -1
+        for b in breakpoints:
+            for k in range(b, max(-1, b - ANTHROPIC_LOOKBACK), -1):
+                if self._live(route, digests[k]):
+                    hit = max(hit, k)
+                    break
+        read = at[hit] if hit >= 0 else 0
+        ttl_of = self._ttls.get(route, {})
+        plan = _Plan(Counts('anthropic', model, total), route)
+        if hit >= 0:
+            plan.refresh.append((digests[hit], ttl_of.get(digests[hit], FIVE_MINUTES)))
+        minimum = anthropic_minimum(model)
+        written, written_1h, last = 0, 0, hit
+        for b in breakpoints:
+            ttl = ONE_HOUR if seg.marks[b] == '1h' else FIVE_MINUTES
+            if b <= hit:
+                if self._live(route, digests[b]):
+                    plan.refresh.append((digests[b], ttl))
+                continue
+            if at[b] < minimum:
+                continue
+            plan.writes.append((digests[b], ttl))
+            part = at[b] - (at[last] if last >= 0 else 0)
+            written += part
+            written_1h += part if ttl == ONE_HOUR else 0
+            last = b
+        plan.counts = Counts('anthropic', model, total, read, written, written_1h, extends, diverged,
+                             bool(body.get('tools')))
+        return plan
+
+    # ------------------------------------------------------------------ OpenAI
+    def _openai(self, wire: str, body: dict[str, Any]) -> _Plan:
+        model = str(body.get('model', ''))
+        seg = openai_segments(wire, body)
+        text = ''.join(seg.texts)
+        total = tokens(len(text))
+        route_head = hashlib.blake2b(text[:OPENAI_ROUTE_TOKENS * CHARS_PER_TOKEN].encode(), digest_size=8).hexdigest()
+        key = body.get('prompt_cache_key')
+        route = ('openai', model, key if isinstance(key, str) else '', route_head)
+        digests, _ = _digests(seg.texts, 'compare')
+        extends, diverged = self._compare(('compare', wire, model, route[2]), seg, digests, bool(body.get('tools')))
+        ttl = ONE_DAY if body.get('prompt_cache_retention') == '24h' else FIVE_MINUTES
+        plan = _Plan(Counts(wire, model, total), route)
+        read = 0
+        if total >= OPENAI_MINIMUM:
+            for chars, digest in _boundaries(text, OPENAI_INCREMENT * CHARS_PER_TOKEN, '|'.join(route)):
+                if tokens(chars) < OPENAI_MINIMUM:
+                    continue
+                if self._live(route, digest):
+                    read = tokens(chars)
+                plan.writes.append((digest, ttl))
+        plan.counts = Counts(wire, model, total, read, 0, 0, extends, diverged, bool(body.get('tools')))
+        return plan
+
+    # ------------------------------------------------------------------ Gemini
+    def _gemini(self, path: str, body: dict[str, Any]) -> _Plan:
+        match = re.search(r'/models/([^/:]+):', path)
+        model = match.group(1) if match else ''
+        seg = gemini_segments(body)
+        route = ('gemini', model)
+        digests, ends = _digests(seg.texts, '|'.join(route))
+        at = [tokens(c) for c in ends]
+        total = at[-1] if at else 0
+        extends, diverged = self._compare(('compare', *route), seg, digests, bool(body.get('tools')))
+        minimum = gemini_minimum(model)
+        plan = _Plan(Counts('gemini', model, total), route)
+        read = 0
+        for n, digest in enumerate(digests):
+            if at[n] < minimum:
+                continue
+            if self._live(route, digest):
+                read = at[n]
+            plan.writes.append((digest, FIVE_MINUTES))
+        plan.counts = Counts('gemini', model, total, read, 0, 0, extends, diverged, bool(body.get('tools')))
+        return plan
+
+
+# ---------------------------------------------------------------- usage in the wire's fields
+def _usage_dicts(value: Any, keys: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k in keys and isinstance(v, dict):
+                yield v
+            else:
+                yield from _usage_dicts(v, keys)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _usage_dicts(v, keys)
+
+
+def apply_usage(wire: str, counts: Counts, events: list[tuple[str | None, dict[str, Any]]], final: dict[str, Any]) -> None:
+    """Rewrite the input side of every usage object of an answer (stream events and whole body)."""
+    seen: set[int] = set()
+    for usage in _usage_dicts([[data for _, data in events], final], ('usage', 'usageMetadata')):
+        if id(usage) in seen:
+            continue
+        seen.add(id(usage))
+        if wire == 'chat':
+            usage['prompt_tokens'] = counts.total
+            usage['prompt_tokens_details'] = {'cached_tokens': counts.read}
+            usage['total_tokens'] = counts.total + int(usage.get('completion_tokens') or 0)
+        elif wire == 'responses':
+            usage['input_tokens'] = counts.total
+            usage['input_tokens_details'] = {**(usage.get('input_tokens_details') or {}), 'cached_tokens': counts.read}
+            usage['total_tokens'] = counts.total + int(usage.get('output_tokens') or 0)
+        elif wire == 'anthropic' and 'input_tokens' in usage:
+            usage['input_tokens'] = counts.uncached
+            usage['cache_read_input_tokens'] = counts.read
+            usage['cache_creation_input_tokens'] = counts.written
+            usage['cache_creation'] = {'ephemeral_5m_input_tokens': counts.written - counts.written_1h,
+                                       'ephemeral_1h_input_tokens': counts.written_1h}
+        elif wire == 'gemini':
+            usage['promptTokenCount'] = counts.total
+            if counts.read:
+                usage['cachedContentTokenCount'] = counts.read
+            usage['totalTokenCount'] = (counts.total + int(usage.get('candidatesTokenCount') or 0)
+                                        + int(usage.get('thoughtsTokenCount') or 0))
