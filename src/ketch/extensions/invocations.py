@@ -11,6 +11,10 @@ Where the program or its subcommand is only known when the command runs (a varia
 substitution in command position, a shell reading commands from its input, an
 interpreter's inline code, ``xargs`` feeding a shell), the invocation is ``unknown`` from
 that word on: every guard whose program it could be refuses it.
+
+It is one thing at this length: one recursive walk from a simple command to what runs;
+wrappers, shells, git and runners call back into it, so split they would recurse across
+modules.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ through by ``invocations``: the wrapped program's row applies to it.
 
 ``option_paths`` lists the paths a command names, in its operands and hidden in option
 values (``--file=F``, ``-fF``, ``@F``, ``name=@F``), for the path rules.
+
+It is one thing at this length: one table and the scanner that reads options against it;
+split by program, rules and guards would again read the same options two ways.
 """
 
 from __future__ import annotations

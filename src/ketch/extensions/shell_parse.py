@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from ketch.extensions.shell_disagreements import joined_lines, skipped_text, split_continuation
 from ketch.extensions.shell_heredocs import heredoc_mismatch
 
 MAX_COMMAND_BYTES = 256 * 1024
@@ -143,11 +144,11 @@ def parse_command(source: str) -> ParsedCommand:
         except RecursionError:
             at = (0, 0)
         return ParsedCommand(source, error=f"bash syntax ketch cannot parse near line {at[0] + 1}, column {at[1] + 1}")
-    split = _split_continuation(tree.root_node, data)
+    split = split_continuation(tree.root_node, data)
     if split is not None:
         return ParsedCommand(source, error=f"a line continuation splits a word near byte {split}, which bash would join")
     try:
-        joined = _joined_lines(tree.root_node, data)
+        joined = joined_lines(tree.root_node, data)
         heredoc = heredoc_mismatch(tree.root_node, data)
     except RecursionError:
         return ParsedCommand(source, error="the command is nested too deeply to follow")
@@ -155,10 +156,10 @@ def parse_command(source: str) -> ParsedCommand:
         return ParsedCommand(source, error=f"the grammar read {joined[1]} near byte {joined[0]}, which bash would not")
     if heredoc is not None:
         return ParsedCommand(source, error=f"a here-document near byte {heredoc} that bash may end elsewhere")
-    skipped = _skipped_text(tree.root_node, data)
+    skipped = skipped_text(tree.root_node, data)
     if skipped is not None:
         return ParsedCommand(source, error=f"the grammar skipped text near byte {skipped} that bash would read")
-    walker = _Walker()
+    walker = _Walker(data=data)
     try:
         walker.visit(tree.root_node, "")
     except RecursionError:
@@ -173,102 +174,6 @@ def parse_command(source: str) -> ParsedCommand:
         assignments=tuple(walker.assignments),
         opaque=tuple(walker.opaque),
     )
-
-
-_LITERAL_CONTAINERS = frozenset({"raw_string", "heredoc_body", "heredoc_content", "comment", "ansi_c_string", "string"})
-
-
-def _split_continuation(root: Any, data: bytes) -> int | None:
-    """Where a backslash-newline joins two pieces bash reads as one word but the grammar
-    split (``git p\\<newline>ush`` is ``git push`` to bash); None when there is none."""
-    for match in re.finditer(rb"(\\+)\n", data):
-        start = match.start()
-        k = match.end() - 2  # the backslash before the newline
-        if len(match.group(1)) % 2 == 0 or start == 0 or match.end() >= len(data):
-            continue
-        if data[start - 1 : start].isspace() or data[match.end() : match.end() + 1].isspace():
-            continue
-        before = root.descendant_for_byte_range(start - 1, start)
-        after = root.descendant_for_byte_range(match.end(), match.end() + 1)
-        if _literal(before) or _literal(after):
-            continue
-        if before is None or after is None or before.id != after.id:
-            return k
-    return None
-
-
-_ONE_LINE = frozenset({"command", "file_redirect", "redirected_statement", "variable_assignment"})
-_MAY_HOLD_NEWLINES = frozenset({"raw_string", "ansi_c_string", "string_content", "heredoc_body", "heredoc_content", "translated_string", "comment"})
-_BARE_NEWLINE = re.compile(rb"(?<!\\)\n")
-
-
-def _joined_lines(node: Any, data: bytes) -> tuple[int, str] | None:
-    """Where the grammar's parse cannot be what bash runs: one simple command (or
-    redirection) of words on different lines (tree-sitter-bash reads ``a | b |
-    c<newline>d e`` as ``c d e``; bash ends a simple command at a newline), a token
-    holding a bare newline, or backticks it paired wrongly."""
-    if node.type == "``":
-        return node.start_byte, "two backtick substitutions as one"  # `a` `b` read as one, holding "` `"
-    if node.child_count == 0 and node.type not in _MAY_HOLD_NEWLINES and _BARE_NEWLINE.search(data, node.start_byte, node.end_byte):
-        return node.start_byte, "a word across a line break"  # an unquoted word never holds a newline in bash
-    if node.type in _ONE_LINE:
-        children = node.children
-        for left, right in zip(children, children[1:]):
-            if right.type == "heredoc_redirect" or left.type == "heredoc_redirect":
-                continue
-            if _BARE_NEWLINE.search(data, left.end_byte, right.start_byte):
-                return left.end_byte, "two lines as one command"
-    for child in node.children:
-        found = _joined_lines(child, data)
-        if found is not None:
-            return found
-    return None
-
-
-_CODE_CONTAINERS = frozenset({"command_substitution", "process_substitution", "arithmetic_expansion", "expansion"})
-
-
-def _literal(node: Any) -> bool:
-    """Inside quotes, a comment or a here-document body (and not in a substitution
-    nested there): a backslash-newline is no word break the grammar could miss."""
-    while node is not None:
-        if node.type in _CODE_CONTAINERS:
-            return False
-        if node.type in _LITERAL_CONTAINERS:
-            return True
-        node = node.parent
-    return False
-
-
-_TEXT_CONTAINERS = frozenset({"string", "raw_string", "ansi_c_string", "translated_string", "heredoc_body", "heredoc_content", "comment"})
-
-
-def _skipped_text(root: Any, data: bytes) -> int | None:
-    """Where a byte that is not blank lies outside every token of the parse (the grammar
-    dropped it: ``printf -c - 3<in`` loses its ``-``); None when there is none."""
-    covered = bytearray(len(data))
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.child_count == 0 or node.type in _TEXT_CONTAINERS:
-            covered[node.start_byte : node.end_byte] = b"\x01" * (node.end_byte - node.start_byte)
-        else:
-            stack.extend(node.children)
-    for k, byte in enumerate(data):
-        if covered[k] or byte in b" \t\n":
-            continue
-        if byte == 0x5C and data[k + 1 : k + 2] == b"\n":
-            continue  # a line continuation between words
-        return k
-    return None
-
-
-def _inside(node: Any, kinds: frozenset[str]) -> bool:
-    while node is not None:
-        if node.type in kinds:
-            return True
-        node = node.parent
-    return False
 
 
 def _first_error(node: Any) -> tuple[int, int]:
@@ -341,6 +246,8 @@ class _Walker:
     assignments: list[str] = field(default_factory=list)
     opaque: list[str] = field(default_factory=list)
     error: str = ""
+    data: bytes = b""
+    """The command line's bytes (to see what follows a word)."""
     stdin_next: bool = False
     """The next simple command's input is a here-document (set by its redirected statement)."""
 
@@ -407,6 +314,10 @@ class _Walker:
         words: list[Word] = []
         assignments: list[str] = []
         stdin_text, self.stdin_next = self.stdin_next, False
+        for child in node.children:
+            if node.field_name_for_child(node.children.index(child)) == "argument" and re.fullmatch(r"\d+|\{\w+\}", _text(child)) and self.data[child.end_byte : child.end_byte + 1] in (b"<", b">"):
+                self.error = f"a word bash reads as the file descriptor of a redirection near byte {child.start_byte}"
+                return
         for left, right in zip(node.children, node.children[1:]):
             if right.type.endswith("redirect") and _descriptor_like(left, right):
                 self.error = f"a word bash reads as the file descriptor of a redirection near byte {left.start_byte}"
