@@ -284,3 +284,16 @@ class RunningEstimate:
             self._tokens.append(t)
             self._total += t
         return self._total
+
+
+def instruction_text(request_context: Any) -> str:
+    """The instructions of a request as one text (what the provider reads before the history)."""
+    params = request_context.model_request_parameters
+    return "\n\n".join(p.content for p in (getattr(params, "instruction_parts", None) or []))
+
+
+def reserved_tokens(request_context: Any) -> int:
+    """Tokens of a request besides its history: instructions and tool schemas."""
+    params = request_context.model_request_parameters
+    tools = [*params.function_tools, *getattr(params, "output_tools", [])]
+    return estimate_text(instruction_text(request_context)) + estimate_tools(tools)

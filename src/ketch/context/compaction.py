@@ -26,6 +26,8 @@ from ketch.context.budget import (
     estimate_messages,
     estimate_text,
     estimate_tools,
+    instruction_text,
+    reserved_tokens,
 )
 from ketch.context.calibration import Calibration, CalibrationObserver
 from ketch.context.overflow import context_length_counts
@@ -46,18 +48,6 @@ SUMMARY_INSTRUCTIONS = (
     "still matters from it into yours. Do not address the user and do not add advice."
 )
 """Instructions of the auxiliary summary call (stage 3 of the ladder)."""
-
-
-def _instruction_text(request_context: Any) -> str:
-    params = request_context.model_request_parameters
-    return "\n\n".join(p.content for p in (getattr(params, "instruction_parts", None) or []))
-
-
-def reserved_tokens(request_context: Any) -> int:
-    """Tokens of a request besides its history: instructions and tool schemas."""
-    params = request_context.model_request_parameters
-    tools = [*params.function_tools, *getattr(params, "output_tools", [])]
-    return estimate_text(_instruction_text(request_context)) + estimate_tools(tools)
 
 
 def model_summarizer(
@@ -238,7 +228,7 @@ class Compactor:
         from ketch.context.calibration import COUNT_TIMEOUT
 
         try:
-            counted = await asyncio.wait_for(counter(_instruction_text(request_context), request_context), COUNT_TIMEOUT + 0.5)
+            counted = await asyncio.wait_for(counter(instruction_text(request_context), request_context), COUNT_TIMEOUT + 0.5)
         except Exception:  # noqa: BLE001 - a count is a refinement; the estimate stands
             counted = None
         if counted is None:

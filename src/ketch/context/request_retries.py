@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import RetryModelRequest
 
+from ketch.context.budget import reserved_tokens
 from ketch.context.overflow import is_context_length_error
 from ketch.context.prune import is_item_not_found, strip_item_ids
 
@@ -31,8 +32,6 @@ def _suppressed() -> Any:
 def window_advice(compactor: Any, request_context: Any) -> str:
     """What does not fit, and what to do, for a request the provider still found too long after
     the harder prune: the instructions and tool schemas alone, or the history."""
-    from ketch.context.compaction import reserved_tokens
-
     limits = compactor.limits
     fixed = compactor.calibration.scale(reserved_tokens(request_context))
     budget, window = limits.input_budget, limits.window

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from ketch.core import strict_json
 from ketch.core.dirs import user_config_dir, user_data_dir
+from ketch.core.env_values import env_layer
 from ketch.core.config_limits import limit_fields, take_limits
 from ketch.core.exceptions import ConfigError
 from ketch.sandbox.config import SandboxConfig, limit_project_layer
@@ -249,35 +250,6 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_ENV_KEYS: dict[str, str] = {
-    "KETCH_MODEL": "model",
-    "KETCH_THINK": "think",
-    "KETCH_AGENT": "agent",
-}
-
-
-def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
-    """The ``KETCH_*`` settings, each read with its own type (``core.env_values``): a
-    yes/no or a number that is neither is an error naming the variable."""
-    from ketch.core.env_values import env_bool, env_int
-
-    layer: dict[str, Any] = {}
-    for var, key in _ENV_KEYS.items():
-        if environ.get(var):
-            layer[key] = environ[var]
-    steps = env_int(environ, "KETCH_MAX_STEPS", minimum=1)
-    if steps is not None:
-        layer["max_steps"] = steps
-    privacy = env_bool(environ, "KETCH_PRIVACY")
-    if privacy is not None:
-        layer["privacy"] = privacy
-    search = env_bool(environ, "KETCH_WEB_SEARCH_ENABLED")
-    if search is not None:
-        layer["web_search"] = {"enabled": search}
-    _validate(layer, "environment (KETCH_*)")
-    return layer
-
-
 def load_config(
     cwd: Path, flags: dict[str, Any] | None = None, environ: dict[str, str] | None = None, *, trust_flag: bool = False
 ) -> Config:
@@ -303,7 +275,9 @@ def load_config(
     standing = trust.standing_of(root, split, flag=trust_flag)
     if split is not None and standing.applied:
         merged = merge_layer(merged, split.widening)
-    merged = _merge(merged, _env_layer(environ))
+    layer = env_layer(environ)
+    _validate(layer, "environment (KETCH_*)")
+    merged = _merge(merged, layer)
     flag_layer = {k: v for k, v in (flags or {}).items() if v is not None}
     _validate(flag_layer, "command line")
     merged = _merge(merged, flag_layer)

@@ -37,3 +37,29 @@ def env_int(environ: Mapping[str, str], name: str, *, minimum: int = 0) -> int |
     if not (text.isascii() and text.isdigit()) or int(text) < minimum:
         raise ConfigError(f"{name} must be a whole number of at least {minimum}, not {raw!r}")
     return int(text)
+
+
+_ENV_KEYS: dict[str, str] = {
+    "KETCH_MODEL": "model",
+    "KETCH_THINK": "think",
+    "KETCH_AGENT": "agent",
+}
+
+
+def env_layer(environ: dict[str, str]) -> dict[str, object]:
+    """The ``KETCH_*`` settings, each read with its own type (below): a
+    yes/no or a number that is neither is an error naming the variable."""
+    layer: dict[str, object] = {}
+    for var, key in _ENV_KEYS.items():
+        if environ.get(var):
+            layer[key] = environ[var]
+    steps = env_int(environ, "KETCH_MAX_STEPS", minimum=1)
+    if steps is not None:
+        layer["max_steps"] = steps
+    privacy = env_bool(environ, "KETCH_PRIVACY")
+    if privacy is not None:
+        layer["privacy"] = privacy
+    search = env_bool(environ, "KETCH_WEB_SEARCH_ENABLED")
+    if search is not None:
+        layer["web_search"] = {"enabled": search}
+    return layer
