@@ -171,6 +171,11 @@ async def test_a_pending_approval_is_asked_again_after_resume(tmp_path: Path) ->
                 resumed.decide(event.request_id, "allow")
         await resumed.aclose()
 
+    # A --base-url server that names no window is told once per session at info level (local-windows'
+    # window probe at the turn's start); the resumed session says it again. It is not part of the order.
+    window_notes = [e for e in seen if isinstance(e, ev.Notice) and e.text.startswith("could not read the context window")]
+    assert [e.level for e in window_notes] == ["info"]
+    seen = [e for e in seen if e not in window_notes]
     kinds = [type(e).__name__ for e in seen]
     assert kinds[:3] == ["TurnStarted", "ToolCallStarted", "ApprovalRequested"], kinds
     assert requests_when_asked == 1  # asked before anything went to the model

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from fake_mistral import searches
-from fakeprovider import delegating, NativeSearch, RecordedRequest, ToolCall, Turn, instructions, tool_results, user_texts
+from fakeprovider import REMINDER_OPEN, delegating, NativeSearch, RecordedRequest, ToolCall, Turn, instructions, tool_results, user_texts
 from kettle import run_ketch, search_connection_config, stream_json_events, write_project_config
 
 SOURCES = [
@@ -55,7 +55,9 @@ def test_the_connector_goes_on_the_wire_and_references_become_source_rows(tmp_pa
     functions = [t["function"]["name"] for t in body["tools"] if t["type"] == "function"]
     assert "read_file" in functions and "web_search" not in functions  # never the client tool as well
     assert "web_search" in instructions(fake.model_requests[0])
-    assert body["inputs"][-1] == {"object": "entry", "type": "message.input", "role": "user", "content": "what is ketch?"}
+    # the prompt, then ketch's state reminder as its own message.input after it (appended to the newest request)
+    assert body["inputs"][-2] == {"object": "entry", "type": "message.input", "role": "user", "content": "what is ketch?"}
+    assert body["inputs"][-1]["type"] == "message.input" and body["inputs"][-1]["content"].startswith(REMINDER_OPEN)
 
     results = [e for e in first if e["type"] == "web_search_result"]
     assert [r["sources"] for r in results] == [[
@@ -71,7 +73,8 @@ def test_the_connector_goes_on_the_wire_and_references_become_source_rows(tmp_pa
     # tool_reference chunks Mistral sent. The connector goes out again.
     second = fake.model_requests[1].body
     assert second["store"] is False and searches(second)
-    entries = [e for e in second["inputs"]]
+    entries = [e for e in second["inputs"]  # ketch's state reminder (its own message.input) is not a turn
+               if not str(e.get("content")).startswith(REMINDER_OPEN)]
     assert [e["type"] for e in entries] == ["message.input", "tool.execution", "message.output", "message.input"]
     execution, answer = entries[1], entries[2]
     assert execution["name"] == "web_search" and json.loads(execution["arguments"]) == {"query": "what is ketch"}
@@ -296,7 +299,8 @@ def test_a_later_turn_without_search_replays_the_searched_turn_on_chat_completio
     _ketch(tmp_path, "and now privately", "--web-search", "--privacy", "--continue")
     second = fake.model_requests[1]
     assert second.wire == "chat" and not _any_search(second)
-    messages = [m for m in second.body["messages"] if m["role"] != "system"]
+    messages = [m for m in second.body["messages"]  # ketch's state reminder is its own user message, not a turn
+                if m["role"] != "system" and not str(m.get("content")).startswith(REMINDER_OPEN)]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert messages[1]["content"] == SEARCHED.text and not messages[1].get("tool_calls")
 
@@ -378,7 +382,8 @@ def test_a_search_then_a_tool_call_replays_in_mistrals_order(tmp_path, fake_prov
     write_project_config(tmp_path, _config(fake))
     events = _ketch(tmp_path, "look it up then read notes.txt", "--web-search", "--yolo")
     assert [len(e["sources"]) for e in events if e["type"] == "web_search_result"] == [2]
-    inputs = fake.model_requests[1].body["inputs"]
+    inputs = [e for e in fake.model_requests[1].body["inputs"]  # ketch's state reminder (a message.input after
+              if not str(e.get("content")).startswith(REMINDER_OPEN)]  # the prompt) is not part of the order
     assert [e["type"] for e in inputs] == ["message.input", "tool.execution", "message.output", "function.call",
                                            "function.result"]
     assert [c["type"] for c in inputs[2]["content"]] == ["text", "tool_reference", "tool_reference"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from fake_zai import search_tool
-from fakeprovider import delegating, NativeSearch, Turn, instructions, tool_results, user_texts
+from fakeprovider import REMINDER_OPEN, delegating, NativeSearch, Turn, instructions, tool_results, user_texts
 from kettle import run_ketch, search_connection_config, stream_json_events, write_project_config
 
 SOURCES = [
@@ -61,7 +61,8 @@ def test_the_chat_tool_goes_on_the_wire_and_its_rows_become_source_rows(tmp_path
     # Turn two: Z.AI takes no search parts back; its own shape is the assistant's answer text,
     # never a tool call or a tool message for the hosted search. The tool goes out again.
     assert search_tool(sent[1]) == zai_tools[0]["web_search"]
-    messages = [m for m in sent[1]["messages"] if m["role"] != "system"]
+    messages = [m for m in sent[1]["messages"]  # ketch's state reminder is its own user message, not a turn
+                if m["role"] != "system" and not str(m.get("content")).startswith(REMINDER_OPEN)]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert messages[1]["content"] == SEARCHED.text and not messages[1].get("tool_calls")
     assert not tool_results(fake.model_requests[1])
