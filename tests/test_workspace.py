@@ -303,3 +303,16 @@ def test_a_lone_surrogate_is_refused_as_an_invalid_path(tmp_path: Path) -> None:
 
     with pytest.raises(InvalidPath, match="no file name can hold"):
         Workspace(tmp_path).resolve("src/\ud800.py")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_reading_git_exclude_of_a_folder_without_git_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    """A missing ``.git`` on the way to ``.git/info/exclude`` once left its dup open: two per
+    session in the UI's file list, until a long test worker's pipes passed select()'s 1024."""
+    from ketch.tools.walk_dir import list_beneath
+
+    (tmp_path / "a.txt").write_text("x")
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        assert list_beneath(str(tmp_path), "", include_git_exclude=True) is not None
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -64,8 +64,14 @@ def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict
     resolved = _in_order(e for e in events if isinstance(e, ev.ApprovalResolved) and not e.agent)
     turn_ids = [(e.prompt, e.turn_id) for e in events if isinstance(e, ev.TurnStarted)]
     by_turn: dict[str, list[ev.AgentEvent]] = {}
+    notices: dict[str, list[tuple[int, ev.Notice]]] = {}  # turn id: (answers stored before it, notice)
+    answered: dict[str, int] = {}
     for e in events:
-        if isinstance(e, _TURN_LEVEL) and not e.agent and e.turn_id:
+        if isinstance(e, ev.Usage) and not e.agent and e.turn_id:
+            answered[e.turn_id] = answered.get(e.turn_id, 0) + 1
+        elif isinstance(e, ev.Notice) and not e.agent and e.turn_id:
+            notices.setdefault(e.turn_id, []).append((answered.get(e.turn_id, 0), e))
+        elif isinstance(e, _TURN_LEVEL) and not e.agent and e.turn_id:
             by_turn.setdefault(e.turn_id, []).append(e)
 
     turns: list[list[ReplayItem]] = [[]]
@@ -73,8 +79,18 @@ def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict
     current = ""
 
     cancelled: set[int] = set()
+    responses = 0  # the current turn's answers so far
+
+    def notices_before(answer: int | None) -> None:
+        """The current turn's notices that were stored before its ``answer``-th answer (all
+        that are left when None): live, a notice shows where it came, e.g. a window reading
+        above the answer it preceded, so the replay puts it there too."""
+        waiting = notices.get(current, [])
+        while waiting and (answer is None or waiting[0][0] <= answer):
+            turns[-1].append(waiting.pop(0)[1])
 
     def close_turn() -> None:
+        notices_before(None)
         ending = by_turn.pop(current, [])
         if len(turns) - 1 in cancelled and not any(isinstance(e, ev.TurnFinished) and e.reason == "cancelled" for e in ending):
             ending.append(ev.TurnFinished(reason="cancelled"))
@@ -88,10 +104,13 @@ def replay_items(session_id: str, messages: Sequence[Any], stored: Sequence[dict
                     match = next((i for i, (p, _) in enumerate(turn_ids) if p == text), None)
                     current = turn_ids.pop(match)[1] if match is not None else ""
                     turns.append([Prompt(text)])
+                    responses = 0
                 elif isinstance(part, (ToolReturnPart, RetryPromptPart)) and part.tool_call_id in calls:
                     name, args = calls.pop(part.tool_call_id)
                     turns[-1].append(_finished(part, name, args, finished, ToolReturnPart))
         elif isinstance(message, ModelResponse):
+            notices_before(responses)
+            responses += 1
             for part in message.parts:
                 if isinstance(part, ThinkingPart) and part.content.strip():
                     turns[-1].append(ev.ReasoningDelta(text=part.content))  # kept for ctrl-r, one line shown

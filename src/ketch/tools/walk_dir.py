@@ -21,16 +21,18 @@ def _read_rule_file(dirfd: int, rel: str) -> list[str]:
     parts = rel.split("/")
     try:
         fd = os.dup(dirfd)
+    except OSError:
+        return []
+    try:
         for part in parts[:-1]:
             nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = nxt
-        try:
-            file_fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
-        finally:
-            os.close(fd)
+        file_fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
     except OSError:
         return []
+    finally:
+        os.close(fd)  # the descriptor reached so far, also when a step is missing (no .git)
     with os.fdopen(file_fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(file_fd).st_mode):
             return []
