@@ -21,11 +21,13 @@ commands; a fixed corpus holds the corners that broke readers before.
 
 from __future__ import annotations
 
+import functools
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
 
 import pytest
 from bash_oracle import RECORDED_BUILTINS, bash_builtins, bash_c_runs, bash_runs, have_bash
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from ketch.extensions.invocations import invocations
@@ -50,6 +52,7 @@ _GLOBS = ["*.q", "?", "[ab]", "{a,b}", "x{1..2}", "*", "f*", "~", "~/x", "x~", "
 _BREAKS = ["pu\\\nsh", "a\\\n", "\\\nb", "'x\\\ny'", '"x\\\ny"', "p\\\\\nq", "a \\\n b"]
 
 
+@functools.cache
 def _words() -> st.SearchStrategy[str]:
     return st.one_of(
         st.sampled_from(_PLAIN_WORDS), st.sampled_from(_QUOTED), st.sampled_from(_EXPANSIONS), st.sampled_from(_GLOBS), st.sampled_from(_BREAKS),
@@ -64,6 +67,7 @@ _REDIRECTS = [" > out", " >> out", " 2>&1", " < in", " 2>/dev/null", " >/dev/nul
 _DELIMS = ["E", "'E'", '"E"', "\\E", "E''", "'E'x", "-E", "-'E'", "E\"\"", "EOF"]
 
 
+@functools.cache  # one strategy per depth: building them per draw costs more than the draws
 @st.composite
 def _simple(draw: st.DrawFn, depth: int) -> str:
     words = [draw(_NAMES)] + draw(st.lists(_words(), max_size=3))
@@ -89,6 +93,7 @@ def _simple(draw: st.DrawFn, depth: int) -> str:
     return text
 
 
+@functools.cache  # one strategy per depth: building them per draw costs more than the draws
 @st.composite
 def _heredoc(draw: st.DrawFn, depth: int) -> str:
     """`` <<DELIM`` on the command line; its body comes after the current line."""
@@ -111,6 +116,7 @@ def _heredoc(draw: st.DrawFn, depth: int) -> str:
     return f" <<{delim}{tail}\n" + "".join(line + "\n" for line in lines) + end
 
 
+@functools.cache  # one strategy per depth: building them per draw costs more than the draws
 @st.composite
 def _compound(draw: st.DrawFn, depth: int) -> str:
     body = draw(_list(depth + 1))
@@ -141,6 +147,7 @@ def _compound(draw: st.DrawFn, depth: int) -> str:
 _OPS = [" ; ", " && ", " || ", " | ", "\n", " |& ", " &\n", ";\n", " |\n", " &&\n", " ;  # c\n", "\n\n", " & "]
 
 
+@functools.cache  # one strategy per depth: building them per draw costs more than the draws
 @st.composite
 def _list(draw: st.DrawFn, depth: int = 0) -> str:
     count = draw(st.integers(1, 3 if depth else 4))
@@ -215,13 +222,25 @@ def verdict(command: str, runs: Sequence[Sequence[Argv]]) -> str:
 
 
 def judge_all(commands: list[str]) -> list[str]:
-    runs0 = bash_runs(commands, 0)
-    runs1 = bash_runs(commands, 1)
+    # the two runs are independent bash processes: side by side they take one run's wall
+    # time where there is a second core
+    with ThreadPoolExecutor(2) as pool:
+        runs0, runs1 = pool.map(lambda status: bash_runs(commands, status), (0, 1))
     return [verdict(c, (a, b)) for c, a, b in zip(commands, runs0, runs1)]
 
 
 # ---------------------------------------------------------------- the tests
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# Deterministic: the same examples every run (derandomize, no example database), and no
+# shrinking: a failing batch holds 40 lines and each shrink step runs bash twice over them,
+# which ran into the 300 s per-test timeout (and hypothesis then reported the timeout as
+# FlakyStrategyDefinition). A failure names its command line, which is the reproduction.
+_DETERMINISTIC = settings(
+    derandomize=True, database=None, phases=[Phase.explicit, Phase.generate], deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@settings(_DETERMINISTIC, max_examples=40)
 @given(command_lines())
 def test_ketch_reads_what_bash_runs_or_calls_it_unparsed(commands: list[str]) -> None:
     judge_all(commands)
@@ -317,15 +336,31 @@ def test_the_fixed_corpus_is_read_as_bash_runs_it_or_unparsed() -> None:
     assert verdicts.count("unparsed") < len(CORPUS) // 3, list(zip(CORPUS, verdicts))
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+_DIFFER = ("$$", "${!")
+"""``$$`` is each bash's own pid; ``${!V}`` (V is not a name) is an expansion error, which
+ends all of ``eval``'s text but only the failing command under ``-c``."""
+
+
+def _heredoc_in_substitution(command: str) -> bool:
+    """A here-document in a line that also has a substitution: bash reads a here-document
+    inside ``$( )``/``<( )``/backquotes differently under ``eval`` than under ``-c``
+    (e.g. ``ls <(git \\\n# x; ls <<E''\nE)``), so the batch cannot stand in for ``-c``
+    there; such lines are left out of this comparison (not of the verdicts)."""
+    return "<<" in command and any(s in command for s in ("$(", "`", "<(", ">("))
+
+
+@settings(_DETERMINISTIC, max_examples=2)
 @given(st.lists(_list(), min_size=30, max_size=30))
 def test_the_batch_records_what_bash_dash_c_records(commands: list[str]) -> None:
     """The oracle's batching (``eval`` in a subshell) against one ``bash -c`` per line,
     on the lines ketch reads (where a verdict rests on the oracle; bash itself parses a
     here-document inside a substitution differently under ``eval`` and ``-c``)."""
-    commands = [c for c in commands if not parse_command(c).error]
+    commands = [c for c in commands if not parse_command(c).error and not _heredoc_in_substitution(c) and not any(x in c for x in _DIFFER)]
     batch = bash_runs(commands, 0)
     for command, runs in zip(commands, batch):
         alone = bash_c_runs(command, 0)
-        # a working directory's path differs between the two; nothing else may
-        assert [tuple(w for w in a if "oracle-" not in w) for a in runs] == [tuple(w for w in a if "oracle-" not in w) for a in alone], command
+        # a working directory's path differs between the two; nothing else may. The order
+        # is not compared: a process substitution or a background job runs concurrently
+        # with the rest of the line, so its record lands before or after (the verdicts
+        # only use the set of argvs)
+        assert sorted(tuple(w for w in a if "oracle-" not in w) for a in runs) == sorted(tuple(w for w in a if "oracle-" not in w) for a in alone), command
