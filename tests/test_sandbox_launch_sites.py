@@ -41,11 +41,15 @@ def _sandbox(ws: Path, mechanism: str = "auto") -> Sandbox:
 
 @pytest.mark.parametrize("sandboxed", ["auto", "landlock", ""])
 async def test_a_hook_runs_under_the_sandbox(tmp_path: Path, outside: Path, sandboxed: str) -> None:
-    command = f"echo in > hook-in.txt; echo out > {outside}/hook-out.txt"
+    # Hooks fail closed (a non-zero exit blocks the call), so the hook records whether the
+    # outside write was refused rather than failing on it.
+    command = (f"echo in > hook-in.txt; if echo out > {outside}/hook-out.txt; then echo wrote > hook-result.txt; "
+               "else echo refused > hook-result.txt; fi")
     runner = HookRunner({"before_tool": [{"command": command}]}, tmp_path, sandbox=_sandbox(tmp_path, sandboxed) if sandboxed else None)
     assert await runner.before_tool("shell", {"command": "ls"}) is None
     assert (tmp_path / "hook-in.txt").read_text() == "in\n"
     assert (outside / "hook-out.txt").exists() is not bool(sandboxed)
+    assert (tmp_path / "hook-result.txt").read_text() == ("refused\n" if sandboxed else "wrote\n")
 
 
 class _Listener:
