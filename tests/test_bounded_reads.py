@@ -211,7 +211,25 @@ async def test_glob_stops_counting_at_its_limit(tmp_path: Path, monkeypatch: pyt
 
 
 async def test_a_file_that_reports_size_zero_is_read_up_to_the_cap(tmp_path: Path) -> None:
-    """procfs files say they are empty; the read still shows them, and stops at the cap."""
-    proc = Path(f"/proc/{__import__('os').getpid()}")
-    out = await read_file(Ctx(ToolDeps(workspace=Workspace(proc))), "status")
+    """procfs files say they are empty; the read still shows them, and stops at the cap.
+
+    The file tools refuse /proc (it can hold keys) and no ordinary file reports size 0 while
+    holding data, so the reader behind read_file is driven directly on an open procfs file."""
+    import os
+
+    from ketch.tools.files import _numbered_lines
+    from ketch.tools.workspace import InvalidPath
+
+    status = Path("/proc/self/status")
+    assert os.stat(status).st_size == 0 and len(status.read_bytes()) > 200  # the premise
+    with status.open("rb") as binary:
+        out = _numbered_lines(binary, "status", 1, None, 64 * 1024)
     assert "\tName:\t" in out and "\tPid:\t" in out
+    with status.open("rb") as binary:
+        capped = _numbered_lines(binary, "status", 1, None, 60)
+    assert "\tName:\t" in capped and "\tPid:\t" not in capped
+    assert len(capped.splitlines()) < len(out.splitlines())
+    # and read_file itself keeps refusing procfs
+    proc = Path(f"/proc/{os.getpid()}")
+    with pytest.raises(InvalidPath, match="process or kernel state"):
+        await read_file(Ctx(ToolDeps(workspace=Workspace(proc))), "status")

@@ -246,6 +246,11 @@ class _Silent(_Canned):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.server.paths.append(self.path)  # type: ignore[attr-defined]
+        if self.path.endswith(self.server.helpers):  # type: ignore[attr-defined]
+            self.server.release.wait(10)  # type: ignore[attr-defined]
+            self.close_connection = True
+            return
         self.server.requests += 1  # type: ignore[attr-defined]
         if self.server.stall_after_headers:  # type: ignore[attr-defined]
             self.send_response(200)
@@ -263,6 +268,9 @@ def test_a_provider_that_goes_silent_times_out_with_the_limit_and_how_to_raise_i
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Silent)
     server.daemon_threads = True
     server.requests, server.stall_after_headers, server.release = 0, stall_after_headers, threading.Event()  # type: ignore[attr-defined]
+    # Requests before the model request that are not the model request (counted apart): the
+    # window probe of an unknown server (Ollama's POST /api/show) and Anthropic's token count.
+    server.paths, server.helpers = [], ("/api/show", "/count_tokens")  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}" + ("" if wire == "anthropic-messages" else "/v1")
     try:
@@ -285,7 +293,10 @@ def test_a_provider_that_goes_silent_times_out_with_the_limit_and_how_to_raise_i
     # Silent before answering: the first try and one retry, each given up after the limit. Silent
     # in the middle of a stream: given up once (the SDKs never retry a stream that had started).
     tries = 1 if stall_after_headers else 2
-    assert server.requests == tries  # type: ignore[attr-defined]
+    assert server.requests == tries, server.paths  # type: ignore[attr-defined]
+    # a helper request is asked once and never retried like the model request
+    helpers = [path for path in server.paths if path.endswith(server.helpers)]  # type: ignore[attr-defined]
+    assert len(helpers) == len(set(helpers)), server.paths  # type: ignore[attr-defined]
     assert elapsed >= 1.5 * tries, elapsed  # each try waited out the limit (a hang would meet the per-test timeout)
 
 

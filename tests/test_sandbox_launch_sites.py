@@ -41,11 +41,15 @@ def _sandbox(ws: Path, mechanism: str = "auto") -> Sandbox:
 
 @pytest.mark.parametrize("sandboxed", ["auto", "landlock", ""])
 async def test_a_hook_runs_under_the_sandbox(tmp_path: Path, outside: Path, sandboxed: str) -> None:
-    command = f"echo in > hook-in.txt; echo out > {outside}/hook-out.txt"
+    # Hooks fail closed (a non-zero exit blocks the call), so the hook records whether the
+    # outside write was refused rather than failing on it.
+    command = (f"echo in > hook-in.txt; if echo out > {outside}/hook-out.txt; then echo wrote > hook-result.txt; "
+               "else echo refused > hook-result.txt; fi")
     runner = HookRunner({"before_tool": [{"command": command}]}, tmp_path, sandbox=_sandbox(tmp_path, sandboxed) if sandboxed else None)
     assert await runner.before_tool("shell", {"command": "ls"}) is None
     assert (tmp_path / "hook-in.txt").read_text() == "in\n"
     assert (outside / "hook-out.txt").exists() is not bool(sandboxed)
+    assert (tmp_path / "hook-result.txt").read_text() == ("refused\n" if sandboxed else "wrote\n")
 
 
 class _Listener:
@@ -98,3 +102,28 @@ async def test_the_read_only_git_tools_run_in_a_sandbox_that_writes_nothing(tmp_
     assert "?? a.txt" in await git_status(ctx)  # type: ignore[arg-type]
     touched = subprocess.run(sandbox.wrap(["touch", "x"], cwd=repo, read_only=True).argv, capture_output=True, text=True, cwd=repo)
     assert "Read-only file system" in touched.stderr and not (repo / "x").exists()
+
+
+async def test_a_program_and_workspace_under_tmp_stay_visible_over_the_scratch(outside: Path) -> None:
+    """The session scratch is bound at /tmp; a workspace and a script that live under the real
+    /tmp (a project checked out there, a CI clone) must still be seen inside the sandbox."""
+    ws = Path(tempfile.mkdtemp(prefix="ketch-ws-", dir="/tmp"))
+    scripts = Path(tempfile.mkdtemp(prefix="ketch-scripts-", dir="/tmp"))
+    try:
+        shutil.copy(SERVERS / "probe_stdio.py", scripts / "probe_stdio.py")
+        listener = _Listener()
+        report, escaped = ws / "report.txt", outside / "mcp-out.txt"
+        spec = {"command": sys.executable, "args": [str(scripts / "probe_stdio.py"), str(report), str(escaped), str(listener.port)],
+                "cwd": str(ws)}
+        hub = await start_mcp_servers({"servers": {"probe": spec}, "timeout": 30}, sandbox=_sandbox(ws))
+        try:
+            [status] = hub.status()
+            assert status.state == "ready", status.error
+        finally:
+            await hub.aclose()
+            listener.sock.close()
+        assert report.read_text().splitlines()[0].startswith("write refused")
+        assert not escaped.exists()
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+        shutil.rmtree(scripts, ignore_errors=True)

@@ -145,7 +145,10 @@ def anthropic_counter(model: Any) -> Counter:
 
     async def count(instructions: str, request_context: Any) -> int | None:
         try:
-            usage = await model.count_tokens(list(request_context.messages), request_context.model_settings,
+            # one try, within the count's own limit: a count is a refinement, never retried like
+            # the model request it precedes (a silent server would otherwise hold every turn up)
+            settings = {**(request_context.model_settings or {}), "max_retries": 0, "timeout": COUNT_TIMEOUT}
+            usage = await model.count_tokens(list(request_context.messages), settings,
                                              request_context.model_request_parameters)
         except Exception:  # noqa: BLE001 - any failure: the estimate stands
             return None

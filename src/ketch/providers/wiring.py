@@ -110,8 +110,13 @@ class ServerWindowReader(AbstractCapability[Any]):
             polls += 1
 
     def _say(self, level: str, text: str) -> None:
+        """Notify, with credentials written into the server's URL (``user:pass@``, ``?token=``)
+        and the connection's key taken out: these notices name the URL asked, and reach the
+        output and the session store."""
         if self.notify is not None:
-            self.notify(level, text)
+            from ketch.core.errors import redact
+
+            self.notify(level, redact(text, (getattr(self.conn, "api_key", None),)))
 
 
 @dataclass

@@ -92,13 +92,13 @@ def argv(
     args: list[str] = [str(bwrap), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     if scratch is not None:
         args += ["--bind", str(scratch), "/tmp"]
-        for path in _seen_through_tmp(policy, cwd):
+        for path in _seen_through_tmp(policy, cwd, command):
             args += ["--ro-bind", str(path), str(path)]
     elif tmp_overlay:
         args += ["--overlay-src", "/tmp", "--tmp-overlay", "/tmp"]
     else:
         args += ["--tmpfs", "/tmp"]
-        for path in _seen_through_tmp(policy, cwd):
+        for path in _seen_through_tmp(policy, cwd, command):
             args += ["--ro-bind", str(path), str(path)]
     roots = policy.roots_for_writes()
     for root in policy.writable:
@@ -144,16 +144,31 @@ def pinned_parents(policy: SandboxPolicy) -> list[Path]:
     return sorted(found, key=lambda p: (len(p.parts), str(p)))
 
 
-def _seen_through_tmp(policy: SandboxPolicy, cwd: Path | str) -> list[Path]:
+def _seen_through_tmp(policy: SandboxPolicy, cwd: Path | str, command: Sequence[str] = ()) -> list[Path]:
     """What lives under the host's /tmp and must stay visible (read-only) in the private one:
-    the working directory and this Python installation, when they are there."""
+    the working directory, this Python installation, and the program and any script or file the
+    command names by absolute path (its directory; the file itself when it sits in /tmp), when
+    they are there. Writable roots and carve-outs are bound again after this anyway. Shallowest
+    first, and nothing already inside another, so that no bind hides an earlier one."""
     tmp = Path("/tmp")
     wanted = [Path(os.path.realpath(str(cwd))), Path(os.path.realpath(sys.prefix)), Path(os.path.realpath(sys.base_prefix))]
-    out: list[Path] = []
+    for word in command:
+        if not isinstance(word, str) or not word.startswith("/") or "\x00" in word:
+            continue
+        real = Path(os.path.realpath(word))
+        if tmp not in real.parents or not real.exists():
+            continue
+        wanted.append(real if real.is_dir() or real.parent == tmp else real.parent)
+    found: list[Path] = []
     for path in wanted:
         if tmp in path.parents and path.exists() and not any(path == r or r in path.parents for r in policy.writable):
-            if path not in out:
-                out.append(path)
+            if path not in found:
+                found.append(path)
+    found.sort(key=lambda p: (len(p.parts), str(p)))
+    out: list[Path] = []
+    for path in found:
+        if not any(o == path or o in path.parents for o in out):
+            out.append(path)
     return out
 
 
