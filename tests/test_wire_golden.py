@@ -2,7 +2,8 @@
 
 One recorded session per wire (through ``ketch -p`` in this process, against the fake provider):
 a task list, a file write, a shell output, an image read, thinking, enough tool output to make
-the loop prune in a small window, a streamed answer cut by a cancel, a resume, and a summary
+the loop prune in a small window, a streamed answer cut by a cancel, a resume with an image and a hosted search (where the wire
+has one), and a summary
 (``--compact``). Every request body the provider received is compared, as the bytes that
 arrived, with the file under ``tests/golden/wire/``, after replacing what differs between runs
 by name (the working directory, the session id, the date). A change of the bytes a wire sends
@@ -23,12 +24,14 @@ import zlib
 from pathlib import Path
 
 import pytest
-from fakeprovider import FakeProvider, Hold, RecordedRequest, ToolCall, Turn
+from fakeprovider import FakeProvider, Hold, NativeSearch, RecordedRequest, ToolCall, Turn
 from kettle import run_ketch, write_project_config
 
 GOLDEN = Path(__file__).parent / "golden" / "wire"
 WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
 PRESET = {"openai-chat": "openai", "openai-responses": "openai", "anthropic-messages": "anthropic", "gemini": "gemini"}
+HOSTED_SEARCH = {"openai-chat": False, "openai-responses": True, "anthropic-messages": True, "gemini": True}
+SOURCES = [{"title": "Ketch docs", "url": "https://docs.example.org/ketch", "snippet": "A terminal agent."}]
 KEYS = {"OPENAI_API_KEY": "sk-golden", "ANTHROPIC_API_KEY": "sk-golden", "GEMINI_API_KEY": "golden"}
 
 
@@ -74,7 +77,9 @@ def config(root: Path, fake: FakeProvider, wire: str) -> None:
         'model = "c:fake-model"\n'
         'think = "high"\n'
         "[compaction]\ncontext_window = 40000\n"
-        f'[connections.c]\npreset = "{PRESET[wire]}"\nwire = "{wire}"\nbase_url = "{base}"\nmax_retries = 0\n',
+        f'[connections.c]\npreset = "{PRESET[wire]}"\nwire = "{wire}"\nbase_url = "{base}"\nmax_retries = 0\n'
+        + ('[models."c:fake-model"]\ncapabilities = { web_search = true }\n[web_search]\nenabled = true\n'
+           if HOSTED_SEARCH[wire] else ""),
     )
 
 
@@ -157,7 +162,7 @@ def record(wire: str, root: Path) -> list[str]:
         Turn(text="".join(pieces), text_pieces=pieces, hold_after_piece=(6, hold)) if mid_stream
         else Turn(text="".join(pieces), text_pieces=pieces, hold=hold),
         Turn(text="After the cancel."),
-        Turn(text="Resumed answer."),
+        Turn(text="Resumed answer [1].", native_search=NativeSearch("ketch image", SOURCES)),
         Turn(text="Answer after the summary."),
     ])
     with FakeProvider([answers] * 60) as fake:
