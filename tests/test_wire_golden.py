@@ -6,7 +6,8 @@ the loop prune in a small window, a streamed answer cut by a cancel, a resume wi
 has one), and a summary
 (``--compact``). Every request body the provider received is compared, as the bytes that
 arrived, with the file under ``tests/golden/wire/``, after replacing what differs between runs
-by name (the working directory, the session id, the date). A change of the bytes a wire sends
+by name (the working directory, the session id, the date, the
+kernel release). A change of the bytes a wire sends
 fails here; a change another issue asks for is made by regenerating the files
 (``KETCH_UPDATE_GOLDEN=1 pytest tests/test_wire_golden.py``) and naming it in CHANGES below.
 
@@ -19,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import platform
 import re
 import zlib
 from pathlib import Path
@@ -83,7 +85,7 @@ def config(root: Path, fake: FakeProvider, wire: str) -> None:
     )
 
 
-DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+DATE = re.compile(r"(?<!\d)20\d\d-\d\d-\d\d(?!\d)")  # after a JSON "\\n" too
 
 
 def session_ids() -> list[str]:
@@ -100,6 +102,7 @@ def normalized(raw: bytes, root: Path, sessions: list[str]) -> str:
         text = text.replace(sid, f"<SESSION{n}>")
     for path, token in ((str(root.resolve()), "<ROOT>"), (str(root), "<ROOT>")):
         text = text.replace(path, token).replace(json.dumps(path)[1:-1], token)
+    text = text.replace(platform.release(), "<OS-RELEASE>")  # the system prompt names the kernel
     return DATE.sub("<DATE>", text)
 
 
