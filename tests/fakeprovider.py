@@ -173,6 +173,8 @@ class RecordedRequest:
     headers: dict[str, str]
     body: dict[str, Any] | None
     query: str = ''
+    raw: bytes = b''
+    """The body exactly as it arrived (golden tests compare these bytes)."""
 
     @property
     def wire(self) -> str | None:
@@ -803,7 +805,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         headers = {k.lower(): v for k, v in self.headers.items()}
-        request = RecordedRequest(self.command, path, headers, body if isinstance(body, dict) else None, query)
+        request = RecordedRequest(self.command, path, headers, body if isinstance(body, dict) else None, query, raw)
         self.fake._record(request)
         wire = request.wire
         if raw and (problem := strict_json_problem(raw)) is not None:

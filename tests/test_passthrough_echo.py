@@ -118,3 +118,36 @@ def test_other_shapes_are_handed_on_as_they_came() -> None:
             assert without_echoed_tools(data) is data
         except TypeError:
             raise AssertionError(f"raised on {data!r}") from None
+
+
+def test_fast_paths_off_makes_the_passthrough_client_the_sdks_own(monkeypatch: Any) -> None:
+    """``KETCH_SDK_FASTPATHS=0`` turns off the input hand-off and the echo skip too: the events
+    keep the echoed tools, and the bytes on the wire are the plain SDK's, key order included."""
+    from openai import AsyncOpenAI
+
+    def wire(cls: type) -> tuple[list[Any], bytes]:
+        turn = Turn(text="reading", tool_calls=[ToolCall("tool_1", {"path": "a"})], usage=(120, 7))
+        with FakeProvider([turn]) as fake:
+            async def stream() -> list[Any]:
+                client = cls(base_url=fake.base_url, api_key="k", max_retries=0)
+                try:
+                    events = await client.responses.create(model="gpt-5", input=[{"role": "user", "content": "hi"}],
+                                                           tools=TOOLS, max_output_tokens=64, stream=True)
+                    return [event async for event in events]
+                finally:
+                    await client.close()
+
+            events = asyncio.run(stream())
+            [request] = fake.model_requests
+        return events, request.raw
+
+    monkeypatch.setenv("KETCH_SDK_FASTPATHS", "0")
+    plain_events, plain_bytes = wire(AsyncOpenAI)
+    off_events, off_bytes = wire(PassthroughOpenAI)
+    assert off_bytes == plain_bytes
+    completed = [e for e in off_events if e.type == "response.completed"]
+    assert completed and len(completed[0].response.tools) == len(TOOLS)
+    monkeypatch.setenv("KETCH_SDK_FASTPATHS", "1")
+    on_events, on_bytes = wire(PassthroughOpenAI)
+    assert on_bytes != plain_bytes  # the switch is what made the difference: input moves to the end
+    assert [e for e in on_events if e.type == "response.completed"][0].response.tools == []

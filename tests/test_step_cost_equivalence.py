@@ -90,7 +90,9 @@ async def _session_bodies(wire: str, cwd: Path, data: Path, monkeypatch: pytest.
     assert [e.reason for e in (first[-1], cancelled[-1], third[-1], fourth[-1])] == ["done", "cancelled", "done", "done"]
     assert any(isinstance(e, ev.Compacted) for e in first), "the first turn was never pruned"
     assert script.summaries >= 1, "no summary was written"
-    bodies = [json.dumps(r.body, ensure_ascii=False) for r in fake.model_requests]
+    # top-level keys sorted: the Responses hand-off sends ``input`` and ``tools`` last (passthrough);
+    # every value, and the order inside each, must be the same
+    bodies = [json.dumps(dict(sorted(r.body.items())), ensure_ascii=False) for r in fake.model_requests]
     bodies += [json.dumps({k: r.headers.get(k) for k in _SAME_HEADERS}) for r in fake.model_requests]
     remembered = len(getattr(model, "_memo_now", None) or getattr(model, "_blocks_now", None) or {})
     return bodies, [type(model), remembered, type(model.client).__name__]

@@ -35,15 +35,13 @@ which must agree on the same entry shapes to replay what they read.
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from pydantic_ai.exceptions import ModelConnectionError, ModelHTTPError, ModelTimeoutError, UnexpectedModelBehavior
+from pydantic_ai.exceptions import ModelHTTPError, UnexpectedModelBehavior
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -64,9 +62,11 @@ from pydantic_ai.native_tools import WebSearchTool
 from pydantic_ai.profiles import ModelProfile, merge_profile
 from pydantic_ai.usage import RequestUsage
 
+from ketch.wire.http import WireClient, encode_body, read_lines
+from ketch.wire.sse import Frame, json_events
+
 PROVIDER = "mistral"
 SEARCH_CONNECTORS = frozenset({"web_search", "web_search_premium"})  # [SDK] builtinconnectors
-_RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _EFFORT = {False: "none"}  # [SDK] reasoningeffort; any other level asks for thinking as Mistral's own model does
 _TERMINAL = frozenset({"conversation.response.done", "conversation.response.error"})
 
@@ -244,94 +244,19 @@ class MistralConversationsModel(Model[Any]):
         finally:
             await response.aclose()
 
-    def _http(self) -> Any:
-        import httpx2
-
+    def _http(self) -> WireClient:
         if self._client is None:
-            self._client = httpx2.AsyncClient(
-                timeout=httpx2.Timeout(self._timeout, connect=min(self._timeout, 30.0)),
-                event_hooks={"response": self._hooks},
-            )
+            self._client = WireClient(model_name=self._model_name, headers={"authorization": f"Bearer {self._api_key}"},
+                                      connect_timeout=min(self._timeout, 30.0), idle_timeout=self._timeout,
+                                      max_retries=self._max_retries, response_hooks=self._hooks)
         return self._client
 
     async def _send(self, body: dict[str, Any]) -> Any:
-        """POST the request; retries 408/409/429/5xx and failed connects up to ``max_retries``."""
-        import httpx2
-
-        client = self._http()
-        headers = {"authorization": f"Bearer {self._api_key}", "content-type": "application/json",
-                   "accept": "text/event-stream"}
-        url = f"{self._base_url}/conversations"
-        try:
-            content = json.dumps(body, allow_nan=False)  # strict JSON, as every server parses it
-        except ValueError as exc:
-            raise UnexpectedModelBehavior(f"the request holds a number JSON cannot carry ({exc})") from None
-        for attempt in range(self._max_retries + 1):
-            last = attempt == self._max_retries
-            try:
-                request = client.build_request("POST", url, headers=headers, content=content)
-                response = await client.send(request, stream=True)
-            except httpx2.TimeoutException as exc:
-                if not last and isinstance(exc, httpx2.ConnectTimeout):
-                    await asyncio.sleep(_backoff(attempt, None))
-                    continue
-                phase = ("connect" if isinstance(exc, httpx2.ConnectTimeout) else
-                         "write" if isinstance(exc, httpx2.WriteTimeout) else "read")
-                raise ModelTimeoutError(self._model_name, str(exc) or type(exc).__name__, phase=phase) from exc
-            except httpx2.TransportError as exc:
-                if not last and isinstance(exc, httpx2.ConnectError):
-                    await asyncio.sleep(_backoff(attempt, None))
-                    continue
-                phase = "connect" if isinstance(exc, httpx2.ConnectError) else None
-                raise ModelConnectionError(self._model_name, str(exc) or type(exc).__name__, phase=phase) from exc
-            if response.status_code < 400:
-                return response
-            raw = await response.aread()
-            await response.aclose()
-            if response.status_code in _RETRY_STATUS and not last:
-                await asyncio.sleep(_backoff(attempt, response.headers))
-                continue
-            try:
-                error_body: Any = json.loads(raw)
-            except ValueError:
-                error_body = raw.decode("utf-8", "replace")
-            raise ModelHTTPError(response.status_code, self._model_name, error_body, headers=dict(response.headers))
-        raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _backoff(attempt: int, headers: Any) -> float:
-    """The server's ``retry-after-ms`` / ``retry-after`` when it gives one, else 0.5 s doubling; at most 8 s."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            return min(max(float((headers or {})[name]) * scale, 0.0), 8.0)
-        except (KeyError, TypeError, ValueError):
-            continue
-    return min(0.5 * 2**attempt, 8.0)
+        """POST the request (``wire.http``: strict JSON, retries, errors as model errors)."""
+        return await self._http().post(f"{self._base_url}/conversations", encode_body(body), stream=True)
 
 
 # ---------------------------------------------------------------- response: events -> parts
-async def _sse(response: Any) -> AsyncIterator[dict[str, Any]]:
-    """The ``data:`` objects of an SSE body (``event:`` names only fill a missing ``type``)."""
-    event, data = "", []
-    async for line in response.aiter_lines():
-        if not line:
-            if data:
-                payload = json.loads("\n".join(data))
-                if isinstance(payload, dict):
-                    payload.setdefault("type", event)
-                    yield payload
-            event, data = "", []
-        elif line.startswith("event:"):
-            event = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip())
-    if data:
-        payload = json.loads("\n".join(data))
-        if isinstance(payload, dict):
-            payload.setdefault("type", event)
-            yield payload
-
-
 @dataclass
 class ConversationsStream(StreamedResponse):
     """One Conversations stream as pydantic-ai events (see the module docstring for the mapping)."""
@@ -347,27 +272,12 @@ class ConversationsStream(StreamedResponse):
     _function_calls: int = field(default=0, init=False)
 
     async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
-        import httpx2
-
-        ended = False
-        try:
-            async for event in _sse(self._response):
-                kind = event.get("type")
-                for out in self._map(kind, event):
-                    yield out
-                if kind in _TERMINAL:
-                    ended = True
-                    break
-        except ValueError as exc:
-            raise UnexpectedModelBehavior(f"Mistral sent an event that is not JSON: {exc}") from exc
-        except httpx2.TimeoutException as exc:
-            raise ModelTimeoutError(self._model_name, str(exc) or type(exc).__name__, phase="read") from exc
-        except httpx2.TransportError as exc:
-            raise ModelConnectionError(self._model_name, str(exc) or type(exc).__name__, phase="read") from exc
-        if not ended:  # as on the other wires (stream_end): a broken answer, never a finished one
-            ended_early = "the stream ended without its end-of-answer event"
-            raise ModelConnectionError(self._model_name, ended_early, phase="read") from httpx2.RemoteProtocolError(
-                ended_early)
+        # a body that stops before its end event is a broken answer, never a finished one (wire.sse)
+        lines = read_lines(self._response, self._model_name)
+        async for frame, event in json_events(lines, model_name=self._model_name,
+                                              is_end=lambda frame, event: _kind(frame, event) in _TERMINAL):
+            for out in self._map(_kind(frame, event), event):
+                yield out
         for call_id in self._searches:
             result = NativeToolReturnPart(tool_name=WebSearchTool.kind, content=self._references.get(call_id, []),
                                           tool_call_id=call_id, provider_name=PROVIDER)
@@ -468,6 +378,11 @@ class ConversationsStream(StreamedResponse):
     @property
     def timestamp(self) -> datetime:
         return self._timestamp
+
+
+def _kind(frame: Frame, event: dict[str, Any]) -> Any:
+    """The event's ``type``, or its ``event:`` name when the payload has none."""
+    return event.get("type", frame.event)
 
 
 def _int(value: Any) -> int:

@@ -29,6 +29,8 @@ a step, whatever the step does. Nothing reads that echo (pydantic-ai 2.68 takes 
 usage, output, finish and store fields of these events; ketch reads none), so the event is built
 with ``tools`` empty. An event without a list of tools there, or of any other type, is parsed as the
 SDK parses it.
+
+``KETCH_SDK_FASTPATHS=0`` turns all three off: the client then behaves as ``AsyncOpenAI``.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ types walked member by member, the same for every request of a session)."""
 
 class _PassthroughResponses(AsyncResponses):
     async def create(self, *, extra_body: Any = None, **params: Any) -> Any:
+        if not enabled():  # KETCH_SDK_FASTPATHS=0: the SDK's own transform, as with AsyncOpenAI
+            return await super().create(extra_body=extra_body, **params)
         extra = dict(extra_body) if isinstance(extra_body, dict) else {}
         for name in _PASSED:
             value = params.get(name)
@@ -124,7 +128,7 @@ class PassthroughOpenAI(AsyncOpenAI):
 
     def _process_response_data(self, *args: Any, **kwargs: Any) -> Any:
         # The SDK (3.57) passes everything by keyword; any other call goes through untouched.
-        if "data" in kwargs:
+        if "data" in kwargs and enabled():
             kwargs["data"] = without_echoed_tools(kwargs["data"])
         return super()._process_response_data(*args, **kwargs)
 
