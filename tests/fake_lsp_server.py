@@ -1,0 +1,92 @@
+"""A scripted language server over stdio for the diagnostics tests (our own LSP framing).
+
+Modes (first argument):
+  silent   reads everything and never answers (a hung server)
+  crash    answers the handshake, then exits with code 3 when a file is opened
+  pull     offers pull diagnostics (``textDocument/diagnostic``) and never pushes: each line
+           holding ``BAD`` is an error
+  push     pushes the same diagnostics, without a version, after each open or change
+Every message received is appended, one JSON line each, to the file named by FAKE_LSP_LOG
+when that variable is set (so a test can see what the client sent).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def read_message(stream):
+    length = None
+    while True:
+        line = stream.readline()
+        if not line:
+            return None
+        if line in (b"\r\n", b"\n"):
+            break
+        name, _, value = line.decode("ascii").partition(":")
+        if name.lower() == "content-length":
+            length = int(value.strip())
+    return json.loads(stream.read(length))
+
+
+def send(message):
+    body = json.dumps(message).encode("utf-8")
+    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    sys.stdout.buffer.flush()
+
+
+def problems(text):
+    return [
+        {"range": {"start": {"line": n, "character": line.index("BAD")}, "end": {"line": n, "character": line.index("BAD") + 3}},
+         "severity": 1, "source": "fake", "message": "BAD is not allowed here"}
+        for n, line in enumerate(text.splitlines()) if "BAD" in line
+    ]
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    log = os.environ.get("FAKE_LSP_LOG")
+    texts = {}
+    while True:
+        message = read_message(sys.stdin.buffer)
+        if message is None:
+            return
+        if log:
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"method": message.get("method"), "env_keys": sorted(os.environ)}) + "\n")
+        if mode == "silent":
+            continue
+        method = message.get("method")
+        params = message.get("params") or {}
+        if method == "initialize":
+            capabilities = {"textDocumentSync": {"openClose": True, "change": 1}}
+            if mode == "pull":
+                capabilities["diagnosticProvider"] = {"interFileDependencies": False, "workspaceDiagnostics": False}
+            send({"jsonrpc": "2.0", "id": message["id"], "result": {"capabilities": capabilities}})
+        elif method == "shutdown":
+            send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+        elif method == "exit":
+            return
+        elif method in ("textDocument/didOpen", "textDocument/didChange"):
+            if mode == "crash":
+                sys.stderr.write("fake server: giving up\n")
+                sys.exit(3)
+            document = params["textDocument"]
+            text = document["text"] if method.endswith("didOpen") else params["contentChanges"][-1]["text"]
+            texts[document["uri"]] = text
+            if mode == "push":
+                time.sleep(0.05)
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
+                      "params": {"uri": document["uri"], "diagnostics": problems(text)}})
+        elif method == "textDocument/diagnostic":
+            uri = params["textDocument"]["uri"]
+            send({"jsonrpc": "2.0", "id": message["id"], "result": {"kind": "full", "items": problems(texts.get(uri, ""))}})
+        elif "id" in message:
+            send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "not here"}})
+
+
+if __name__ == "__main__":
+    main()
