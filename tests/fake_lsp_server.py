@@ -2,10 +2,12 @@
 
 Modes (first argument):
   silent   reads everything and never answers (a hung server)
+  stubborn as silent, and stays running after its input closes (only a signal ends it)
   crash    answers the handshake, then exits with code 3 when a file is opened
   pull     offers pull diagnostics (``textDocument/diagnostic``) and never pushes: each line
            holding ``BAD`` is an error
   push     pushes the same diagnostics, without a version, after each open or change
+With FAKE_LSP_TOUCH set, the server first tries to write that file (a sandboxed one cannot).
 Every message received is appended, one JSON line each, to the file named by FAKE_LSP_LOG
 when that variable is set (so a test can see what the client sent).
 """
@@ -48,16 +50,25 @@ def problems(text):
 
 def main() -> None:
     mode = sys.argv[1]
+    touch = os.environ.get("FAKE_LSP_TOUCH")
+    if touch:
+        try:
+            with open(touch, "w", encoding="utf-8") as handle:
+                handle.write("written by the language server\n")
+        except OSError:
+            pass
     log = os.environ.get("FAKE_LSP_LOG")
     texts = {}
     while True:
         message = read_message(sys.stdin.buffer)
         if message is None:
+            if mode == "stubborn":
+                time.sleep(3600)
             return
         if log:
             with open(log, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps({"method": message.get("method"), "env_keys": sorted(os.environ)}) + "\n")
-        if mode == "silent":
+        if mode in ("silent", "stubborn"):
             continue
         method = message.get("method")
         params = message.get("params") or {}

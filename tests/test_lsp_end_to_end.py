@@ -7,13 +7,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import psutil
-from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
-from kettle import adhoc, run_ketch
+import pytest
+from fakeprovider import FakeProvider, Hold, ToolCall, Turn, tool_results
+from kettle import adhoc, ketch_env, run_ketch
 
 FAKE_SERVER = Path(__file__).parent / "fake_lsp_server.py"
 WIRE = "openai-chat"
@@ -65,8 +67,8 @@ def test_a_name_error_from_pylsp_reaches_the_model_and_the_fix_clears_it(tmp_pat
     assert "Edited app.py" in broke
     assert "app.py:3:16: error: undefined name 'undefined_thing' [pyflakes]" in broke
     assert "undefined_thing" not in fixed.replace("Edited app.py", "")
-    assert "1 problem python reported before this edit no longer appears" in fixed
-    assert listed == "python reports no errors or warnings in app.py."
+    assert "1 problem the python language server reported before this edit no longer appears" in fixed
+    assert listed == "The python language server reports no errors or warnings in app.py."
     assert not [e for e in _events(run.stdout) if e["type"] == "language_server"]
 
 
@@ -112,3 +114,50 @@ def test_a_hung_handshake_drops_the_server_with_one_notice(tmp_path: Path) -> No
     assert len(notices) == 1, notices
     assert notices[0]["server"] == "python" and notices[0]["state"] == "dropped" and notices[0]["level"] == "warning"
     assert _servers_of(tmp_path) == []  # the dropped server was killed
+
+
+@pytest.mark.parametrize("mode, confined", [("workspace-write", True), ("full-access", False)])
+def test_a_server_runs_inside_the_sandbox_without_write_access(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                mode: str, confined: bool) -> None:
+    _user_config(f"\n[lsp]\nwait = 60\n[lsp.servers.python]\n"
+                 f"command = {_toml_list([sys.executable, str(FAKE_SERVER), 'pull', str(tmp_path)])}\n")
+    touched = tmp_path / "touched.txt"
+    monkeypatch.setenv("FAKE_LSP_TOUCH", str(touched))
+    (tmp_path / "app.py").write_text("x = 1\n")
+    script = [
+        Turn(tool_calls=[ToolCall("edit_file", {"path": "app.py", "old_string": "x = 1", "new_string": "x = BAD"})]),
+        Turn(text="done"),
+    ]
+    with FakeProvider(script) as fake:
+        run = run_ketch(["-p", "go", "--yolo", "--sandbox", mode, *adhoc(fake, WIRE)], tmp_path)
+    assert run.code == 0, run.stderr
+    assert "app.py:1:5: error: BAD is not allowed here [fake]" in _result(fake.model_requests[1])  # it ran
+    assert touched.exists() is not confined
+    assert _servers_of(tmp_path) == []
+
+
+def test_no_server_outlives_a_kill_9_of_ketch(tmp_path: Path) -> None:
+    _user_config(f"\n[lsp]\nwait = 1\nstart_timeout = 600\n[lsp.servers.python]\n"
+                 f"command = {_toml_list([sys.executable, str(FAKE_SERVER), 'stubborn', str(tmp_path)])}\n")
+    (tmp_path / "app.py").write_text("x = 1\n")
+    held = Hold("after the edit")
+    script = [
+        Turn(tool_calls=[ToolCall("edit_file", {"path": "app.py", "old_string": "x = 1", "new_string": "x = 2"})]),
+        Turn(text="never sent", hold=held),
+    ]
+    with FakeProvider(script) as fake:
+        ketch = subprocess.Popen([sys.executable, "-m", "ketch", "-p", "go", "--yolo", *adhoc(fake, WIRE)], cwd=tmp_path,
+                                 env=ketch_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert held.wait_reached(120)
+            assert _servers_of(tmp_path), "the server should be running while the turn goes on"
+            ketch.kill()
+            ketch.wait(30)
+        finally:
+            held.release()
+            if ketch.poll() is None:
+                ketch.kill()
+        deadline = time.monotonic() + 30
+        while _servers_of(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert _servers_of(tmp_path) == []

@@ -129,6 +129,12 @@ class LanguageClient:
             parts.append(f"stderr: {tail}")
         return "; ".join(parts) or "not running"
 
+    async def reap(self, within: float = 1.0) -> None:
+        """Give a server whose output ended a moment to exit, so ``death`` can name its code."""
+        if self._process is not None and self._process.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._process.wait(), within)
+
     async def wait_closed(self) -> None:
         """Until the server's output ends (it exited or broke the protocol)."""
         assert self._channel is not None

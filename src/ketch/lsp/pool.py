@@ -112,8 +112,8 @@ class LanguageServers:
                     found = await client.diagnostics_for(uri, await client.sync(path, text), mark)
             shown_items = problems(found)
             if not shown_items:
-                return f"{entry.spec.name} reports no errors or warnings in {shown}."
-            return f"{entry.spec.name} reports {len(shown_items)} problem{'s' if len(shown_items) != 1 else ''} in {shown}:\n{listing(shown_items, shown)}"
+                return f"The {entry.spec.name} language server reports no errors or warnings in {shown}."
+            return f"The {entry.spec.name} language server reports {len(shown_items)} problem{'s' if len(shown_items) != 1 else ''} in {shown}:\n{listing(shown_items, shown)}"
 
         return await self._bounded(entry, client, exchange, deadline, emit)
 
@@ -133,7 +133,7 @@ class LanguageServers:
         if entry.dropped:
             return None
         if entry.client is not None and not entry.client.alive:
-            await self._died(entry, entry.client.death(), emit)
+            await self._died(entry, None, emit)
             if entry.dropped:
                 return None
         if entry.client is not None:
@@ -173,9 +173,13 @@ class LanguageServers:
             raise
         return client
 
-    async def _died(self, entry: _Entry, why: str, emit: Emit) -> None:
+    async def _died(self, entry: _Entry, why: str | None, emit: Emit) -> None:
+        """The entry's server died (``why``: None to ask the client): restart it once, then drop it."""
         client, entry.client = entry.client, None
         if client is not None:
+            if why is None:
+                await client.reap()
+                why = client.death()
             await client.aclose()
         entry.deaths += 1
         if entry.deaths > MAX_RESTARTS:
@@ -226,7 +230,7 @@ class LanguageServers:
                 return (f"(no diagnostics: language server {entry.spec.name} did not report within "
                         f"{self.settings.wait_s:g} s; the diagnostics tool can ask again later.)")
         if entry.client is client:
-            await self._died(entry, client.death(), emit)
+            await self._died(entry, None, emit)
         return self._absent(entry) if entry.dropped else f"(no diagnostics: language server {entry.spec.name} died during this edit; it will be started again.)"
 
     async def aclose(self) -> None:

@@ -110,9 +110,10 @@ def listing(items: list[Diagnostic], shown: str) -> str:
 def after_edit_text(server: str, shown: str, before: Iterable[Diagnostic], after: Iterable[Diagnostic]) -> str:
     """The lines an edit's result gains: the new problems, and a count of the ones it cleared."""
     new, gone = added(before, after)
+    server = f"the {server} language server"
     parts = []
     if new:
-        parts.append(f"{server} reports {len(new)} new problem{'s' if len(new) != 1 else ''} in {shown}:\n{listing(new, shown)}")
+        parts.append(f"{server[0].upper()}{server[1:]} reports {len(new)} new problem{'s' if len(new) != 1 else ''} in {shown}:\n{listing(new, shown)}")
     if gone:
         parts.append(f"({gone} problem{'s' if gone != 1 else ''} {server} reported before this edit no longer {'appear' if gone != 1 else 'appears'}.)")
     return "\n".join(parts)
