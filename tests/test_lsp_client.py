@@ -183,3 +183,18 @@ def test_a_wrong_lsp_value_is_an_error_naming_the_key(tmp_path: Path, text: str,
 def test_a_good_lsp_table_loads_as_written() -> None:
     table = {"wait": 1.5, "servers": {"python": {"command": ["pylsp"], "settings": {"pylsp": {"x": 1}}}}}
     assert Config.model_validate({"lsp": table}).lsp == table
+
+
+async def test_edits_running_side_by_side_share_one_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "log.jsonl"
+    monkeypatch.setenv("FAKE_LSP_LOG", str(log))
+    pool, events = _pool(tmp_path, "pull"), []
+    try:
+        results = await asyncio.gather(*(
+            pool.after_edit(tmp_path / f"f{n}.txt", f"f{n}.txt", None, f"BAD {n}\n", events.append) for n in range(4)))
+    finally:
+        await pool.aclose()
+    assert [r.splitlines()[1] for r in results] == [f"f{n}.txt:1:1: error: BAD is not allowed here [fake]" for n in range(4)]
+    methods = [json.loads(line)["method"] for line in log.read_text().splitlines()]
+    assert methods.count("initialize") == 1 and methods.count("textDocument/didOpen") == 4
+    assert events == []

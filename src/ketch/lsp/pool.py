@@ -141,10 +141,13 @@ class LanguageServers:
         if entry.starting is None:
             entry.starting = asyncio.get_running_loop().create_task(self._start(entry.spec))
         loop = asyncio.get_running_loop()
-        done, _ = await asyncio.wait({entry.starting}, timeout=max(0.0, deadline - loop.time()))
+        task = entry.starting
+        done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - loop.time()))
         if not done:
             return None
-        task, entry.starting = entry.starting, None
+        if entry.starting is not task:  # a call running beside this one took the outcome
+            return entry.client
+        entry.starting = None
         try:
             entry.client = task.result()
         except LaunchRefused as exc:
