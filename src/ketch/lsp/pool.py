@@ -51,11 +51,18 @@ class _Entry:
 class LanguageServers:
     """The pool the file tools and the ``diagnostics`` tool ask (``ToolDeps.extras['lsp']``)."""
 
-    def __init__(self, settings: LspSettings, root: Path, launcher: Launcher) -> None:
-        self.settings = settings
+    def __init__(self, settings: LspSettings | Callable[[], LspSettings], root: Path, launcher: Launcher) -> None:
+        self._settings = settings
         self.root = root
         self._launcher = launcher
         self._entries: dict[str, _Entry] = {}
+
+    @property
+    def settings(self) -> LspSettings:
+        """The settings, worked out on first use (the defaults look for programs on PATH)."""
+        if callable(self._settings):
+            self._settings = self._settings()
+        return self._settings
 
     def serves(self, path: Path) -> bool:
         return self.settings.enabled and server_for(self.settings, path.suffix) is not None

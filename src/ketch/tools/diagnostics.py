@@ -47,7 +47,7 @@ def launcher(sandbox: Any, child_env: Any) -> Launcher:
 
 def language_servers(table: dict[str, Any], root: Path, sandbox: Any, child_env: Any) -> LanguageServers:
     """The session's pool from config's ``[lsp]`` table; nothing starts until a file is edited."""
-    return LanguageServers(settings_from(table), root, launcher(sandbox, child_env))
+    return LanguageServers(lambda: settings_from(table), root, launcher(sandbox, child_env))
 
 
 async def after_edit(ctx: RunContext[ToolDeps], resolved: Path, shown: str, old: str | None, new: str) -> str:
