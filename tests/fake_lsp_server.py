@@ -6,6 +6,7 @@ Modes (first argument):
   crash    answers the handshake, then exits with code 3 when a file is opened
   pull     offers pull diagnostics (``textDocument/diagnostic``) and never pushes: each line
            holding ``BAD`` is an error
+  mute     answers the handshake, then nothing (a server hung after starting)
   push     pushes the same diagnostics, without a version, after each open or change
 With FAKE_LSP_TOUCH set, the server first tries to write that file (a sandboxed one cannot).
 Every message received is appended, one JSON line each, to the file named by FAKE_LSP_LOG
@@ -74,7 +75,7 @@ def main() -> None:
         params = message.get("params") or {}
         if method == "initialize":
             capabilities = {"textDocumentSync": {"openClose": True, "change": 1}}
-            if mode == "pull":
+            if mode in ("pull", "mute"):
                 capabilities["diagnosticProvider"] = {"interFileDependencies": False, "workspaceDiagnostics": False}
             send({"jsonrpc": "2.0", "id": message["id"], "result": {"capabilities": capabilities}})
         elif method == "shutdown":
@@ -92,6 +93,8 @@ def main() -> None:
                 time.sleep(0.05)
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
                       "params": {"uri": document["uri"], "diagnostics": problems(text)}})
+        elif mode == "mute":
+            continue
         elif method == "textDocument/diagnostic":
             uri = params["textDocument"]["uri"]
             send({"jsonrpc": "2.0", "id": message["id"], "result": {"kind": "full", "items": problems(texts.get(uri, ""))}})

@@ -198,3 +198,16 @@ async def test_edits_running_side_by_side_share_one_server(tmp_path: Path, monke
     methods = [json.loads(line)["method"] for line in log.read_text().splitlines()]
     assert methods.count("initialize") == 1 and methods.count("textDocument/didOpen") == 4
     assert events == []
+
+
+async def test_a_server_that_stops_answering_is_dropped_after_a_few_silent_edits(tmp_path: Path) -> None:
+    pool, events = _pool(tmp_path, "mute", wait=0.5), []
+    target = tmp_path / "a.txt"
+    try:
+        results = [await pool.after_edit(target, "a.txt", None if n == 0 else f"{n - 1}\n", f"{n}\n", events.append) for n in range(5)]
+    finally:
+        await pool.aclose()
+    assert all("did not report within 0.5 s" in r for r in results[:2])
+    assert "is off for this session" in results[2] and "seems hung" in results[2]
+    assert all("is off for this session" in r for r in results[3:])
+    assert [(e.state, e.server) for e in events] == [("dropped", "fake")]

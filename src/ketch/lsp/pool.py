@@ -25,6 +25,8 @@ from ketch.lsp.servers import LspSettings, ServerSpec, server_for
 
 MAX_RESTARTS = 1
 """Restarts after a death; the next death drops the server for the session."""
+MAX_SILENT = 3
+"""Calls in a row a running server lets pass without a report before it counts as hung and is dropped."""
 
 Emit = Callable[[Any], None]
 T = TypeVar("T")
@@ -44,6 +46,8 @@ class _Entry:
     client: LanguageClient | None = None
     starting: asyncio.Task[LanguageClient] | None = None
     deaths: int = 0
+    silent: int = 0
+    """Calls in a row that ran out of time waiting on the running server."""
     dropped: str = ""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -229,7 +233,9 @@ class LanguageServers:
             closed.cancel()
         if work in done:
             try:
-                return work.result()
+                text = work.result()
+                entry.silent = 0
+                return text
             except (ChannelClosed, ResponseError):
                 pass
         else:
@@ -237,8 +243,14 @@ class LanguageServers:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await work
             if not (closed in done or not client.alive):
-                return (f"(no diagnostics: language server {entry.spec.name} did not report within "
-                        f"{self.settings.wait_s:g} s; the diagnostics tool can ask again later.)")
+                entry.silent += 1
+                if entry.silent < MAX_SILENT:
+                    return (f"(no diagnostics: language server {entry.spec.name} did not report within "
+                            f"{self.settings.wait_s:g} s; the diagnostics tool can ask again later.)")
+                entry.client = None
+                await client.aclose()
+                self._drop(entry, f"it let {MAX_SILENT} calls in a row pass without a report (it seems hung)", emit)
+                return self._absent(entry)
         if entry.client is client:
             await self._died(entry, None, emit)
         return self._absent(entry) if entry.dropped else f"(no diagnostics: language server {entry.spec.name} died during this edit; it will be started again.)"
