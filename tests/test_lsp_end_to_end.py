@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 from fakeprovider import FakeProvider, Hold, ToolCall, Turn, tool_results
+from conftest import LSP_OFF
 from kettle import adhoc, ketch_env, run_ketch
 
 FAKE_SERVER = Path(__file__).parent / "fake_lsp_server.py"
@@ -22,8 +23,11 @@ WIRE = "openai-chat"
 
 
 def _user_config(text: str) -> None:
+    """The test's ``[lsp]`` table in place of the one that turns servers off in every other test."""
     path = Path(os.environ["KETCH_CONFIG_DIR"]) / "config.toml"
-    path.write_text(path.read_text() + text, encoding="utf-8")
+    base = path.read_text()
+    assert base.endswith(LSP_OFF)
+    path.write_text(base.removesuffix(LSP_OFF) + text, encoding="utf-8")
 
 
 def _toml_list(words: list[str]) -> str:
