@@ -7,7 +7,8 @@ Modes (first argument):
   pull     offers pull diagnostics (``textDocument/diagnostic``) and never pushes: each line
            holding ``BAD`` is an error
   mute     answers the handshake, then nothing (a server hung after starting)
-  push     pushes the same diagnostics, without a version, after each open or change
+  push     pushes the same diagnostics, without a version, after each open or change (spelling
+           ``%40`` in the uri as ``@``), after a push for a file nobody opened
 With FAKE_LSP_TOUCH set, the server first tries to write that file (a sandboxed one cannot).
 Every message received is appended, one JSON line each, to the file named by FAKE_LSP_LOG
 when that variable is set (so a test can see what the client sent).
@@ -92,7 +93,9 @@ def main() -> None:
             if mode == "push":
                 time.sleep(0.05)
                 send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
-                      "params": {"uri": document["uri"], "diagnostics": problems(text)}})
+                      "params": {"uri": "file:///elsewhere/other.txt", "diagnostics": problems("BAD")}})
+                send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",  # its own spelling of the uri
+                      "params": {"uri": document["uri"].replace("%40", "@"), "diagnostics": problems(text)}})
         elif mode == "mute":
             continue
         elif method == "textDocument/diagnostic":

@@ -105,7 +105,7 @@ async def test_pull_diagnostics_report_the_edit_and_the_fix(tmp_path: Path) -> N
 
 async def test_unversioned_pushes_are_matched_to_the_change_they_follow(tmp_path: Path) -> None:
     pool, events = _pool(tmp_path, "push"), []
-    target = tmp_path / "a.txt"
+    target = tmp_path / "a@b.txt"
     try:
         first = await pool.after_edit(target, "a.txt", None, "BAD\n", events.append)
         second = await pool.after_edit(target, "a.txt", "BAD\n", "BAD\nBAD again\n", events.append)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from ketch.lsp.jsonrpc import Channel, ChannelClosed, ResponseError
 from ketch.lsp.report import Diagnostic, parse_diagnostics
@@ -70,7 +71,9 @@ class LanguageClient:
         self._capabilities: dict[str, Any] = {}
         self._documents: dict[str, _Document] = {}
         self._pushed: dict[str, tuple[int, int | None, tuple[Diagnostic, ...]]] = {}
-        """uri: (arrival number, version the server named, diagnostics)."""
+        """Unquoted uri of an open document: (arrival number, version the server named, diagnostics).
+        Unquoted, because servers spell a file's uri their own way (``%40`` or ``@``)."""
+        self._open_keys: set[str] = set()
         self._arrivals = 0
         self._changed = asyncio.Condition()
 
@@ -172,6 +175,7 @@ class LanguageClient:
         document = self._documents.get(uri)
         if document is None:
             document = self._documents[uri] = _Document(1, text)
+            self._open_keys.add(unquote(uri))
             await self._notify("textDocument/didOpen", {"textDocument": {
                 "uri": uri, "languageId": self.spec.language_of(path.suffix), "version": 1, "text": text}})
         else:
@@ -204,7 +208,7 @@ class LanguageClient:
 
     def known(self, uri: str) -> tuple[Diagnostic, ...] | None:
         """The newest diagnostics the server gave for ``uri`` (None: none yet)."""
-        pushed = self._pushed.get(uri)
+        pushed = self._pushed.get(unquote(uri))
         return None if pushed is None else pushed[2]
 
     async def diagnostics_for(self, uri: str, version: int, after: int) -> tuple[Diagnostic, ...]:
@@ -218,10 +222,10 @@ class LanguageClient:
                 pass  # fall back to what the server pushes
         async with self._changed:
             await self._changed.wait_for(lambda: self._fresh(uri, version, after))
-        return self._pushed[uri][2]
+        return self._pushed[unquote(uri)][2]
 
     def _fresh(self, uri: str, version: int, after: int) -> bool:
-        pushed = self._pushed.get(uri)
+        pushed = self._pushed.get(unquote(uri))
         if pushed is None:
             return False
         number, named, _ = pushed
@@ -233,7 +237,7 @@ class LanguageClient:
             raise ResponseError(None, "no full report")
         items = parse_diagnostics(result.get("items"))
         self._arrivals += 1
-        self._pushed[uri] = (self._arrivals, self._documents[uri].version if uri in self._documents else None, items)
+        self._pushed[unquote(uri)] = (self._arrivals, self._documents[uri].version if uri in self._documents else None, items)
         return items
 
     # ------------------------------------------------------------------ wire
@@ -252,12 +256,12 @@ class LanguageClient:
         if method != "textDocument/publishDiagnostics" or not isinstance(params, dict):
             return
         uri = params.get("uri")
-        if not isinstance(uri, str):
-            return
+        if not isinstance(uri, str) or unquote(uri) not in self._open_keys:
+            return  # only the files ketch opened are ever asked about (and kept)
         version = params.get("version")
         named = version if isinstance(version, int) and not isinstance(version, bool) else None
         self._arrivals += 1
-        self._pushed[uri] = (self._arrivals, named, parse_diagnostics(params.get("diagnostics")))
+        self._pushed[unquote(uri)] = (self._arrivals, named, parse_diagnostics(params.get("diagnostics")))
         asyncio.get_running_loop().create_task(self._wake())
 
     async def _wake(self) -> None:
