@@ -211,3 +211,37 @@ async def test_a_server_that_stops_answering_is_dropped_after_a_few_silent_edits
     assert "is off for this session" in results[2] and "seems hung" in results[2]
     assert all("is off for this session" in r for r in results[3:])
     assert [(e.state, e.server) for e in events] == [("dropped", "fake")]
+
+
+@pytest.mark.parametrize("mechanism", ["auto", "landlock"])
+async def test_a_sandboxed_server_reads_the_workspace_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                         mechanism: str) -> None:
+    from ketch.sandbox.detect import detect
+    from ketch.sandbox.policy import build_policy
+    from ketch.sandbox.runtime import Sandbox
+
+    touched = tmp_path / "touched.txt"
+    monkeypatch.setenv("FAKE_LSP_TOUCH", str(touched))
+    sandbox = Sandbox(build_policy("workspace-write", tmp_path), detect(mechanism))  # type: ignore[arg-type]
+    assert sandbox.confines
+    spec = ServerSpec("fake", (sys.executable, str(FAKE_SERVER), "pull"), (".txt",))
+    pool = LanguageServers(LspSettings(wait_s=60.0, servers=(spec,)), tmp_path, launcher(sandbox, None))
+    try:
+        text = await pool.after_edit(tmp_path / "a.txt", "a.txt", None, "BAD\n", lambda e: None)
+    finally:
+        await pool.aclose()
+    assert "a.txt:1:1: error: BAD is not allowed here [fake]" in text
+    assert not touched.exists()
+
+
+def test_servers_are_not_started_where_the_sandbox_cannot_confine_them(tmp_path: Path) -> None:
+    from ketch.lsp.pool import LaunchRefused
+    from ketch.sandbox.detect import Mechanism
+    from ketch.sandbox.policy import build_policy
+    from ketch.sandbox.runtime import Sandbox
+
+    broken = Sandbox(build_policy("workspace-write", tmp_path), Mechanism("none", "nothing works here"))
+    with pytest.raises(LaunchRefused):
+        launcher(broken, None)(["pylsp"], tmp_path)
+    unconfined = Sandbox(build_policy("full-access", tmp_path), Mechanism("none", "nothing works here"))
+    assert launcher(unconfined, None)(["pylsp"], tmp_path).argv == ["pylsp"]
