@@ -55,6 +55,8 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 class _Document:
     version: int
     text: str
+    mark: int = 0
+    """Diagnostics that arrived before this number are not about ``text``."""
 
 
 class LanguageClient:
@@ -174,13 +176,14 @@ class LanguageClient:
         uri = path.as_uri()
         document = self._documents.get(uri)
         if document is None:
-            document = self._documents[uri] = _Document(1, text)
+            document = self._documents[uri] = _Document(1, text, self._arrivals)
             self._open_keys.add(unquote(uri))
             await self._notify("textDocument/didOpen", {"textDocument": {
                 "uri": uri, "languageId": self.spec.language_of(path.suffix), "version": 1, "text": text}})
         else:
             document.version += 1
             document.text = text
+            document.mark = self._arrivals
             await self._notify("textDocument/didChange", {
                 "textDocument": {"uri": uri, "version": document.version}, "contentChanges": [{"text": text}]})
         save = self._save_option()
@@ -207,9 +210,11 @@ class LanguageClient:
         return self._arrivals
 
     def known(self, uri: str) -> tuple[Diagnostic, ...] | None:
-        """The newest diagnostics the server gave for ``uri`` (None: none yet)."""
-        pushed = self._pushed.get(unquote(uri))
-        return None if pushed is None else pushed[2]
+        """The diagnostics the server gave for the text it holds of ``uri`` (None: none yet)."""
+        document = self._documents.get(uri)
+        if document is None or not self._fresh(uri, document.version, document.mark):
+            return None
+        return self._pushed[unquote(uri)][2]
 
     async def diagnostics_for(self, uri: str, version: int, after: int) -> tuple[Diagnostic, ...]:
         """The diagnostics of ``uri`` at ``version``: pulled when the server offers that, else the

@@ -55,7 +55,10 @@ async def after_edit(ctx: RunContext[ToolDeps], resolved: Path, shown: str, old:
     pool: LanguageServers | None = ctx.deps.extras.get(EXTRA)
     if pool is None or not pool.serves(resolved) or old == new:
         return ""
-    text = await pool.after_edit(resolved, shown, old, new, ctx.deps.emit)
+    try:
+        text = await pool.after_edit(resolved, shown, old, new, ctx.deps.emit)
+    except (OSError, ValueError, RuntimeError) as exc:  # the edit is done: say why no diagnostics came, never fail it
+        text = f"(no diagnostics: asking the language server failed: {type(exc).__name__}: {exc})"
     return f"\n\n{text}" if text else ""
 
 
