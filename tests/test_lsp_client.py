@@ -245,3 +245,16 @@ def test_servers_are_not_started_where_the_sandbox_cannot_confine_them(tmp_path:
         launcher(broken, None)(["pylsp"], tmp_path)
     unconfined = Sandbox(build_policy("full-access", tmp_path), Mechanism("none", "nothing works here"))
     assert launcher(unconfined, None)(["pylsp"], tmp_path).argv == ["pylsp"]
+
+
+async def test_a_file_changed_behind_the_servers_back_is_compared_with_its_text_before_the_edit(tmp_path: Path) -> None:
+    pool, events = _pool(tmp_path, "push"), []
+    target = tmp_path / "a.txt"
+    try:
+        first = await pool.after_edit(target, "a.txt", None, "BAD\n", events.append)
+        # a shell command added a second BAD line; the next edit only appends a clean line
+        second = await pool.after_edit(target, "a.txt", "BAD\nBAD\n", "BAD\nBAD\nok\n", events.append)
+    finally:
+        await pool.aclose()
+    assert first.startswith("The fake language server reports 1 new problem")
+    assert second == ""
