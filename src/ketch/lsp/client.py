@@ -44,11 +44,21 @@ class LaunchPlan:
 Launcher = Callable[[Sequence[str], Path], LaunchPlan]
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Linux: the server gets SIGKILL when ketch dies, even by kill -9."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+def _die_with_parent() -> Callable[[], None] | None:
+    """Linux: what the child runs between fork and exec so that it gets SIGKILL when ketch dies,
+    even by kill -9. libc is looked up here, in the parent: loading it in the child of a
+    threaded process could wait forever on a lock some other thread held at the fork."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def arm() -> None:  # pragma: no cover - runs in the child
+        prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+    return arm
 
 
 @dataclass
@@ -86,7 +96,7 @@ class LanguageClient:
         self._process = await asyncio.create_subprocess_exec(
             *self._plan.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, cwd=str(self.root), env=self._plan.env,
-            start_new_session=True, preexec_fn=_die_with_parent, limit=1 << 20,
+            start_new_session=True, preexec_fn=_die_with_parent(), limit=1 << 20,
         )
         assert self._process.stdout is not None and self._process.stdin is not None
         self._channel = Channel(self._process.stdout, self._process.stdin, self._on_notification, self._on_request)  # type: ignore[arg-type]
