@@ -113,7 +113,7 @@ def test_a_hung_handshake_drops_the_server_with_one_notice(tmp_path: Path) -> No
     assert (tmp_path / "app.py").read_text() == "x = 3\n"
     first, second = _result(fake.model_requests[1]), _result(fake.model_requests[2])
     assert "language server python is off for this session; it did not answer the LSP handshake within 1 s" in first
-    assert "is off for this session" in second
+    assert second == "Edited app.py: +1 -1 (1 line now)."  # the drop is said once, in the first result
     notices = [e for e in _events(run.stdout) if e["type"] == "language_server"]
     assert len(notices) == 1, notices
     assert notices[0]["server"] == "python" and notices[0]["state"] == "dropped" and notices[0]["level"] == "warning"

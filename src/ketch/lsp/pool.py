@@ -46,6 +46,8 @@ class _Entry:
     client: LanguageClient | None = None
     starting: asyncio.Task[LanguageClient] | None = None
     deaths: int = 0
+    said_dropped: bool = False
+    """An edit's result already said the server is off."""
     silent: int = 0
     """Calls in a row that ran out of time waiting on the running server."""
     dropped: str = ""
@@ -84,7 +86,7 @@ class LanguageServers:
         deadline = loop.time() + self.settings.wait_s
         client = await self._ready(entry, emit, deadline)
         if client is None:
-            return self._absent(entry)
+            return self._absent(entry, once=True)
         uri = path.as_uri()
 
         async def exchange() -> str:
@@ -100,7 +102,7 @@ class LanguageServers:
                 after = await client.diagnostics_for(uri, await client.sync(path, new), mark)
             return after_edit_text(entry.spec.name, shown, before, after)
 
-        return await self._bounded(entry, client, exchange, deadline, emit)
+        return await self._bounded(entry, client, exchange, deadline, emit, once=True)
 
     async def current(self, path: Path, shown: str, text: str, emit: Emit) -> str:
         """The errors and warnings the server reports for ``path`` as it is now (``text``)."""
@@ -213,14 +215,19 @@ class LanguageServers:
             text=f"Language server {entry.spec.name} ({entry.spec.command[0]}) is off for this session: {why}.",
         ))
 
-    def _absent(self, entry: _Entry) -> str:
+    def _absent(self, entry: _Entry, *, once: bool = False) -> str:
+        """Why there are no diagnostics; with ``once``, a dropped server is said in one edit's
+        result only (the edits after it add nothing, rather than the same line each time)."""
+        if entry.dropped and once and entry.said_dropped:
+            return ""
         if entry.dropped:
+            entry.said_dropped = entry.said_dropped or once
             return f"(no diagnostics: language server {entry.spec.name} is off for this session; {entry.dropped}.)"
         return (f"(no diagnostics yet: language server {entry.spec.name} is still starting; "
                 "the diagnostics tool can ask again later.)")
 
     async def _bounded(self, entry: _Entry, client: LanguageClient, exchange: Callable[[], Awaitable[str]],
-                       deadline: float, emit: Emit) -> str:
+                       deadline: float, emit: Emit, *, once: bool = False) -> str:
         """``exchange()`` until ``deadline``, or until the server dies (then it is restarted on
         the next call, or dropped)."""
         loop = asyncio.get_running_loop()
@@ -250,10 +257,10 @@ class LanguageServers:
                 entry.client = None
                 await client.aclose()
                 self._drop(entry, f"it let {MAX_SILENT} calls in a row pass without a report (it seems hung)", emit)
-                return self._absent(entry)
+                return self._absent(entry, once=once)
         if entry.client is client:
             await self._died(entry, None, emit)
-        return self._absent(entry) if entry.dropped else f"(no diagnostics: language server {entry.spec.name} died during this edit; it will be started again.)"
+        return self._absent(entry, once=once) if entry.dropped else f"(no diagnostics: language server {entry.spec.name} died during this edit; it will be started again.)"
 
     async def aclose(self) -> None:
         """Stop every server (the session's closer)."""
