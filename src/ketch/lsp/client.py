@@ -146,9 +146,13 @@ class LanguageClient:
 
     async def reap(self, within: float = 1.0) -> None:
         """Give a server whose output ended a moment to exit, so ``death`` can name its code."""
-        if self._process is not None and self._process.returncode is None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._process.wait(), within)
+        if self._process is None:
+            return
+        ends = [self._process.wait()]
+        if self._stderr_task is not None:
+            ends.append(asyncio.shield(self._stderr_task))
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.gather(*ends), within)
 
     async def wait_closed(self) -> None:
         """Until the server's output ends (it exited or broke the protocol)."""

@@ -25,6 +25,8 @@ from ketch.lsp.servers import LspSettings, ServerSpec, server_for
 
 MAX_RESTARTS = 1
 """Restarts after a death; the next death drops the server for the session."""
+REAP_S = 1.0
+"""How long a server whose output ended may take to exit, to name its exit code in the notice."""
 MAX_SILENT = 3
 """Calls in a row a running server lets pass without a report before it counts as hung and is dropped."""
 
@@ -62,6 +64,7 @@ class LanguageServers:
         self.root = root
         self._launcher = launcher
         self._entries: dict[str, _Entry] = {}
+        self._retiring: set[asyncio.Task[None]] = set()
 
     @property
     def settings(self) -> LspSettings:
@@ -146,7 +149,7 @@ class LanguageServers:
         if entry.dropped:
             return None
         if entry.client is not None and not entry.client.alive:
-            await self._died(entry, None, emit)
+            await self._died(entry, None, emit, deadline)
             if entry.dropped:
                 return None
         if entry.client is not None:
@@ -170,7 +173,7 @@ class LanguageServers:
         except OSError as exc:
             self._drop(entry, f"it could not be started ({exc.strerror or exc})", emit)
         except (ChannelClosed, ResponseError) as exc:
-            await self._died(entry, f"it failed during the LSP handshake ({exc})", emit)
+            await self._died(entry, f"it failed during the LSP handshake ({exc})", emit, deadline)
             if not entry.dropped:
                 return await self._ready(entry, emit, deadline)
         return entry.client
@@ -189,14 +192,15 @@ class LanguageServers:
             raise
         return client
 
-    async def _died(self, entry: _Entry, why: str | None, emit: Emit) -> None:
-        """The entry's server died (``why``: None to ask the client): restart it once, then drop it."""
+    async def _died(self, entry: _Entry, why: str | None, emit: Emit, deadline: float) -> None:
+        """The entry's server died (``why``: None to ask the client, until ``deadline`` at most):
+        restart it once, then drop it."""
         client, entry.client = entry.client, None
         if client is not None:
             if why is None:
-                await client.reap()
+                await client.reap(min(REAP_S, max(0.0, deadline - asyncio.get_running_loop().time())))
                 why = client.death()
-            await client.aclose()
+            self._retire(client)
         entry.deaths += 1
         if entry.deaths > MAX_RESTARTS:
             self._drop(entry, f"it died again ({why})", emit)
@@ -255,15 +259,23 @@ class LanguageServers:
                     return (f"(no diagnostics: language server {entry.spec.name} did not report within "
                             f"{self.settings.wait_s:g} s; the diagnostics tool can ask again later.)")
                 entry.client = None
-                await client.aclose()
+                self._retire(client)
                 self._drop(entry, f"it let {MAX_SILENT} calls in a row pass without a report (it seems hung)", emit)
                 return self._absent(entry, once=once)
         if entry.client is client:
-            await self._died(entry, None, emit)
+            await self._died(entry, None, emit, deadline)
         return self._absent(entry, once=once) if entry.dropped else f"(no diagnostics: language server {entry.spec.name} died during this edit; it will be started again.)"
+
+    def _retire(self, client: LanguageClient) -> None:
+        """Stop a dead or hung server in the background: its shutdown must not hold an edit."""
+        task = asyncio.get_running_loop().create_task(client.aclose())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     async def aclose(self) -> None:
         """Stop every server (the session's closer)."""
+        if self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
         for entry in self._entries.values():
             if entry.starting is not None:
                 entry.starting.cancel()
