@@ -24,6 +24,10 @@ os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")
 from fakeprovider import fake_provider  # noqa: E402,F401  (fixture re-export)
 
 
+LSP_OFF = "[lsp]\nenabled = false\n"
+"""The user config's last table in every test (``isolated_home``)."""
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """No test reads or writes the real user config, data dir or keys."""
@@ -40,7 +44,8 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     # off here, and the title tests turn them on in their own project config.
     (home / "config").mkdir()
     # Checkpoints likewise (a private git store per workspace): tests/test_rewind.py turns them on.
-    (home / "config" / "config.toml").write_text("titles = false\ncheckpoints = false\n")
+    # Language servers too (pylsp from the test extra is on PATH): tests/test_lsp_* turn them on.
+    (home / "config" / "config.toml").write_text("titles = false\ncheckpoints = false\n" + LSP_OFF)
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY", "KETCH_MODEL"):
         monkeypatch.delenv(var, raising=False)
     return home

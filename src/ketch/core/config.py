@@ -43,7 +43,7 @@ def _clean_url(value: Any) -> Any:
     return value
 
 
-_TABLES = ("mcp", "hooks", "permissions", "guards", "telemetry")
+_TABLES = ("mcp", "hooks", "permissions", "guards", "telemetry", "lsp")
 """The free-form tables ``config_tables`` checks (their messages name the key themselves)."""
 
 
@@ -178,6 +178,8 @@ class Config(_Strict):
     mcp: dict[str, Any] = Field(default_factory=dict)
     """``[mcp.servers.NAME]`` with command/args/env or url/headers."""
     hooks: dict[str, Any] = Field(default_factory=dict)
+    lsp: dict[str, Any] = Field(default_factory=dict)
+    """``[lsp]``: language servers for diagnostics after edits (``core.config_tables.LspConfig``)."""
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     registry_url: str = "https://registry.ketch.dev/index.json"

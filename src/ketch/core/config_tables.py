@@ -1,6 +1,6 @@
 """The shapes of config's free-form tables, checked when the file is read.
 
-``mcp``, ``hooks``, ``permissions``, ``guards`` and ``telemetry`` are kept as plain tables in
+``mcp``, ``lsp``, ``hooks``, ``permissions``, ``guards`` and ``telemetry`` are kept as plain tables in
 ``Config`` (their consumers read them as such), but a value of the wrong type inside them is
 as much an error as one at the top: ``network = "false"`` on an MCP server, ``timeout = "5"``
 on a hook or ``capture_content = 1`` would otherwise be read leniently by whoever uses them.
@@ -47,6 +47,44 @@ class McpConfig(_Strict):
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
 
+class LspServerConfig(_Strict):
+    """``[lsp.servers.NAME]``: a language server (NAME ``python``, ``typescript``, ``go`` or
+    ``rust`` replaces that default)."""
+
+    command: list[str] | None = Field(default=None, min_length=1)
+    extensions: list[str] | None = Field(default=None, min_length=1)
+    language_id: str = ""
+    enabled: bool = True
+    initialization_options: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("command")
+    @classmethod
+    def _words(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not all(word and "\0" not in word for word in value):
+            raise ValueError("each word of the command must be a non-empty string")
+        return value
+
+    @field_validator("extensions")
+    @classmethod
+    def _suffixes(cls, value: list[str] | None) -> list[str] | None:
+        bad = [s for s in value or [] if not s.startswith(".") or len(s) < 2 or "/" in s]
+        if bad:
+            raise ValueError(f"extensions are written like \".py\", not {bad[0]!r}")
+        return value
+
+
+class LspConfig(_Strict):
+    """``[lsp]``: diagnostics from language servers after edits."""
+
+    enabled: bool = True
+    wait: float = Field(default=3.0, gt=0, le=60, allow_inf_nan=False)
+    """Seconds an edit waits at most for its file's diagnostics."""
+    start_timeout: float = Field(default=20.0, gt=0, le=600, allow_inf_nan=False)
+    """Seconds a server may take to answer ``initialize`` before it is dropped."""
+    servers: dict[str, LspServerConfig] = Field(default_factory=dict)
+
+
 class TelemetryConfig(_Strict):
     otlp_endpoint: str | None = None
     capture_content: bool = False
@@ -65,6 +103,14 @@ def check_mcp(value: dict[str, Any]) -> dict[str, Any]:
         McpConfig.model_validate(value)
     except ValidationError as exc:
         raise _first_error(exc, "mcp") from None
+    return value
+
+
+def check_lsp(value: dict[str, Any]) -> dict[str, Any]:
+    try:
+        LspConfig.model_validate(value)
+    except ValidationError as exc:
+        raise _first_error(exc, "lsp") from None
     return value
 
 

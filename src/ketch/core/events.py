@@ -212,6 +212,19 @@ class Notice(_Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LanguageServerNotice(Notice):
+    """A language server was restarted after it died, or dropped for the rest of the session
+    (it died again, hung, or could not start): one such notice per happening. A front end that
+    knows only ``Notice`` shows it as one."""
+
+    type: Literal["language_server"] = "language_server"  # type: ignore[assignment]
+    level: Literal["info", "warning"] = "warning"
+    server: str = ""
+    """The server's name in config (its language: ``python``, ``typescript``, ...)."""
+    state: Literal["restarted", "dropped"] = "dropped"
+
+
+@dataclass(frozen=True, kw_only=True)
 class Error(_Event):
     type: Literal["error"] = "error"
     kind: Literal["config", "provider", "tool", "interrupted", "internal"]
@@ -246,6 +259,7 @@ AgentEvent = Union[
     SubagentProgress,
     SubagentFinished,
     Notice,
+    LanguageServerNotice,
     Error,
     TurnFinished,
 ]

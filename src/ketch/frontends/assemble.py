@@ -167,7 +167,7 @@ def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: 
             interactive=session.interactive,
             processes=deps.processes,
             settings=deps.settings,
-            shared_extras={k: v for k, v in deps.extras.items() if k in ("skills", "tavily")},
+            shared_extras={k: v for k, v in deps.extras.items() if k in ("skills", "tavily", "lsp")},
             make_instructions=sources.for_child,
             capabilities_for=lambda c, m: [
                 *(_fallback_capability(c, m) if (c is not conn or search.wire == conn.wire) else []), *child_capabilities(c)],
@@ -290,6 +290,9 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     deps = tool_deps(s, store, child_env)
     deps.settings.sandbox = sandbox
     sandbox.workspace = s.workspace  # directories added later (/add-dir) become writable too
+    from ketch.tools.diagnostics import language_servers
+
+    deps.extras["lsp"] = language_servers(s.config.lsp, s.root, sandbox, child_env)  # none starts before an edit
     descriptions = {spec.name: (spec.function.__doc__ or "").strip().splitlines()[0] if spec.function.__doc__ else "" for spec in specs}
     from ketch.websearch.wiring import LiveSearch
 
@@ -342,6 +345,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     if hub is not None:
         session.closers.append(hub.aclose)
     session.closers.append(store.close)
+    session.closers.append(deps.extras["lsp"].aclose)
     session.claim = locks.claim
     session.closers.append(locks.release)
     session.closers.append(lambda: cleanup_tmp(sandbox))

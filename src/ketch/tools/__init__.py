@@ -1,8 +1,8 @@
 """The built-in tools, collected in the order the model sees them, and what they stand on:
 the workspace jail, the network guard, the run-later path list.
 
-May import: core.events/errors/exceptions/config, state (the task list, memory) and the SDK's
-tool types. Never frontends or ui.
+May import: core.events/errors/exceptions/config, state (the task list, memory), lsp (the
+language servers the file tools ask for diagnostics) and the SDK's tool types. Never frontends or ui.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ def builtin_tool_specs() -> list[ToolSpec]:
     from ketch.state import memory
     from ketch.state import notebook
     from ketch.extensions import skills
-    from ketch.tools import ask, files, git, search, shell, web
+    from ketch.tools import ask, diagnostics, files, git, search, shell, web
 
     specs: list[ToolSpec] = []
-    for module in (files, search, shell, git, web, notebook, memory, skills, ask):
+    for module in (files, diagnostics, search, shell, git, web, notebook, memory, skills, ask):
         specs.extend(module.TOOLS)
     return specs

@@ -22,6 +22,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from ketch.sandbox.runtime import check_file_write
 from ketch.tools.bounded import bounded_lines, cut_note
+from ketch.tools.diagnostics import after_edit
 from ketch.tools.workspace import Workspace
 from ketch.tools.base import ToolDeps, ToolSpec
 import ketch.tools.beneath as beneath
@@ -288,7 +289,8 @@ async def write_file(ctx: RunContext[ToolDeps], path: str, content: str) -> str:
     old = await read_current(ctx, resolved, shown) if existed else ""
     if old != content or not existed:
         await write_text(ctx, resolved, shown, content)
-    return _change_summary("Wrote", shown, old, content, existed)
+    summary = _change_summary("Wrote", shown, old, content, existed)
+    return summary + await after_edit(ctx, resolved, shown, old if existed else None, content)
 
 
 async def edit_file(
@@ -323,7 +325,8 @@ async def edit_file(
         if buffer != old:
             old, new = buffer, apply_edits(buffer, _edits_from_args(args), shown)
     await write_text(ctx, resolved, shown, new)
-    return _change_summary("Edited", shown, old, new, existed)
+    summary = _change_summary("Edited", shown, old, new, existed)
+    return summary + await after_edit(ctx, resolved, shown, old if existed else None, new)
 
 
 TOOLS: list[ToolSpec] = [
