@@ -3,8 +3,9 @@
 For each request after the first, the tokens not read from the cache (``total - read``, from the
 caching fake's accounting) are split into:
 
-- ``lost to granularity/minimum``: the part of the previous request's prefix the cache did not
-  give back (OpenAI's 128-token increments, a minimum length, Anthropic's lookback, a TTL);
+- ``unchanged prefix not read back``: the part this request shares with the previous one that
+  the cache did not give back (OpenAI's 128-token increments, a minimum length, a TTL; after a
+  break on Anthropic, the stretch between the last breakpoint and the point of change);
 - ``prefix break``: content the previous request already held, sent again after a change before it;
 - the new segments (what this request appends), by what their text is: the tool outputs, the
   model's own messages (text, reasoning, tool calls), what the user typed, ketch's state reminders
@@ -33,7 +34,7 @@ ID_KEYS = frozenset({"id", "call_id", "tool_call_id", "tool_use_id", "type", "ro
 TOOL_OUTPUT, MODEL, USER, FRAMING = "tool outputs", "model's own messages", "user prompt", "framing"
 WORDING = "reminder frame + lead"
 REMINDER_FRAMING = "reminder's own message framing"
-LOST, BREAK = "lost to granularity/minimum", "prefix break (re-sent)"
+LOST, BREAK = "unchanged prefix not read back", "prefix break (re-sent)"
 
 
 @dataclass
