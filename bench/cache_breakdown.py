@@ -7,6 +7,8 @@ caching fake's accounting) are split into:
   the cache did not give back (OpenAI's 128-token increments, a minimum length, a TTL; after a
   break on Anthropic, the stretch between the last breakpoint and the point of change);
 - ``prefix break``: content the previous request already held, sent again after a change before it;
+- ``instructions + tools (changed)``: tool definitions or instructions that differ from the
+  previous request's;
 - the new segments (what this request appends), by what their text is: the tool outputs, the
   model's own messages (text, reasoning, tool calls), what the user typed, ketch's state reminders
   (their frame and lead sentence, and each section by title), and the wire's framing (the JSON
@@ -34,6 +36,7 @@ ID_KEYS = frozenset({"id", "call_id", "tool_call_id", "tool_use_id", "type", "ro
 TOOL_OUTPUT, MODEL, USER, FRAMING = "tool outputs", "model's own messages", "user prompt", "framing"
 WORDING = "reminder frame + lead"
 REMINDER_FRAMING = "reminder's own message framing"
+PREFIX = "instructions + tools (changed)"
 LOST, BREAK = "unchanged prefix not read back", "prefix break (re-sent)"
 
 
@@ -106,13 +109,20 @@ def _walk(value: Any, owner: str, key: str, out: Counter[str], sections: Counter
     return found
 
 
-def segments(wire: str, body: dict[str, Any]) -> list[str]:
-    """The request's cache segments (canonical texts), as the fake cuts them."""
+def segments(wire: str, body: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The request's cache segments (labels, canonical texts), as the fake cuts them."""
     if wire == "anthropic":
-        return anthropic_segments(body)[0].texts
-    if wire in ("chat", "responses"):
-        return openai_segments(wire, body).texts
-    return gemini_segments(body).texts
+        cut = anthropic_segments(body)[0]
+    elif wire in ("chat", "responses"):
+        cut = openai_segments(wire, body)
+    else:
+        cut = gemini_segments(body)
+    return cut.labels, cut.texts
+
+
+def _is_prefix(label: str) -> bool:
+    """Whether a segment is part of the tools or the instructions (not the conversation)."""
+    return label.startswith(("tools", "system", "instructions")) or label.endswith(("(system)", "(developer)"))
 
 
 def breakdown(wire: str, bodies: Sequence[dict[str, Any]], counts: Sequence[Counts]) -> Breakdown:
@@ -121,20 +131,30 @@ def breakdown(wire: str, bodies: Sequence[dict[str, Any]], counts: Sequence[Coun
     if len(bodies) != len(counts):
         result.mismatch = f"{len(bodies)} request bodies, {len(counts)} cache entries: no breakdown"
         return result
-    previous: list[str] = segments(wire, bodies[0]) if bodies else []
-    for body, count in zip(bodies[1:], counts[1:]):
-        texts = segments(wire, body)
-        common = next((n for n, (a, b) in enumerate(zip(previous, texts)) if a != b), min(len(previous), len(texts)))
+    last: dict[bool, list[str]] = {}
+    """The previous request of each kind (with tools: a step; without: a side request such as a
+    summary), as the fake compares them; the first of a kind is compared with the request before it."""
+    texts: list[str] = []
+    for n, (body, count) in enumerate(zip(bodies, counts)):
+        kind = bool(body.get("tools"))
+        previous = last.get(kind, texts)
+        labels, texts = segments(wire, body)
+        last[kind] = texts
+        if n == 0:
+            continue
+        common = next((k for k, (a, b) in enumerate(zip(previous, texts)) if a != b), min(len(previous), len(texts)))
         before = set(previous[common:])
-        previous = texts
         result.total += count.total
         result.read += count.read
         prefix = tokens(sum(len(t) for t in texts[:common]))
         result.parts[LOST] += max(0, prefix - count.read)
         chars: Counter[str] = Counter()
-        for text in texts[common:]:
+        for label, text in zip(labels[common:], texts[common:]):
             if text in before:  # held by the previous request, after the point where this one departs
                 chars[BREAK] += len(text)
+                continue
+            if _is_prefix(label):
+                chars[PREFIX] += len(text)
                 continue
             content: Counter[str] = Counter()
             result.reminders += _walk(json.loads(text), USER, "", content, result.reminder_sections)
@@ -169,10 +189,11 @@ def lines(name: str, result: Breakdown) -> Iterable[str]:
         yield f"{name}: {result.mismatch}"
         return
     total, uncached = result.total, result.uncached
+    carrying = ", ".join(f"{title} x{n}" for title, n in result.reminder_sections.most_common())
     yield (f"{name}: input 2..N {total:,} tokens, read {result.read:,}, not read {uncached:,} "
-           f"({uncached / total:.2%} of input; reminders sent {result.reminders}, carrying "
-           + ", ".join(f"{title} x{n}" for title, n in result.reminder_sections.most_common()) + ")")
-    keys = [*ORDER, *sorted(k for k in result.parts if k.startswith("reminder: ")), REMINDER_FRAMING, FRAMING, LOST, BREAK]
+           f"({uncached / total if total else 0:.2%} of input; reminders sent {result.reminders}"
+           + (f", carrying {carrying}" if carrying else "") + ")")
+    keys = [*ORDER, *sorted(k for k in result.parts if k.startswith("reminder: ")), REMINDER_FRAMING, FRAMING, PREFIX, LOST, BREAK]
     for key in keys:
         amount = result.parts.get(key, 0)
         yield f"    {key:34} {amount:8,} tokens  {amount / uncached if uncached else 0:6.1%} of not read  {amount / total if total else 0:6.2%} of input"
