@@ -1,7 +1,7 @@
 """Benchmark: how much of ketch's input the providers' prompt caches serve, and what it costs.
 
 Run: ``.venv/bin/python bench/prompt_cache.py [--scenario session|long200k|long32k|all]
-[--wire openai-chat,openai-responses,anthropic-messages,gemini]``.
+[--wire openai-chat,openai-responses,anthropic-messages,gemini] [--breakdown] [--json]``.
 
 The real ``ketch -p --yolo`` (a child process) runs scripted sessions against the fake provider
 with prompt-cache accounting on (``tests/fake_cache.py``: each provider's documented rules, the
@@ -24,6 +24,9 @@ read: what the script allows a client that only appends), tokens written
 (Anthropic), the input cost with the cache against the same input without it (genai-prices'
 prices for the model: cache reads, 5-minute writes), ketch's own reported session cost, and the
 requests that broke the prefix (did not start with a whole earlier request) with where.
+``--breakdown`` adds where the input not read from the cache comes from (``cache_breakdown.py``:
+tool outputs, the model's own messages, the user's prompt, ketch's reminders by section, the
+wire's framing, what the cache's granularity and minimums lose, prefix breaks).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from cache_breakdown import breakdown, lines  # noqa: E402
 from fake_cache import Counts, PromptCache  # noqa: E402
 from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn  # noqa: E402
 
@@ -54,6 +58,8 @@ WIRES: dict[str, tuple[str, str, str, str]] = {
     "anthropic-messages": ("anthropic", "claude-sonnet-4-5", "anthropic", ""),
     "gemini": ("gemini", "gemini-2.5-flash", "google", ""),
 }
+MODEL_WIRES = ("chat", "responses", "anthropic", "gemini")
+"""The fake's names of the model endpoints (the requests the cache accounts for)."""
 KEYS = {"OPENAI_API_KEY": "sk-bench-1234567890", "ANTHROPIC_API_KEY": "sk-ant-bench-1234567890",
         "GEMINI_API_KEY": "bench-gemini-key"}
 
@@ -173,6 +179,8 @@ class Result:
     events: list[dict[str, Any]]
     seconds: float
     error: str = ""
+    bodies: list[dict[str, Any]] | None = None
+    """The model requests' bodies, in order (for ``--breakdown``)."""
 
 
 def run_wire(wire: str, scenario: Scenario) -> Result:
@@ -203,7 +211,8 @@ def run_wire(wire: str, scenario: Scenario) -> Result:
                     break
             if fake.rejections:
                 error += f" rejections: {dict(fake.rejections)}"
-    return Result(wire, scenario, list(cache.log), events, time.perf_counter() - started, error.strip())
+            bodies = [r.body or {} for r in fake.requests if r.wire in MODEL_WIRES]
+    return Result(wire, scenario, list(cache.log), events, time.perf_counter() - started, error.strip(), bodies)
 
 
 def input_price(provider: str, model: str, total: int, read: int, written: int) -> float:
@@ -261,12 +270,19 @@ def main() -> None:
     parser.add_argument("--scenario", default="session", choices=[*SCENARIOS, "all"])
     parser.add_argument("--wire", default=",".join(WIRES))
     parser.add_argument("--json", action="store_true", help="one JSON object per wire and scenario")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also print where the input not read from the cache comes from (cache_breakdown.py)")
     args = parser.parse_args()
     scenarios = list(SCENARIOS.values()) if args.scenario == "all" else [SCENARIOS[args.scenario]]
     failed = False
     for scenario in scenarios:
         for wire in args.wire.split(","):
-            row = report(run_wire(wire, scenario))
+            result = run_wire(wire, scenario)
+            row = report(result)
+            if args.breakdown:
+                parts = breakdown(MODEL_WIRES[list(WIRES).index(wire)], result.bodies or [], result.counts)
+                row["breakdown"] = {"not_read": parts.uncached, "reminders": parts.reminders,
+                                    "reminder_sections": dict(parts.reminder_sections), **dict(parts.parts)}
             if args.json:
                 print(json.dumps(row), flush=True)
                 continue
@@ -277,6 +293,9 @@ def main() -> None:
                   f"written {row['cache_written']:,}; ketch's cost {row['ketch_session_cost_usd']}; "
                   f"largest request {row['largest_request']:,}; compactions {row['compactions']}; "
                   f"breaks {row['prefix_breaks']} {row['breaks_where']}; {row['seconds']} s", flush=True)
+            if args.breakdown:
+                for line in lines(f"{'':29} {wire}", parts):
+                    print(line)
             if row["first_breaks"]:
                 print(f"{'':29} first breaks: {', '.join(row['first_breaks'])}")
             if row["error"]:

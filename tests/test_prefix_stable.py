@@ -5,8 +5,9 @@ shell output, then a resumed second turn) is run against the fake provider, whic
 request body. After the first request each body's tools and instructions are the ones sent
 before, and its history starts with the whole history of the request before it, item for item
 as serialized JSON: nothing before the newest message moved. The task list written on step 1 is
-in step 2's request (as a state reminder after the tool result), the instructions carry no
-volatile state, and the reminder is not shown back as something the user typed.
+in step 2's request (the todo_write result, which no reminder repeats), the git status moved by
+the model's own write is said at the next turn's start, the instructions carry no volatile state,
+and the reminder is not shown back as something the user typed.
 """
 
 from __future__ import annotations
@@ -103,19 +104,24 @@ def test_each_request_extends_the_last_and_state_arrives_as_a_reminder(wire: str
         _, system, _ = split_body(wire, body)
         assert TASK not in system and "Git:" not in system and "Date:" not in system and "reminder>\\n" not in system
     # the first request states everything once; the task list written on step 1 is in step 2's
-    # request, after the tool result, and only what changed is said again
+    # request (the todo_write result shows it, so no reminder repeats it)
     _, _, items = split_body(wire, bodies[0])
     [opening] = reminders_in(items)
     assert "# Date" in opening and "branch " in opening and "# Task list" in opening and TASK not in opening
     _, _, items = split_body(wire, bodies[1])
-    newest = reminders_in(items)[-1]
-    assert TASK in newest and "# Date" not in newest
-    assert items[-1] == newest or TASK in items[-1]
-    # writing notes.txt made the git status move: step 3's request says so, once
-    _, _, items = split_body(wire, bodies[2])
-    assert "1 untracked" in reminders_in(items)[-1]
-    _, _, items = split_body(wire, bodies[3])
-    assert len(reminders_in(items)) == 3  # the shell step changed nothing the model was told
+    assert reminders_in(items) == [opening]
+    assert TASK in items[-1] and "Current task list" in items[-1]
+    # writing notes.txt moved the git status: the model did it itself, so the rest of the turn
+    # does not say so; the next turn's first request does, once
+    for body in bodies[2:4]:
+        _, _, items = split_body(wire, body)
+        assert reminders_in(items) == [opening]
+    _, _, items = split_body(wire, bodies[4])
+    [_, news] = reminders_in(items)
+    assert "1 untracked" in news and "# Date" not in news
+    assert "now read the notes" in items[-1] or "now read the notes" in items[-2]
+    _, _, items = split_body(wire, bodies[5])
+    assert len(reminders_in(items)) == 2  # reading a file changed nothing the model was told
 
 
 def test_a_reminder_is_stored_but_never_shown_as_a_prompt(tmp_path: Path) -> None:
@@ -126,8 +132,8 @@ def test_a_reminder_is_stored_but_never_shown_as_a_prompt(tmp_path: Path) -> Non
     [db] = list(data_dir.rglob("*.db"))
     with sqlite3.connect(db) as conn:
         rows = [r[0] for r in conn.execute("SELECT data FROM messages ORDER BY seq")]
-    marker = json.dumps("<system-reminder>\nketch")[1:-1]  # as the stored JSON spells it
-    assert sum(marker in row for row in rows) == 2, "the reminders are in the stored history"
+    marker = json.dumps("<system-reminder>\n# Date")[1:-1]  # as the stored JSON spells it
+    assert sum(marker in row for row in rows) == 1, "the reminder is in the stored history"
     [(sid,)] = sqlite3.connect(db).execute("SELECT id FROM sessions").fetchall()
     export = run_ketch(["export", sid, "--format", "md"], tmp_path)
     assert export.code == 0, export.stderr
@@ -254,4 +260,44 @@ def test_a_subagent_gets_the_state_as_reminders_and_its_requests_only_append(tmp
     bodies = [r.body for r in child if r.body is not None]
     assert_append_only("openai-chat", bodies)
     assert "# Date" in reminder_texts(child[0])[0]
-    assert "child step" in reminder_texts(child[1])[-1]  # the child's own task list, the next step
+    # the child's own task list, the next step: in its todo_write result, not said again
+    assert any("child step" in text for _, text in tool_results(child[1]))
+    assert not any("child step" in text for text in reminder_texts(child[1]))
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "anthropic-messages"])
+def test_the_task_list_stays_in_view_when_compaction_drops_its_result(wire: str, tmp_path: Path) -> None:
+    """The todo_write result stands in for a reminder only while the request still holds it: once
+    a compaction has pruned it, the list is said again (as a reminder), so every request after the
+    write shows the current list somewhere."""
+    from fakeprovider import reminder_texts, tool_results
+    from kettle import write_project_config
+
+    todos = [{"content": TASK, "status": "in_progress"}]
+
+    def answer(req: Any) -> Turn:
+        if not (req.body or {}).get("tools"):
+            return Turn(text="Summary: files were read.")
+        done = len(tool_results(req))
+        if done == 0:
+            return Turn(tool_calls=[ToolCall("todo_write", {"todos": todos})])
+        if done > FILES:
+            return Turn(text="Read them all.")
+        return Turn(tool_calls=[ToolCall("read_file", {"path": f"f{done - 1:02}.txt"})])
+
+    for n in range(FILES):
+        (tmp_path / f"f{n:02}.txt").write_text("".join(f"file {n} line {i}: {'x' * 60}\n" for i in range(40)))
+    write_project_config(tmp_path, "[compaction]\ncontext_window = 24000\n")
+    with FakeProvider([answer] * (FILES + 10)) as fake:
+        run = run_ketch(["-p", "Plan, then read every file.", "--output-format", "stream-json", *adhoc(fake, wire)], tmp_path)
+    assert run.code == 0, run.stderr
+    events = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    assert any(e["type"] == "prefix_break" for e in events), "no compaction: the window is too large for this test"
+    steps = [r for r in fake.model_requests if (r.body or {}).get("tools")]
+    shown_by = []
+    for n, req in enumerate(steps[1:], start=2):
+        in_result = any(TASK in text for _, text in tool_results(req))
+        in_reminder = any(TASK in text for text in reminder_texts(req))
+        assert in_result or in_reminder, f"request {n} does not show the task list"
+        shown_by.append("result" if in_result else "reminder")
+    assert shown_by[0] == "result" and "reminder" in shown_by, shown_by  # said again once the result was pruned

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ketch.context.reminders import ReminderTracker, append_reminder
+from ketch.context.reminders import ReminderTracker, ToolTeller, append_reminder, starts_turn
 from ketch.core import events as ev
 from ketch.core import telemetry
+from ketch.core.prompt import told_by_tool
 
 
 def _sections(text: str) -> dict[str, str]:
@@ -30,11 +31,12 @@ def _sections(text: str) -> dict[str, str]:
 class PrefixKeeper:
     """One session's reminders and prefix-break record."""
 
-    def __init__(self, volatile: Callable[[], dict[str, str]] | None, emit: Callable[..., Any]) -> None:
+    def __init__(self, volatile: Callable[[], dict[str, str]] | None, emit: Callable[..., Any],
+                 tell: ToolTeller = told_by_tool) -> None:
         self.volatile = volatile
         """The volatile sections now (None: this session sends no reminders)."""
         self._emit = emit
-        self._tracker = ReminderTracker()
+        self._tracker = ReminderTracker(tell)
         self._instructions: str | None = None
         self._tools: tuple[str, ...] | None = None
         self.last_break: str = ""
@@ -80,7 +82,7 @@ class PrefixKeeper:
         the run's history (the same object in both, usually)."""
         if self.volatile is None:
             return
-        text = self._tracker.due(request_messages, self.volatile())
+        text = self._tracker.due(request_messages, self.volatile(), turn_start=starts_turn(request_messages))
         if text is None:
             return
         targets = [request_messages] if ctx_messages is request_messages else [request_messages, ctx_messages]

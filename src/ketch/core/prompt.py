@@ -288,9 +288,23 @@ def build_instructions(state: PromptState) -> str:
 VOLATILE_NOTE = (
     "The date, the git status, your memory notes and the list of work items reach you in <system-reminder> "
     "blocks in the conversation, sent by ketch (not typed by the user) when they change; the newest "
-    "value of each item is the current one."
+    "value of each item is the current one. Git status and memory are as of the user's latest message: "
+    "your own changes since are not repeated."
 )
 """Says in the instructions where the volatile state is (fixed text: it never moves the prefix)."""
+
+
+SHOWN_BY_TOOLS = {"todo_write": "Task list", "todo_read": "Task list"}
+"""Tools whose result is a volatile section's value as :func:`volatile_sections` renders it."""
+
+
+def told_by_tool(tool_name: str, content: str) -> dict[str, str] | None:
+    """The section a tool result showed the model (``context.reminders.ToolTeller``): the task
+    list tools answer with the list as the reminder would carry it, so the model has seen it and
+    no reminder repeats it. A result that differs from the current value (an error, an empty
+    list's wording) only leads to the reminder being sent."""
+    title = SHOWN_BY_TOOLS.get(tool_name)
+    return {title: content.strip()} if title is not None else None
 
 
 def volatile_sections(state: PromptState) -> dict[str, str]:
