@@ -249,10 +249,18 @@ def _repair(args: Any) -> int:
 
 
 def _mcp(args: Any) -> int:
+    from ketch.core.mcp_approval import approved_mcp
     from ketch.extensions.mcp import start_mcp_servers
 
+    if getattr(args, "action", "list") != "list":
+        from ketch.frontends.mcp_approve_command import run_mcp_approve
+
+        return run_mcp_approve(args)
     config = _config()
     servers = config.mcp.get("servers", {})
+    mcp, held = approved_mcp(config)
+    for approval in held:  # listed, never started
+        print(f"{approval.name:<16} {'held':<7} -  ({approval.refusal()})")
     if not servers:
         print("No MCP servers configured ([mcp.servers.NAME] in .ketch/config.toml).")
         return EXIT_OK
@@ -264,7 +272,7 @@ def _mcp(args: Any) -> int:
     child_env = ChildEnv.of(ring.names, ring.values, config.tools.keep_env)
 
     async def probe() -> list[Any]:
-        hub = await start_mcp_servers(config.mcp, child_env=child_env)
+        hub = await start_mcp_servers(mcp, child_env=child_env)
         try:
             return hub.status()
         finally:
