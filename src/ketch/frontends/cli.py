@@ -121,6 +121,11 @@ def _sub_parser() -> argparse.ArgumentParser:
     r.add_argument("action", choices=("list", "show", "install", "remove"))
     r.add_argument("name", nargs="?")
     r.add_argument("--yes", action="store_true", help="install without the interactive confirmation (after showing the text)")
+    r.add_argument("--git", metavar="URL", help="install: from this git repository (https, or a local repository's path) instead of the index")
+    r.add_argument("--commit", help="with --git: the full commit id to install from (no branch, tag or abbreviation)")
+    r.add_argument("--path", dest="git_path", default="SKILL.md", help="with --git: the file in the repository (default SKILL.md)")
+    r.add_argument("--kind", choices=("skill", "plugin"), default="skill", help="with --git: what the file is")
+    r.add_argument("--sha256", help="with --git: the file's expected sha256 as well")
     from ketch.frontends.rewind_cmd import add_checkpoints_parser, add_parser as add_rewind
 
     add_rewind(sub)

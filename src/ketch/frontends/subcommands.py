@@ -304,10 +304,17 @@ def _registry(args: Any) -> int:
             print(f"Removed {args.name}.")
             return EXIT_OK
         name = _need_name(args)
-        entries = {e.name: e for e in asyncio.run(registry.fetch_index())}
-        if name not in entries:
-            raise ConfigError(f"the registry has no entry '{name}'; see 'ketch registry list'")
-        staged = registry.stage(entries[name])
+        if getattr(args, "git", None):  # a pinned commit of a git repository, checked after fetching
+            staged = registry.stage_git(args.kind, name, args.git, args.commit, args.git_path, allow_local=True, sha256=args.sha256)
+            pin = staged.pinned
+            print(f"{name}: {pin.path} at commit {pin.commit} of {pin.url} (sha256 {pin.sha256})")
+            if staged.previous:
+                print(f"This UPDATES {name}: installed from commit {staged.previous}, this is commit {pin.commit}.")
+        else:
+            entries = {e.name: e for e in asyncio.run(registry.fetch_index())}
+            if name not in entries:
+                raise ConfigError(f"the registry has no entry '{name}'; see 'ketch registry list'")
+            staged = registry.stage(entries[name])
         print(staged.text)
         if args.action == "show":
             return EXIT_OK
