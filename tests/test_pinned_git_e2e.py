@@ -173,3 +173,35 @@ def test_a_plugin_is_read_from_the_pinned_commit_and_validated(tmp_path: Path, i
     assert run.code == 0, run.stderr
     installed = json.loads((isolated_home / "config" / "plugins" / "no-force.json").read_text())
     assert installed["rules"][0]["prefix"] == "git push --force"
+
+
+def test_an_index_item_is_checked_against_its_pinned_digest_and_an_update_is_named(
+    tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index path of the same command (the index over plain HTTP on loopback, which only
+    the registry's test flag allows, switched on here): ``--sha256`` pins what is written, and
+    a changed item over an installed one prints both digests and needs its own yes."""
+    import hashlib
+
+    from test_registry import Server, index
+
+    from ketch.extensions.registry import Registry
+
+    monkeypatch.setattr(Registry.__init__, "__kwdefaults__", {**Registry.__init__.__kwdefaults__, "allow_insecure_localhost": True})
+    srv = Server()
+    try:
+        url = srv.serve(index({"kind": "skill", "name": "fixer", "description": "d", "body": GOOD}))
+        (isolated_home / "config").mkdir(parents=True, exist_ok=True)
+        (isolated_home / "config" / "config.toml").write_text(f"registry_url = {json.dumps(url)}\n")
+        bad = run_ketch(["registry", "install", "fixer", "--yes", "--sha256", hashlib.sha256(EVIL.encode()).hexdigest()], tmp_path)
+        assert bad.code != 0 and "not the pinned" in bad.stderr and not _skill(isolated_home).exists()
+        good = run_ketch(["registry", "install", "fixer", "--yes", "--sha256", hashlib.sha256(GOOD.encode()).hexdigest()], tmp_path)
+        assert good.code == 0, good.stderr
+        assert _skill(isolated_home).read_text() == GOOD
+        srv.serve(index({"kind": "skill", "name": "fixer", "description": "d", "body": EVIL}))
+        quiet = run_ketch(["registry", "install", "fixer"], tmp_path)  # no yes, no terminal
+        assert "This UPDATES fixer" in quiet.stdout and hashlib.sha256(EVIL.encode()).hexdigest() in quiet.stdout
+        assert _skill(isolated_home).read_text() == GOOD
+    finally:
+        srv.httpd.shutdown()
+        srv.httpd.server_close()

@@ -181,6 +181,22 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def file_text(entry: Entry) -> str:
+    """What installing ``entry`` writes: the skill's text or the manifest as JSON."""
+    if entry.kind == "skill":
+        return entry.body
+    if entry.manifest is None:
+        raise RegistryError(f"registry entry {entry.name!r} has nothing to install")
+    return strict_json.dumps(entry.manifest.to_dict(), indent=2) + "\n"
+
+
+def content_digest(entry: Entry) -> str:
+    """The sha256 of what installing ``entry`` writes (shown, recorded, and checkable with --sha256)."""
+    import hashlib
+
+    return hashlib.sha256(file_text(entry).encode("utf-8")).hexdigest()
+
+
 class Registry:
     """One registry index and the places its items install to."""
 
@@ -286,6 +302,10 @@ class Registry:
         self._staged[id(staged)] = staged
         return staged
 
+    def installed_record(self, kind: Kind, name: str, scope: Scope = "user") -> dict[str, str]:
+        """The ledger's record of an installed item (empty when the registry did not install it)."""
+        return self._read_ledger(self._base(scope)).get(f"{kind}:{name}") or {}
+
     def install(self, staged: Staged, confirmed: bool) -> Path:
         """Write a staged entry once the user confirmed it; returns the file written."""
         if confirmed is not True:
@@ -294,13 +314,10 @@ class Registry:
             raise RegistryError(f"not installing {staged.entry.name!r}: stage it and show it to the user first")
         entry, base = staged.entry, self._base(staged.scope)
         target = self._target(base, entry.kind, entry.name)
-        if entry.kind == "skill":
-            _write_atomic(target, entry.body)
-        else:
-            assert entry.manifest is not None
-            _write_atomic(target, strict_json.dumps(entry.manifest.to_dict(), indent=2) + "\n")
+        _write_atomic(target, file_text(entry))
         ledger = self._read_ledger(base)
-        record = {"kind": entry.kind, "name": entry.name, "version": entry.version, "source": self.index_url}
+        record = {"kind": entry.kind, "name": entry.name, "version": entry.version, "source": self.index_url,
+                  "sha256": content_digest(entry)}
         if staged.pinned is not None:
             record.update(source=staged.pinned.url, commit=staged.pinned.commit, path=staged.pinned.path, sha256=staged.pinned.sha256)
         ledger[f"{entry.kind}:{entry.name}"] = record

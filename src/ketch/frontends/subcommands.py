@@ -315,6 +315,7 @@ def _registry(args: Any) -> int:
             if name not in entries:
                 raise ConfigError(f"the registry has no entry '{name}'; see 'ketch registry list'")
             staged = registry.stage(entries[name])
+            _show_index_item(registry, staged, getattr(args, "sha256", None))
         print(staged.text)
         if args.action == "show":
             return EXIT_OK
@@ -330,6 +331,22 @@ def _registry(args: Any) -> int:
     except RegistryError as exc:
         print(f"ketch: {exc}", file=sys.stderr)
         return EXIT_PROVIDER
+
+
+def _show_index_item(registry: Any, staged: Any, expected: str | None) -> None:
+    """The digest of what would be written, checked against ``--sha256``; an item already
+    installed is named as an update with both digests (nothing replaces an item silently)."""
+    from ketch.extensions.registry import RegistryError, content_digest
+
+    entry = staged.entry
+    digest = content_digest(entry)
+    if expected is not None and expected != digest:
+        raise RegistryError(f"{entry.name} in the index has sha256 {digest}, not the pinned {expected}: not installed")
+    print(f"{entry.name}: {entry.kind} from {registry.index_url} (sha256 {digest})")
+    if staged.replaces:
+        old = registry.installed_record(entry.kind, entry.name, staged.scope).get("sha256") or "(not recorded)"
+        if old != digest:
+            print(f"This UPDATES {entry.name}: installed sha256 {old}, this is sha256 {digest}.")
 
 
 def _need_name(args: Any) -> str:
