@@ -1,8 +1,9 @@
 """A deny rule on a file keeps shell commands off it however they name it: as an operand, in
-an option's value (``--file=F``, ``-fF``, ``if=F``, ``@F``), quoted or spelled with ``./``.
-Through the real binary (headless, ``--approval auto``: deny rules come first, the fake provider issuing the command); the
-assertion is on the file the command would have filled with the secret. A control run of the
-same table without the rule shows each command really copies the secret when let through."""
+an option's value (``--file=F``, ``-fF``, ``if=F``), quoted or spelled with ``./``. Through
+the real binary (headless, ``--approval auto``, where deny rules come first; the fake
+provider issues the command); the assertion is on the file the command would have filled
+with the secret. A control run of the same table without the rule shows each command really
+copies the secret when let through."""
 
 from __future__ import annotations
 
