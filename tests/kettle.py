@@ -69,15 +69,33 @@ def wire_args(fake: Any, wire: str, root: Path, model: str = "fake-model") -> tu
     return ["-m", f"openrouter:fake/{model}"], {"OPENROUTER_API_KEY": OPENROUTER_KEY}
 
 
-def write_project_config(root: Path, text: str, *, trust: bool = True) -> Path:
+def write_project_config(root: Path, text: str, *, trust: bool = True, approve_mcp: bool | None = None) -> Path:
     """Write ``root/.ketch/config.toml``; with ``trust`` (the default) the folder is also trusted
-    with exactly this config, as ``ketch trust add`` would record it, so what it widens applies."""
+    with exactly this config, as ``ketch trust add`` would record it, so what it widens applies,
+    and (unless ``approve_mcp`` is False) each of its MCP servers approved as ``ketch mcp
+    approve NAME`` would record it."""
     path = root / ".ketch" / "config.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     if trust:
         trust_folder(root)
+    if approve_mcp if approve_mcp is not None else trust:
+        approve_project_mcp(root)
     return path
+
+
+def approve_project_mcp(root: Path) -> None:
+    """Approve every MCP server of ``root``'s project config for its current exact spec."""
+    from ketch.core import mcp_approval
+    from ketch.core.config import load_config
+    from ketch.core.exceptions import ConfigError
+
+    try:
+        config = load_config(root.resolve(), trust_flag=True)
+    except ConfigError:  # a test of a broken file: there is nothing to approve
+        return
+    for approval in mcp_approval.project_servers(config):
+        mcp_approval.remember(approval, True)
 
 
 def trust_folder(root: Path) -> None:

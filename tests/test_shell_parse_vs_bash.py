@@ -163,9 +163,29 @@ def _list(draw: st.DrawFn, depth: int = 0) -> str:
     return out
 
 
+_JOINS = [
+    "{{ {a}\n}} ; {{ {b}\n}}", "{{ {a}\n}} && {{ {b}\n}}", "{{ {a}\n}} || {{ {b}\n}}", "{{ {a}\n}} | {{ {b}\n}}",
+    "{{ {a}\n}} |& ( {b}\n)", "( {a}\n) & {{ {b}\n}}", "h() {{ {a}\n}}\nh && {{ {b}\n}}", "x=$( {a}\n) ; {{ {b}\n}}",
+    "if {{ {a}\n}}; then {{ {b}\n}}; fi", "while {{ {a}\n}}; do {{ {b}\n}}; break; done", "{{ {a}\n}} \\\n&& {{ {b}\n}}",
+    "{{ {a}\n}} > out ; {{ {b}\n}} 2>&1", "! {{ {a}\n}} # c; ls\n{{ {b}\n}}",
+]
+"""Ways to put two generated lines together; each ends every line it wraps with a newline,
+so a line ending in a here-document's delimiter still ends there."""
+
+LINES_PER_EXAMPLE = 40
+
+
 @st.composite
 def command_lines(draw: st.DrawFn) -> list[str]:
-    return draw(st.lists(_list(), min_size=40, max_size=40))
+    """``LINES_PER_EXAMPLE`` generated lines, then as many made of two of them joined by a
+    drawn operator or compound (drawing the parts is what costs; joining them is cheap, and
+    each joined line is a new case for both readers)."""
+    lines = draw(st.lists(_list(), min_size=LINES_PER_EXAMPLE, max_size=LINES_PER_EXAMPLE))
+    joined = []
+    for i, first in enumerate(lines):
+        second = lines[draw(st.integers(0, len(lines) - 1))]
+        joined.append(draw(st.sampled_from(_JOINS)).format(a=first, b=second))
+    return lines + joined
 
 
 # ---------------------------------------------------------------- the judgement

@@ -72,9 +72,11 @@ def test_trust_flag_applies_the_same_config(tmp_path: Path) -> None:
         run = run_ketch(["-p", "go", "--trust", "--output-format", "stream-json", *adhoc(fake, WIRE)], tmp_path, subprocess_=True)
     assert run.code == 0, run.stderr
     assert (tmp_path / "hook-ran").exists()
-    assert (tmp_path / "mcp-ran").exists()
     assert (tmp_path / "shell-ran").exists()
     assert _trust_notices(_events(run.stdout)) == []
+    # --trust does not start the folder's MCP servers: each is approved for its exact command
+    assert not (tmp_path / "mcp-ran").exists()
+    assert any("MCP server 'evil' not started" in e.get("text", "") for e in _events(run.stdout))
 
 
 def test_a_trusted_folder_is_asked_again_when_its_config_changes(tmp_path: Path) -> None:
@@ -88,7 +90,8 @@ def test_a_trusted_folder_is_asked_again_when_its_config_changes(tmp_path: Path)
         run = run_ketch(["-p", "go", *adhoc(fake, WIRE)], tmp_path, subprocess_=True)
     assert run.code == 0, run.stderr
     assert (tmp_path / "hook-ran").exists() and (tmp_path / "shell-ran").exists()
-    for marker in ("hook-ran", "shell-ran", "mcp-ran"):
+    assert not (tmp_path / "mcp-ran").exists()  # trusting the folder did not approve its server
+    for marker in ("hook-ran", "shell-ran"):
         (tmp_path / marker).unlink()
 
     # the repository adds one more hook: the trust given for the old config does not cover it
@@ -217,5 +220,9 @@ def test_subcommands_read_the_config_the_same_way(tmp_path: Path) -> None:
     assert "No MCP servers configured" in run.stdout
     assert "MCP server evil: runs" in run.stderr and "--trust" in run.stderr
     assert run_ketch(["trust", "add"], tmp_path).code == 0
+    run = run_ketch(["mcp", "list"], tmp_path, subprocess_=True)
+    assert not (tmp_path / "mcp-ran").exists() and "evil" in run.stdout and "ketch mcp approve evil" in run.stdout
+    approved = run_ketch(["mcp", "approve", "evil"], tmp_path, input="y\n")
+    assert approved.code == 0, approved.stderr
     run = run_ketch(["mcp", "list"], tmp_path, subprocess_=True)
     assert (tmp_path / "mcp-ran").exists() and "evil" in run.stdout

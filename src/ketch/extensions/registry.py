@@ -76,6 +76,10 @@ class Staged:
     """Whether an installed item of the same kind and name would be replaced."""
     scope: Scope = "user"
     """Where it will be installed: the user config dir or the project's ``.ketch``."""
+    pinned: Any = None
+    """For an item from a git repository: the ``pinned_git.PinnedFile`` it was read from."""
+    previous: str = ""
+    """For an update of a git item: the commit installed now (the new one is ``pinned.commit``)."""
 
 
 @dataclass(frozen=True)
@@ -177,6 +181,22 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def file_text(entry: Entry) -> str:
+    """What installing ``entry`` writes: the skill's text or the manifest as JSON."""
+    if entry.kind == "skill":
+        return entry.body
+    if entry.manifest is None:
+        raise RegistryError(f"registry entry {entry.name!r} has nothing to install")
+    return strict_json.dumps(entry.manifest.to_dict(), indent=2) + "\n"
+
+
+def content_digest(entry: Entry) -> str:
+    """The sha256 of what installing ``entry`` writes (shown, recorded, and checkable with --sha256)."""
+    import hashlib
+
+    return hashlib.sha256(file_text(entry).encode("utf-8")).hexdigest()
+
+
 class Registry:
     """One registry index and the places its items install to."""
 
@@ -246,6 +266,46 @@ class Registry:
         self._staged[id(staged)] = staged
         return staged
 
+    def stage_git(
+        self, kind: Kind, name: str, url: str, commit: str, path: str, *, scope: Scope = "user",
+        allow_local: bool = False, sha256: str | None = None,
+    ) -> Staged:
+        """Fetch ``path`` at the pinned ``commit`` of the repository at ``url`` (checked by
+        ``pinned_git.fetch_pinned``) and prepare it for review like an index entry; an item
+        of that name installed from another commit is marked as an update naming both."""
+        from ketch.extensions.pinned_git import PinError, fetch_pinned
+
+        check_name(name, "name")
+        try:
+            pinned = fetch_pinned(url, commit, path, allow_local=allow_local, sha256=sha256)
+            text = pinned.data.decode("utf-8")
+        except PinError as exc:
+            raise RegistryError(str(exc)) from None
+        except UnicodeDecodeError:
+            raise RegistryError(f"{path} at {commit} is not UTF-8 text") from None
+        try:
+            if kind == "skill":
+                check_text(text, "skill body", MAX_SKILL_BYTES)
+                entry = Entry("skill", name, "", commit[:12], body=text)
+            else:
+                manifest = validate_manifest(json.loads(text), "manifest")
+                if manifest.name != name:
+                    raise ManifestError(f"manifest name {manifest.name!r} differs from {name!r}")
+                entry = Entry("plugin", name, "", commit[:12], manifest=manifest)
+        except (ManifestError, ValueError) as exc:
+            raise RegistryError(f"{path} at {commit}: {exc}") from None
+        staged = self.stage(entry, scope)
+        del self._staged[id(staged)]
+        record = self._read_ledger(self._base(scope)).get(f"{kind}:{name}") or {}
+        previous = str(record.get("commit") or ("(not from git)" if staged.replaces else ""))
+        staged = Staged(entry, staged.text, staged.replaces, scope, pinned=pinned, previous=previous if previous != commit else "")
+        self._staged[id(staged)] = staged
+        return staged
+
+    def installed_record(self, kind: Kind, name: str, scope: Scope = "user") -> dict[str, str]:
+        """The ledger's record of an installed item (empty when the registry did not install it)."""
+        return self._read_ledger(self._base(scope)).get(f"{kind}:{name}") or {}
+
     def install(self, staged: Staged, confirmed: bool) -> Path:
         """Write a staged entry once the user confirmed it; returns the file written."""
         if confirmed is not True:
@@ -254,13 +314,13 @@ class Registry:
             raise RegistryError(f"not installing {staged.entry.name!r}: stage it and show it to the user first")
         entry, base = staged.entry, self._base(staged.scope)
         target = self._target(base, entry.kind, entry.name)
-        if entry.kind == "skill":
-            _write_atomic(target, entry.body)
-        else:
-            assert entry.manifest is not None
-            _write_atomic(target, strict_json.dumps(entry.manifest.to_dict(), indent=2) + "\n")
+        _write_atomic(target, file_text(entry))
         ledger = self._read_ledger(base)
-        ledger[f"{entry.kind}:{entry.name}"] = {"kind": entry.kind, "name": entry.name, "version": entry.version, "source": self.index_url}
+        record = {"kind": entry.kind, "name": entry.name, "version": entry.version, "source": self.index_url,
+                  "sha256": content_digest(entry)}
+        if staged.pinned is not None:
+            record.update(source=staged.pinned.url, commit=staged.pinned.commit, path=staged.pinned.path, sha256=staged.pinned.sha256)
+        ledger[f"{entry.kind}:{entry.name}"] = record
         _write_atomic(base / LEDGER, strict_json.dumps(ledger, indent=2, sort_keys=True) + "\n")
         del self._staged[id(staged)]
         return target

@@ -32,11 +32,16 @@ async def start_mcp(
 ) -> tuple[Any, dict[str, str]]:
     """Start the configured MCP servers: the hub (or None) and the kind of each tool they offer.
     A server that fails to start is a warning; its tools' descriptions go into ``descriptions``."""
-    if not config.mcp.get("servers"):
+    from ketch.core.mcp_approval import approved_mcp
+
+    mcp, held = approved_mcp(config)
+    for approval in held:  # a project server not approved for its exact command is never spawned
+        warnings.append(f"MCP server '{approval.name}' {approval.refusal()}")
+    if not mcp.get("servers"):
         return None, {}
     from ketch.extensions.mcp import start_mcp_servers
 
-    hub = await start_mcp_servers(config.mcp, sandbox=sandbox, child_env=child_env)
+    hub = await start_mcp_servers(mcp, sandbox=sandbox, child_env=child_env)
     kinds: dict[str, str] = {}
     for status in hub.status():
         if status.state == "failed":

@@ -40,7 +40,7 @@ def _main_parser() -> argparse.ArgumentParser:
         prog="ketch",
         description="ketch: a terminal AI coding agent. Without -p it opens the interactive UI in this repository.",
         epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | "
-        "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch repair ID | ketch mcp list | "
+        "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch repair ID | ketch mcp list|approve NAME|deny NAME | "
         "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune | "
         "ketch acp [model flags] | ketch sandbox check | ketch trust list|add|remove [PATH]",
     )
@@ -114,11 +114,18 @@ def _sub_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("repair", help="drop the last exchange of a session a provider keeps rejecting")
     rp.add_argument("id")
     mc = sub.add_parser("mcp", help="MCP servers")
-    mc.add_argument("action", choices=("list",))
+    mc.add_argument("action", choices=("list", "approve", "deny"))
+    mc.add_argument("name", nargs="?", help="approve/deny: the server from this folder's config")
+    mc.add_argument("--yes", action="store_true", help="approve without the interactive confirmation (after showing the command)")
     r = sub.add_parser("registry", help="skills and plugins from the registry")
     r.add_argument("action", choices=("list", "show", "install", "remove"))
     r.add_argument("name", nargs="?")
     r.add_argument("--yes", action="store_true", help="install without the interactive confirmation (after showing the text)")
+    r.add_argument("--git", metavar="URL", help="install: from this git repository (https, or a local repository's path) instead of the index")
+    r.add_argument("--commit", help="with --git: the full commit id to install from (no branch, tag or abbreviation)")
+    r.add_argument("--path", dest="git_path", default="SKILL.md", help="with --git: the file in the repository (default SKILL.md)")
+    r.add_argument("--kind", choices=("skill", "plugin"), default="skill", help="with --git: what the file is")
+    r.add_argument("--sha256", help="with --git: the file's expected sha256 as well")
     from ketch.frontends.rewind_cmd import add_checkpoints_parser, add_parser as add_rewind
 
     add_rewind(sub)

@@ -79,13 +79,36 @@ def _trust_question(args: Any, cwd: Path) -> Any:
     root = find_project_root(cwd)
     standing = trust.standing_of(root, split, flag=bool(getattr(args, "trust", False)))
     if not standing.needs_answer:
-        return None
+        return _mcp_server_question(args, cwd) if standing.applied else None
     return TrustQuestion(
         folder=str(root),
         config_file=str(split.path.relative_to(root)),
         items=[(item.text, item.marked) for item in split.additions],
         changed=standing.standing == "changed",
         answer=lambda trusted: trust.remember(root, trusted, split.digest),
+    )
+
+
+def _mcp_server_question(args: Any, cwd: Path) -> Any:
+    """The next MCP server of a trusted folder's config not yet answered for its exact launch
+    (``core.mcp_approval``), or None: asked one server at a time, after the folder."""
+    from ketch.core import mcp_approval
+    from ketch.frontends.assemble import config_from_args
+    from ketch.ui.trust_overlay import TrustQuestion
+
+    config = config_from_args(args, cwd)
+    waiting = [a for a in mcp_approval.project_servers(config) if a.state in ("unknown", "changed")]
+    if not waiting:
+        return None
+    approval = waiting[0]
+    return TrustQuestion(
+        folder=str(approval.folder),
+        config_file=str(config.project_trust.split.path.relative_to(approval.folder)),
+        items=[(line, False) for line in approval.lines()],
+        changed=approval.state == "changed",
+        answer=lambda ok: mcp_approval.remember(approval, ok),
+        heading=f"MCP server {approval.name} " + ("changed since you approved it" if approval.state == "changed" else "wants to start"),
+        labels=("Start this server (y)", "Do not start it (n)"),
     )
 
 

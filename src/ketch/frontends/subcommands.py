@@ -249,10 +249,18 @@ def _repair(args: Any) -> int:
 
 
 def _mcp(args: Any) -> int:
+    from ketch.core.mcp_approval import approved_mcp
     from ketch.extensions.mcp import start_mcp_servers
 
+    if getattr(args, "action", "list") != "list":
+        from ketch.frontends.mcp_approve_command import run_mcp_approve
+
+        return run_mcp_approve(args)
     config = _config()
     servers = config.mcp.get("servers", {})
+    mcp, held = approved_mcp(config)
+    for approval in held:  # listed, never started
+        print(f"{approval.name:<16} {'held':<7} -  ({approval.refusal()})")
     if not servers:
         print("No MCP servers configured ([mcp.servers.NAME] in .ketch/config.toml).")
         return EXIT_OK
@@ -264,7 +272,7 @@ def _mcp(args: Any) -> int:
     child_env = ChildEnv.of(ring.names, ring.values, config.tools.keep_env)
 
     async def probe() -> list[Any]:
-        hub = await start_mcp_servers(config.mcp, child_env=child_env)
+        hub = await start_mcp_servers(mcp, child_env=child_env)
         try:
             return hub.status()
         finally:
@@ -296,10 +304,18 @@ def _registry(args: Any) -> int:
             print(f"Removed {args.name}.")
             return EXIT_OK
         name = _need_name(args)
-        entries = {e.name: e for e in asyncio.run(registry.fetch_index())}
-        if name not in entries:
-            raise ConfigError(f"the registry has no entry '{name}'; see 'ketch registry list'")
-        staged = registry.stage(entries[name])
+        if getattr(args, "git", None):  # a pinned commit of a git repository, checked after fetching
+            staged = registry.stage_git(args.kind, name, args.git, args.commit, args.git_path, allow_local=True, sha256=args.sha256)
+            pin = staged.pinned
+            print(f"{name}: {pin.path} at commit {pin.commit} of {pin.url} (sha256 {pin.sha256})")
+            if staged.previous:
+                print(f"This UPDATES {name}: installed from commit {staged.previous}, this is commit {pin.commit}.")
+        else:
+            entries = {e.name: e for e in asyncio.run(registry.fetch_index())}
+            if name not in entries:
+                raise ConfigError(f"the registry has no entry '{name}'; see 'ketch registry list'")
+            staged = registry.stage(entries[name])
+            _show_index_item(registry, staged, getattr(args, "sha256", None))
         print(staged.text)
         if args.action == "show":
             return EXIT_OK
@@ -315,6 +331,22 @@ def _registry(args: Any) -> int:
     except RegistryError as exc:
         print(f"ketch: {exc}", file=sys.stderr)
         return EXIT_PROVIDER
+
+
+def _show_index_item(registry: Any, staged: Any, expected: str | None) -> None:
+    """The digest of what would be written, checked against ``--sha256``; an item already
+    installed is named as an update with both digests (nothing replaces an item silently)."""
+    from ketch.extensions.registry import RegistryError, content_digest
+
+    entry = staged.entry
+    digest = content_digest(entry)
+    if expected is not None and expected != digest:
+        raise RegistryError(f"{entry.name} in the index has sha256 {digest}, not the pinned {expected}: not installed")
+    print(f"{entry.name}: {entry.kind} from {registry.index_url} (sha256 {digest})")
+    if staged.replaces:
+        old = registry.installed_record(entry.kind, entry.name, staged.scope).get("sha256") or "(not recorded)"
+        if old != digest:
+            print(f"This UPDATES {entry.name}: installed sha256 {old}, this is sha256 {digest}.")
 
 
 def _need_name(args: Any) -> str:

@@ -313,3 +313,23 @@ def run_own_store(git_dir: Path | str, work_tree: Path | str | None, args: Seque
         stop(process)
         raise
     return GitResult(process.returncode, out, err)
+
+
+def run_fetch_store(git_dir: Path | str, args: Sequence[str], *, protocols: Sequence[str], cwd: Path | str,
+                    timeout_s: float = 120.0) -> GitResult:
+    """``git <args>`` on a scratch bare store ketch made to fetch one pinned commit: the own
+    store's environment and overrides, with ``GIT_ALLOW_PROTOCOL`` naming only ``protocols``
+    (so no ssh, ext:: or remote helper), no credentials and no prompt."""
+    env = own_store_env(git_dir, None)
+    env.update(GIT_DIR=str(git_dir), GIT_ALLOW_PROTOCOL=":".join(protocols))
+    process = launch(["git", *args], env, cwd=str(cwd))
+    try:
+        out, err = process.communicate(None, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop(process)
+        process.communicate()
+        raise GitLaunchError(f"git {args[0] if args else ''} did not finish in {timeout_s:.0f} s") from None
+    except BaseException:
+        stop(process)
+        raise
+    return GitResult(process.returncode, out, err)

@@ -185,15 +185,9 @@ class KetchApp:
         """Before the session exists: ask whether the folder's repository config applies."""
         if self.config.trust_question is None:
             return
-        question = await self.config.trust_question()
-        if question is None:
-            return
-        from ketch.ui.trust_overlay import TrustOverlay
+        from ketch.ui.trust_overlay import ask_each
 
-        answered: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.push_overlay(TrustOverlay(question, lambda ok: answered.done() or answered.set_result(ok)))
-        trusted = await answered
-        await asyncio.to_thread(question.answer, trusted)
+        await ask_each(self.config.trust_question, self.push_overlay)
 
     async def _load_session(self) -> None:
         try:

@@ -3,12 +3,15 @@
 It lists exactly what the folder's ``.ketch/config.toml`` would add (each allow rule, each
 hook command, each MCP server's command line, each connection change); a change to where one
 of the user's keys is sent is marked. Until it is answered no session exists, so nothing the
-repository names has run. Escape means no.
+repository names has run. Escape means no. The same overlay then asks about each of the
+folder's MCP servers by itself, showing its exact launch (``core.mcp_approval``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 from dataclasses import dataclass, field
 
 from ketch.ui.overlays import Fragments, _choice_rows
@@ -26,6 +29,10 @@ class TrustQuestion:
     """Trusted before with a config that has changed since."""
     answer: Callable[[bool], None] = field(default=lambda trusted: None)
     """Stores the answer (called once, with True to trust)."""
+    heading: str = ""
+    """The first line instead of the folder's (an MCP server's question names the server)."""
+    labels: tuple[str, ...] = ()
+    """The two choices instead of the folder's."""
 
 
 class TrustOverlay:
@@ -39,8 +46,11 @@ class TrustOverlay:
     def fragments(self, width: int) -> Fragments:
         q = self.question
         head = "changed since you trusted it" if q.changed else "is not trusted yet"
-        out: Fragments = [("class:overlay.title", f"{q.folder} {head}.\n")]
-        out.append(("", f" Its {q.config_file} would add:\n"))
+        if q.heading:
+            out: Fragments = [("class:overlay.title", f"{q.heading}.\n"), ("", f" From {q.folder}/{q.config_file}, it:\n")]
+        else:
+            out = [("class:overlay.title", f"{q.folder} {head}.\n")]
+            out.append(("", f" Its {q.config_file} would add:\n"))
         for text, marked in q.items:
             prefix = f" {MARK} " if marked else "   - "
             style = "class:diff.del" if marked else ""
@@ -50,7 +60,7 @@ class TrustOverlay:
                 line = ("     " + line[max(10, width - 1):]) if len(line) > width - 1 else ""
         if any(marked for _t, marked in q.items):
             out.append(("class:dim", f" {MARK} sends one of your keys somewhere this repository chose\n"))
-        out += _choice_rows(self.LABELS, self.selected)
+        out += _choice_rows(list(q.labels) or self.LABELS, self.selected)
         return out
 
     def on_key(self, key: str) -> bool:
@@ -65,3 +75,25 @@ class TrustOverlay:
         if key in ("up", "down"):
             self.selected = 1 - self.selected
         return False
+
+
+MAX_QUESTIONS = 64
+"""The folder's question and one per MCP server: more than a config names is a loop."""
+
+
+async def ask_each(next_question: Callable[[], Awaitable[Any]], push_overlay: Callable[[Any], Any]) -> None:
+    """Ask the folder's question, then each of its MCP servers', until none is left: each
+    answer is stored before the next question is looked up."""
+    asked: set[tuple[str, tuple[tuple[str, bool], ...]]] = set()
+    for _ in range(MAX_QUESTIONS):
+        question = await next_question()
+        if question is None:
+            return
+        seen = (question.heading, tuple(question.items))
+        if seen in asked:
+            return  # an answer that did not stick: asking again would never end
+        asked.add(seen)
+        answered: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        push_overlay(TrustOverlay(question, lambda ok, f=answered: f.done() or f.set_result(ok)))
+        trusted = await answered
+        await asyncio.to_thread(question.answer, trusted)
