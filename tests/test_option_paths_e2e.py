@@ -1,5 +1,5 @@
 """A deny rule on a file keeps shell commands off it however they name it: as an operand, in
-an option's value (``--file=F``, ``-fF``, ``if=F``), quoted or spelled with ``./``. Through
+an option's value (``--file=F``, ``-fF``, ``if=F``), a response file (``@F``), quoted or spelled with ``./``. Through
 the real binary (headless, ``--approval auto``, where deny rules come first; the fake
 provider issues the command); the assertion is on the file the command would have filled
 with the secret. A control run of the same table without the rule shows each command really
@@ -35,6 +35,10 @@ LEAKS = [
     "true && true; head -c 99 secret.txt > leak",
     "comm -- secret.txt other.txt > leak",
     "paste -d, secret.txt other.txt > leak",
+    # response files: binutils and gcc read more arguments from @FILE (and name them in errors)
+    "nm @secret.txt 2> leak",
+    "size @./secret.txt 2> leak",
+    "gcc -fsyntax-only @secret.txt 2> leak",
 ]
 
 
