@@ -81,3 +81,17 @@ def test_control_every_command_of_the_table_leaks_the_secret_without_the_rule(tm
     _run(ws, commands, subprocess_=True)
     leaked = [c for i, c in enumerate(LEAKS) if (ws / f"leak-{i:02d}").exists() and SECRET in (ws / f"leak-{i:02d}").read_text()]
     assert leaked == LEAKS
+
+
+def test_a_deny_rule_holds_under_yolo_too(tmp_path: Path) -> None:
+    """``--yolo`` skips every prompt, not the user's deny rules (as bypass modes elsewhere)."""
+    ws = _workspace(tmp_path)
+    _user_config('[permissions]\nread_file = { "secret.txt" = "deny" }\n')
+    commands = ["cp -- secret.txt leak", "cp other.txt plain-copy"]
+    with FakeProvider([Turn(tool_calls=[ToolCall("shell", {"command": c}) for c in commands]), Turn(text="done")]) as fake:
+        run = run_ketch(["-p", "go", "--yolo", "--output-format", "stream-json", *adhoc(fake, WIRE)], ws)
+    assert run.code == 0, run.stderr[-2000:]
+    resolved = [e for e in map(json.loads, filter(str.strip, run.stdout.splitlines())) if e["type"] == "approval_resolved"]
+    assert sorted((r["decision"], r["by"]) for r in resolved) == [("allow", "yolo"), ("deny", "rule")]
+    assert not (ws / "leak").exists()
+    assert (ws / "plain-copy").read_text() == "plain\n"

@@ -2,7 +2,7 @@
 
 Order: guard rules (plugins and config refusals; nothing bypasses them) → user hooks
 that refuse (exit 2) → the sandbox's write policy (read-only mode: file writes refused) →
-``--yolo`` → permission rules (deny first; then, with no sandbox mechanism, every shell
+deny rules (in every mode, ``--yolo`` included) → ``--yolo`` → the other permission rules (with no sandbox mechanism, every shell
 command asks; then ask rules, writes to run-later paths, the user's "allow for this
 session" answers, allow rules) → the approval mode (``auto``/``never``: a shell command
 that runs sandboxed, and a file write the sandbox's policy allows, need no prompt) →
@@ -156,12 +156,12 @@ class ApprovalGate:
         write = self._file_write_verdict(tool_name, args)
         if write == "read_only":
             return GateDecision("deny", "sandbox", "The sandbox is read-only (--sandbox read-only): ketch changes no files.", "sandbox.mode = read-only")
-        if self.yolo:
-            return GateDecision("allow", "yolo", rule="--yolo")
         matched = self.rules.decide(tool_name, args, self.key_args.get(tool_name, "")) if self.rules is not None else None
-        if matched is not None and matched[0] == "deny":
+        if matched is not None and matched[0] == "deny":  # a deny rule holds in every mode, --yolo too
             described = describe_rule(matched[1])
             return GateDecision("deny", "rule", f"Denied by permission rule {described}", described)
+        if self.yolo:
+            return GateDecision("allow", "yolo", rule="--yolo")
         unconfined = self._unconfined_shell(tool_name, args)
         if unconfined is not None:
             return unconfined
