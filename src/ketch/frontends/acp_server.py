@@ -22,7 +22,9 @@ from typing import Any
 
 from ketch import __version__
 from ketch.core import events as ev
+from ketch.frontends.acp_config import Pickers, Settings, send_changes
 from ketch.frontends.acp_events import tool_title, forward
+from ketch.frontends.acp_slash import IN_PLACE, NOT_IN_EDITORS
 
 STOP = {"done": "end_turn", "cancelled": "cancelled", "interrupted": "cancelled", "step_limit": "max_turn_requests",
         "max_tokens": "max_tokens", "error": "end_turn"}
@@ -57,6 +59,7 @@ class KetchAgent:
         self.conn: Any = None
         self.client_caps: Any = None
         self.sessions: dict[str, Any] = {}
+        self.pickers: dict[str, Pickers] = {}
         self._turns: dict[str, asyncio.Task[Any]] = {}
         self._asks: dict[str, set[asyncio.Task[Any]]] = {}
 
@@ -100,7 +103,7 @@ class KetchAgent:
         args = self._session_args(cwd, extra_dirs, resume)
         args.acp_mcp_servers = _mcp_servers(mcp_servers)
         try:
-            session = await build_session(args, interactive=True)
+            session = await build_session(args, interactive=True, titles=True)
         except ConfigError as exc:
             raise RequestError.invalid_params({"message": str(exc)}) from None
         fs = getattr(self.client_caps, "fs", None) if self.client_caps is not None else None
@@ -109,6 +112,8 @@ class KetchAgent:
             read=bool(getattr(fs, "read_text_file", False)), write=bool(getattr(fs, "write_text_file", False)),
         )
         self.sessions[session.session_id] = session
+        pickers = self.pickers[session.session_id] = Pickers(session, self.args)
+        pickers.load_lists(self.conn, lambda: session.session_id)
         return session
 
     def _modes(self, session: Any) -> Any:
@@ -124,36 +129,17 @@ class KetchAgent:
 
     async def _config_options(self, session: Any) -> list[Any]:
         """The model and the thinking level, as ACP session config options (the protocol's way to
-        pick a model); a model that is not among the choices (an ad-hoc one) is listed first."""
-        from acp.schema import SessionConfigOptionSelect, SessionConfigSelectOption
-
-        from ketch.frontends.slash_actions import SlashActions
-
-        actions = SlashActions(lambda: session, self.args, Path(session.workspace.root))
-        try:
-            models = await actions.choices("model")
-        except Exception:  # noqa: BLE001 - a model list that cannot be had leaves the current one
-            models = []
-        models = list(dict.fromkeys([session.model_ref, *models]))
-        levels = await actions.choices("think")
-        return [
-            SessionConfigOptionSelect(id="model", name="Model", category="model", type="select", current_value=session.model_ref,
-                                      options=[SessionConfigSelectOption(value=m, name=m) for m in models]),
-            SessionConfigOptionSelect(id="think", name="Thinking", category="thought_level", type="select",
-                                      current_value=session.config.think,
-                                      options=[SessionConfigSelectOption(value=v, name=v) for v in levels]),
-        ]
+        pick a model); never waits on the network (the lists follow as an update)."""
+        return await self.pickers[session.session_id].options()
 
     async def set_config_option(self, config_id: str, session_id: str, value: str | bool, **_: Any) -> Any:
         from acp import RequestError
         from acp.schema import SetSessionConfigOptionResponse
 
-        from ketch.frontends.slash_actions import SlashActions
-
         session = self._session(session_id)
         if config_id not in ("model", "think") or not isinstance(value, str):
             raise RequestError.invalid_params({"message": f"ketch has no config option {config_id!r} taking {value!r}"})
-        actions = SlashActions(lambda: session, self.args, Path(session.workspace.root))
+        actions = self.pickers[session_id].actions
         try:
             await (actions.model(value) if config_id == "model" else actions.think(value))
         except Exception as exc:  # noqa: BLE001 - an unknown model or level, a turn running
@@ -175,23 +161,22 @@ class KetchAgent:
 
         if not session_id or not session_id.strip():
             raise RequestError.invalid_params({"message": "session/load needs the id of a stored ketch session"})
-        session = await self._build(cwd, additional_directories, mcp_servers, session_id)
+        session = self.sessions.get(session_id) or await self._build(cwd, additional_directories, mcp_servers, session_id)
         await self._replay(session)
+        await self._send_title(session)
         asyncio.get_running_loop().create_task(self._advertise(session))
         return LoadSessionResponse(modes=self._modes(session), config_options=await self._config_options(session))
 
     async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> Any:
         from acp import RequestError
-        from acp.helpers import update_current_mode
-
-        from ketch.core.agents import resolve_agent
 
         session = self._session(session_id)
-        try:
-            session.set_variant(resolve_agent(mode_id, session.config))
+        before = Settings.of(session)
+        try:  # as /agent: the agent's own model and thinking level come with it
+            await self.pickers[session_id].actions.agent(mode_id)
         except Exception as exc:  # noqa: BLE001 - an unknown mode, or a turn running
             raise RequestError.invalid_params({"message": str(exc)}) from None
-        await self.conn.session_update(session_id=session_id, update=update_current_mode(mode_id))
+        await send_changes(self.conn, session_id, before, self.pickers[session_id])
         return None
 
     async def cancel(self, session_id: str, **_: Any) -> None:
@@ -234,7 +219,24 @@ class KetchAgent:
             await forward(self.conn, session, event, self._ask_in_background)
             if isinstance(event, ev.TurnFinished):
                 reason = event.reason
+        if session.title_task is not None:
+            asyncio.get_running_loop().create_task(self._title_when_named(session, session.title_task))
+            session.title_task = None
         return PromptResponse(stop_reason=STOP.get(reason, "end_turn"))
+
+    async def _title_when_named(self, session: Any, task: asyncio.Task[str]) -> None:
+        with contextlib.suppress(Exception):
+            await task
+            await self._send_title(session)
+
+    async def _send_title(self, session: Any) -> None:
+        """The session's stored title (as the terminal names it), as a session info update."""
+        from acp.schema import SessionInfoUpdate
+
+        row = None if session.store is None or session.store.is_reserved(session.session_id) else \
+            session.store.get_session(session.session_id)
+        await self.conn.session_update(session_id=session.session_id, update=SessionInfoUpdate(
+            session_update="session_info_update", title=(row.title if row is not None else "") or None))
 
     async def _say(self, session_id: str, text: str) -> None:
         from acp import update_agent_message_text
@@ -285,13 +287,24 @@ class KetchAgent:
     async def _slash(self, session: Any, text: str) -> str | None:
         """A slash command the client sent as a prompt: a core command's reply, or None when it
         is a user prompt template (expanded in place) or not a command."""
-        from ketch.frontends.slash_actions import SlashActions
-
         name, _, rest = text[1:].partition(" ")
-        actions = SlashActions(lambda: session, self.args, Path(session.workspace.root))
-        if name in actions._handlers:  # noqa: SLF001 - the core's own commands
+        pickers = self.pickers[session.session_id]
+        actions = pickers.actions
+        if name in NOT_IN_EDITORS:
+            return f"/{name} is not available in an editor: open the session from the editor's session list."
+        if name not in IN_PLACE and name not in actions._handlers:  # noqa: SLF001 - the core's own commands
+            return None
+        before = Settings.of(session)
+        try:
+            if name in IN_PLACE:
+                reply = await IN_PLACE[name](session)
+                await self._send_title(session)
+                return reply
             return await actions.run(name, rest.strip()) or ""
-        return None
+        except Exception as exc:  # noqa: BLE001 - as the terminal prints it: the session goes on
+            return f"/{name} failed: {exc}"
+        finally:
+            await send_changes(self.conn, session.session_id, before, pickers)
 
     def _expand(self, session: Any, text: str) -> str:
         from ketch.extensions.commands import expand_user_command
@@ -310,7 +323,7 @@ class KetchAgent:
         from ketch.frontends.slash_actions import SlashActions
 
         with contextlib.suppress(Exception):
-            core = set(SlashActions(lambda: session, self.args, Path(session.workspace.root))._handlers)  # noqa: SLF001
+            core = set(SlashActions(lambda: session, self.args, Path(session.workspace.root))._handlers) - NOT_IN_EDITORS  # noqa: SLF001
             commands = [
                 AvailableCommand(name=c.name, description=c.description,
                                  input=AvailableCommandInput(root=UnstructuredCommandInput(hint=c.args_hint)) if c.args_hint else None)

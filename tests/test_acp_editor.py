@@ -1,0 +1,184 @@
+"""``ketch acp`` against editors' clients (the official Python SDK here, the official TypeScript
+SDK through node in ``tests/acp_node``), on real pipes through a tap that keeps every message:
+each one is validated against the JSON schema of the protocol version negotiated, and the
+assertions are on what the editor received and what its file system holds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+acp = pytest.importorskip("acp")
+from acp import PROTOCOL_VERSION, spawn_agent_process, text_block  # noqa: E402
+from acp.schema import ClientCapabilities, FileSystemCapabilities  # noqa: E402
+from acp_schema import SDK, read_log, sdk_installed, validate  # noqa: E402
+from fakeprovider import FakeProvider, ToolCall, Turn, user_texts  # noqa: E402
+from kettle import adhoc, ketch_env  # noqa: E402
+from test_acp import EditorClient, until  # noqa: E402
+
+TAP = Path(__file__).parent / "acp_wire.py"
+
+
+class GatedModels:
+    """A provider whose model list waits behind a gate (never opened: a provider that never
+    answers); anything else is answered 503."""
+
+    def __init__(self, listed: str = "listed-model") -> None:
+        self.gate = threading.Event()
+        self.asked = threading.Event()
+        gate, asked = self.gate, self.asked
+        body = json.dumps({"object": "list", "data": [{"id": listed, "object": "model"}]}).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the http.server name
+                asked.set()
+                if not gate.wait(60):
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:  # noqa: N802
+                self.send_response(503)
+                self.end_headers()
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.gate.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _agent_command(log: Path, base_url: str, *extra: str) -> list[str]:
+    return [sys.executable, str(TAP), str(log), "--", sys.executable, "-m", "ketch", "acp",
+            "--base-url", base_url, "--wire", "openai-chat", "--model", "fake-model", *extra]
+
+
+async def _spawn(client: Any, log: Path, base_url: str, cwd: Path) -> Any:
+    command = _agent_command(log, base_url)
+    return spawn_agent_process(client, command[0], *command[1:], env=ketch_env(), cwd=str(cwd))
+
+
+async def _initialize(conn: Any) -> Any:
+    return await conn.initialize(
+        protocol_version=PROTOCOL_VERSION,
+        client_capabilities=ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)),
+    )
+
+
+def _schema_clean(log: Path) -> int:
+    """Every message on the wire valid for the negotiated version; how many there were."""
+    count, problems = validate(read_log(log))
+    assert not problems, problems[:10]
+    return count
+
+
+def _options(update_or_response: Any) -> dict[str, Any]:
+    return {o.id: o for o in update_or_response.config_options}
+
+
+@pytest.fixture(autouse=True)
+def _schema_available() -> None:
+    if not sdk_installed():
+        pytest.skip(f"the ACP TypeScript SDK (its schema) is not installed in {SDK.parent.parent}: .ci/run installs it")
+
+
+async def test_session_new_answers_before_the_model_list_and_the_list_follows_as_an_update(tmp_path: Path) -> None:
+    provider = GatedModels()
+    client = EditorClient([])
+    log = tmp_path / "wire.log"
+    try:
+        async with await _spawn(client, log, provider.base_url, tmp_path) as (conn, _process):
+            await _initialize(conn)
+            new = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])  # the gate is shut: nothing listed yet
+            assert not provider.gate.is_set()
+            models = [o.value for o in _options(new)["model"].options]
+            assert "adhoc:fake-model" in models and "adhoc:listed-model" not in models
+            assert not [u for u in client.updates if u.session_update == "config_option_update"]
+            provider.gate.set()
+            await until(lambda: any(u.session_update == "config_option_update" for u in client.updates))
+            [update] = [u for u in client.updates if u.session_update == "config_option_update"]
+            listed = [o.value for o in _options(update)["model"].options]
+            assert "adhoc:listed-model" in listed and _options(update)["model"].current_value == "adhoc:fake-model"
+    finally:
+        provider.close()
+    assert provider.asked.is_set()
+    assert _schema_clean(log) >= 5
+
+
+def _replies(client: EditorClient, start: int) -> str:
+    return "".join(u.content.text for u in client.updates[start:] if u.session_update == "agent_message_chunk")
+
+
+async def test_slash_commands_keep_the_editors_session_id_and_tell_its_pickers(tmp_path: Path) -> None:
+    script = [Turn(text="answer one"), Turn(text="answer two")]
+    client = EditorClient([])
+    log = tmp_path / "wire.log"
+    with FakeProvider(script) as fake:
+        async with await _spawn(client, log, fake.base_url, tmp_path) as (conn, _process):
+            await _initialize(conn)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            await until(lambda: any(u.session_update == "available_commands_update" for u in client.updates))
+            [commands] = [u for u in client.updates if u.session_update == "available_commands_update"]
+            names = {c.name for c in commands.available_commands}
+            assert {"clear", "fork", "model", "agent", "think"} <= names and "resume" not in names
+            await conn.prompt(session_id=sid, prompt=[text_block("first question")])
+
+            async def slash(text: str) -> str:
+                mark = len(client.updates)
+                reply = await conn.prompt(session_id=sid, prompt=[text_block(text)])
+                assert reply.stop_reason == "end_turn"
+                return _replies(client, mark)
+
+            def latest_options() -> dict[str, Any]:
+                return _options([u for u in client.updates if u.session_update == "config_option_update"][-1])
+
+            await slash("/model adhoc:other-model")
+            assert latest_options()["model"].current_value == "adhoc:other-model"
+            await slash("/think high")
+            assert latest_options()["think"].current_value == "high"
+            await slash("/agent plan")
+            assert [u.current_mode_id for u in client.updates if u.session_update == "current_mode_update"][-1] == "plan"
+            await slash("/agent build")
+            assert "not available in an editor" in await slash("/resume " + sid)
+
+            forked = await slash("/fork")
+            cleared = await slash("/clear")
+            await conn.prompt(session_id=sid, prompt=[text_block("second question")])
+    fork_id = forked.split("kept as session ")[1].split(";")[0]
+    old_id = cleared.split("kept as session ")[1].rstrip(".")
+    assert user_texts(fake.model_requests[-1]) == ["second question"]  # /clear emptied the conversation the model sees
+    assert fake.model_requests[-1].body["model"] == "other-model"
+
+    # A later editor loads each id and sees what it holds: the editor's id has the conversation after /clear.
+    shown: dict[str, str] = {}
+    for wanted in (sid, old_id, fork_id):
+        loader = EditorClient([])
+        with FakeProvider([]) as idle:
+            async with await _spawn(loader, tmp_path / f"load-{wanted}.log", idle.base_url, tmp_path) as (conn, _p):
+                await _initialize(conn)
+                await conn.load_session(cwd=str(tmp_path), session_id=wanted, mcp_servers=[])
+                await asyncio.sleep(0.2)
+        shown[wanted] = loader.text("user_message_chunk")
+        _schema_clean(tmp_path / f"load-{wanted}.log")
+    assert shown[sid] == "second question"
+    assert shown[old_id] == "first question" and shown[fork_id] == "first question"
+    assert len({sid, old_id, fork_id}) == 3
+    assert _schema_clean(log) > 10
