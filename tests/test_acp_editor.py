@@ -39,6 +39,11 @@ class GatedModels:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - the http.server name
+                if self.path == "/open-gate":  # the editor opens it once session/new has answered
+                    gate.set()
+                    self.send_response(204)
+                    self.end_headers()
+                    return
                 asked.set()
                 if not gate.wait(60):
                     return
@@ -88,6 +93,22 @@ def _schema_clean(log: Path) -> int:
     count, problems = validate(read_log(log))
     assert not problems, problems[:10]
     return count
+
+
+def run_editor(plan: dict[str, Any], log: Path, base_url: str, cwd: Path, *extra: str) -> dict[str, Any]:
+    """Drive ``ketch acp`` with the TypeScript SDK's client (``acp_node/editor.mjs``) through
+    ``plan``; what the editor received, after checking every message on the wire."""
+    plan = {"cwd": str(cwd), "command": _agent_command(log, base_url, *extra), **plan}
+    run = subprocess.run(["node", str(SDK.parent.parent.parent / "editor.mjs"), json.dumps(plan)], cwd=cwd,
+                         env=ketch_env(), capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout)
+    seen["messages"] = _schema_clean(log)
+    return seen
+
+
+def kinds(seen: dict[str, Any]) -> list[str]:
+    return [u["update"]["sessionUpdate"] for u in seen["updates"]]
 
 
 def _options(update_or_response: Any) -> dict[str, Any]:
@@ -182,3 +203,34 @@ async def test_slash_commands_keep_the_editors_session_id_and_tell_its_pickers(t
     assert shown[old_id] == "first question" and shown[fork_id] == "first question"
     assert len({sid, old_id, fork_id}) == 3
     assert _schema_clean(log) > 10
+
+
+def test_typescript_editor_gets_session_new_before_any_model_list_then_the_list_and_the_slash_updates(tmp_path: Path) -> None:
+    provider = GatedModels()
+    try:
+        seen = run_editor({"steps": [
+            {"op": "initialize"},
+            {"op": "new"},
+            {"op": "fetch", "url": provider.base_url.removesuffix("/v1") + "/open-gate"},
+            {"op": "waitUpdate", "kind": "config_option_update"},
+            {"op": "prompt", "text": "/model adhoc:other-model"},
+            {"op": "prompt", "text": "/agent plan"},
+            {"op": "setOption", "id": "think", "value": "high"},
+            {"op": "prompt", "text": "/clear"},
+        ]}, tmp_path / "wire.log", provider.base_url, tmp_path)
+    finally:
+        provider.close()
+    new = seen["responses"][1]["result"]
+    [model] = [o for o in new["configOptions"] if o["id"] == "model"]
+    assert "adhoc:listed-model" not in [o["value"] for o in model["options"]]  # answered with the gate shut
+    updates = [u["update"] for u in seen["updates"] if u["sessionId"] == new["sessionId"]]
+    pickers = [u for u in updates if u["sessionUpdate"] == "config_option_update"]
+    first = {o["id"]: o for o in pickers[0]["configOptions"]}
+    assert "adhoc:listed-model" in [o["value"] for o in first["model"]["options"]]
+    assert {o["id"]: o["currentValue"] for o in pickers[-1]["configOptions"]}["model"] == "adhoc:other-model"
+    assert [u["currentModeId"] for u in updates if u["sessionUpdate"] == "current_mode_update"] == ["plan"]
+    [think] = [o for o in seen["responses"][6]["result"]["configOptions"] if o["id"] == "think"]
+    assert think["currentValue"] == "high"
+    said = "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
+    assert "New conversation." in said and not seen["errors"]
+    assert seen["messages"] > 10
