@@ -196,7 +196,7 @@ async def test_slash_commands_keep_the_editors_session_id_and_tell_its_pickers(t
             async with await _spawn(loader, tmp_path / f"load-{wanted}.log", idle.base_url, tmp_path) as (conn, _p):
                 await _initialize(conn)
                 await conn.load_session(cwd=str(tmp_path), session_id=wanted, mcp_servers=[])
-                await asyncio.sleep(0.2)
+                await until(lambda: any(u.session_update == "user_message_chunk" for u in loader.updates))
         shown[wanted] = loader.text("user_message_chunk")
         _schema_clean(tmp_path / f"load-{wanted}.log")
     assert shown[sid] == "second question"

@@ -19,7 +19,7 @@ function wake() {
   waiters = waiters.filter((w) => !w());
 }
 
-function waitFor(predicate, ms = 30000) {
+function waitFor(predicate, ms = 120000) {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("timed out waiting")), ms);
     const check = () => (predicate() ? (clearTimeout(timer), resolve(), true) : false);

@@ -90,3 +90,56 @@ async def send_changes(conn: Any, session_id: str, before: Settings, pickers: Pi
         await conn.session_update(session_id=session_id, update=update_current_mode(after.mode))
     if (after.model, after.think) != (before.model, before.think):
         await send_options(conn, session_id, pickers)
+
+
+def settle_quickly(args: Any) -> tuple[Any, Any, Any]:
+    """(config, agent variant, connection) from the arguments, without building anything: what
+    ``session/new`` answers with. A configuration error is the editor's error."""
+    from acp import RequestError
+
+    from ketch.core.agents import resolve_agent
+    from ketch.core.exceptions import ConfigError
+    from ketch.frontends.assemble import config_from_args, connection_from_args
+
+    try:
+        config = config_from_args(args, Path(args.cwd).resolve())
+        return config, resolve_agent(config.agent, config), connection_from_args(args, config)
+    except ConfigError as exc:
+        raise RequestError.invalid_params({"message": str(exc)}) from None
+
+
+def early_options(config: Any, variant: Any, conn: Any) -> list[Any]:
+    """The pickers before the session is built: the configured models and the session's own."""
+    from acp.schema import SessionConfigOptionSelect, SessionConfigSelectOption
+
+    from ketch.core.config import THINK_LEVELS
+
+    think = variant.think or config.think
+    models = list(dict.fromkeys(m for m in [conn.ref, config.model or "", *config.models,
+                                            *(a.model or "" for a in config.agents.values())] if m))
+    return [
+        SessionConfigOptionSelect(id="model", name="Model", category="model", type="select", current_value=conn.ref,
+                                  options=[SessionConfigSelectOption(value=m, name=m) for m in models]),
+        SessionConfigOptionSelect(id="think", name="Thinking", category="thought_level", type="select", current_value=think,
+                                  options=[SessionConfigSelectOption(value=v, name=v) for v in THINK_LEVELS]),
+    ]
+
+
+async def restore_settings(session: Any, pickers: Pickers) -> None:
+    """A loaded session goes on with the agent, model and thinking level it was left with."""
+    store = session.store
+    row = store.get_session(session.session_id) if store is not None else None
+    if row is None:
+        return
+    actions = pickers.actions
+    wanted = Settings(row.agent or session.variant.name, row.model or session.model_ref,
+                      getattr(row, "think", "") or session.config.think)
+    with contextlib.suppress(Exception):  # an agent since removed from config: the default stays
+        if wanted.mode != session.variant.name:
+            await actions.agent(wanted.mode)
+    with contextlib.suppress(Exception):  # a model or connection since removed: the configured one stays
+        if wanted.model != session.model_ref:
+            await actions.model(wanted.model)
+    with contextlib.suppress(Exception):
+        if wanted.think != session.config.think:
+            await actions.think(wanted.think)

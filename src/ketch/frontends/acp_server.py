@@ -24,6 +24,7 @@ from ketch import __version__
 from ketch.core import events as ev
 from ketch.frontends.acp_config import Pickers, Settings, send_changes
 from ketch.frontends.acp_events import tool_title, forward
+from ketch.frontends.acp_sessions import SessionTable
 from ketch.frontends.acp_slash import IN_PLACE, NOT_IN_EDITORS
 
 STOP = {"done": "end_turn", "cancelled": "cancelled", "interrupted": "cancelled", "step_limit": "max_turn_requests",
@@ -51,7 +52,7 @@ class EditorFiles:
         return True
 
 
-class KetchAgent:
+class KetchAgent(SessionTable):
     """The ACP agent: sessions by id, each a ketch Session."""
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -60,6 +61,8 @@ class KetchAgent:
         self.client_caps: Any = None
         self.sessions: dict[str, Any] = {}
         self.pickers: dict[str, Pickers] = {}
+        self.building: dict[str, asyncio.Task[Any]] = {}
+        self._cancelled_early: set[str] = set()
         self._turns: dict[str, asyncio.Task[Any]] = {}
         self._asks: dict[str, set[asyncio.Task[Any]]] = {}
 
@@ -69,13 +72,25 @@ class KetchAgent:
     # ------------------------------------------------------------------ lifecycle
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **_: Any) -> Any:
         from acp import PROTOCOL_VERSION
-        from acp.schema import AgentCapabilities, Implementation, InitializeResponse, McpCapabilities, PromptCapabilities
+        from acp.schema import (
+            AgentCapabilities,
+            Implementation,
+            InitializeResponse,
+            McpCapabilities,
+            PromptCapabilities,
+            SessionCapabilities,
+            SessionCloseCapabilities,
+            SessionListCapabilities,
+            SessionResumeCapabilities,
+        )
 
         self.client_caps = client_capabilities
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
                 load_session=True,
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities(), resume=SessionResumeCapabilities(),
+                                                         close=SessionCloseCapabilities()),
                 prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
                 mcp_capabilities=McpCapabilities(http=True, sse=False),
             ),
@@ -84,48 +99,6 @@ class KetchAgent:
 
     async def authenticate(self, method_id: str, **_: Any) -> Any:
         return None
-
-    def _session_args(self, cwd: str, extra_dirs: list[str] | None, resume: str | None) -> argparse.Namespace:
-        args = argparse.Namespace(**vars(self.args))
-        args.cwd = cwd
-        args.add_dir = [*getattr(self.args, "add_dir", []), *(extra_dirs or [])]
-        args.resume = resume
-        args.continue_ = False
-        args.prompt = None
-        return args
-
-    async def _build(self, cwd: str, extra_dirs: list[str] | None, mcp_servers: Any, resume: str | None) -> Any:
-        from ketch.core.exceptions import ConfigError
-        from ketch.frontends.assemble import build_session
-
-        from acp import RequestError
-
-        args = self._session_args(cwd, extra_dirs, resume)
-        args.acp_mcp_servers = _mcp_servers(mcp_servers)
-        try:
-            session = await build_session(args, interactive=True, titles=True)
-        except ConfigError as exc:
-            raise RequestError.invalid_params({"message": str(exc)}) from None
-        fs = getattr(self.client_caps, "fs", None) if self.client_caps is not None else None
-        session.deps.extras["editor_fs"] = EditorFiles(
-            self.conn, session.session_id,
-            read=bool(getattr(fs, "read_text_file", False)), write=bool(getattr(fs, "write_text_file", False)),
-        )
-        self.sessions[session.session_id] = session
-        pickers = self.pickers[session.session_id] = Pickers(session, self.args)
-        pickers.load_lists(self.conn, lambda: session.session_id)
-        return session
-
-    def _modes(self, session: Any) -> Any:
-        from acp.schema import SessionMode, SessionModeState
-
-        from ketch.core.agents import BUILTIN_AGENTS
-
-        names = list(dict.fromkeys([*BUILTIN_AGENTS, *(session.config.agents or {})]))
-        return SessionModeState(
-            current_mode_id=session.variant.name,
-            available_modes=[SessionMode(id=n, name=n, description=_mode_description(n)) for n in names],
-        )
 
     async def _config_options(self, session: Any) -> list[Any]:
         """The model and the thinking level, as ACP session config options (the protocol's way to
@@ -136,7 +109,7 @@ class KetchAgent:
         from acp import RequestError
         from acp.schema import SetSessionConfigOptionResponse
 
-        session = self._session(session_id)
+        session = await self._ready(session_id)
         if config_id not in ("model", "think") or not isinstance(value, str):
             raise RequestError.invalid_params({"message": f"ketch has no config option {config_id!r} taking {value!r}"})
         actions = self.pickers[session_id].actions
@@ -146,31 +119,10 @@ class KetchAgent:
             raise RequestError.invalid_params({"message": str(exc)}) from None
         return SetSessionConfigOptionResponse(config_options=await self._config_options(session))
 
-    async def new_session(self, cwd: str, mcp_servers: Any = None, additional_directories: list[str] | None = None, **_: Any) -> Any:
-        from acp.schema import NewSessionResponse
-
-        session = await self._build(cwd, additional_directories, mcp_servers, None)
-        asyncio.get_running_loop().create_task(self._advertise(session))
-        return NewSessionResponse(session_id=session.session_id, modes=self._modes(session),
-                                  config_options=await self._config_options(session))
-
-    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
-                           additional_directories: list[str] | None = None, **_: Any) -> Any:
-        from acp import RequestError
-        from acp.schema import LoadSessionResponse
-
-        if not session_id or not session_id.strip():
-            raise RequestError.invalid_params({"message": "session/load needs the id of a stored ketch session"})
-        session = self.sessions.get(session_id) or await self._build(cwd, additional_directories, mcp_servers, session_id)
-        await self._replay(session)
-        await self._send_title(session)
-        asyncio.get_running_loop().create_task(self._advertise(session))
-        return LoadSessionResponse(modes=self._modes(session), config_options=await self._config_options(session))
-
     async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> Any:
         from acp import RequestError
 
-        session = self._session(session_id)
+        session = await self._ready(session_id)
         before = Settings.of(session)
         try:  # as /agent: the agent's own model and thinking level come with it
             await self.pickers[session_id].actions.agent(mode_id)
@@ -181,7 +133,9 @@ class KetchAgent:
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         session = self.sessions.get(session_id)
-        if session is None:
+        if session is None:  # still being built: the prompt waiting for it ends as cancelled
+            if session_id in self.building:
+                self._cancelled_early.add(session_id)
             return
         for task in list(self._asks.get(session_id, ())):
             task.cancel()  # a pending permission request is withdrawn
@@ -189,24 +143,24 @@ class KetchAgent:
         session.cancel_turn()
 
     async def close(self) -> None:
+        for task in self.building.values():
+            task.cancel()
+        for pickers in self.pickers.values():
+            pickers.cancel()
         for session in list(self.sessions.values()):
             with contextlib.suppress(Exception):
                 await session.aclose()
         self.sessions.clear()
 
-    def _session(self, session_id: str) -> Any:
-        from acp import RequestError
-
-        session = self.sessions.get(session_id)
-        if session is None:
-            raise RequestError.invalid_params({"message": f"no session {session_id} in this ketch"})
-        return session
-
     # ------------------------------------------------------------------ a prompt
     async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> Any:
         from acp.schema import PromptResponse
 
-        session = self._session(session_id)
+        self._cancelled_early.discard(session_id)
+        session = await self._ready(session_id)
+        if session_id in self._cancelled_early:
+            self._cancelled_early.discard(session_id)
+            return PromptResponse(stop_reason="cancelled")
         text = _prompt_text(prompt)
         reason = "done"
         if text.startswith("/"):
@@ -228,15 +182,6 @@ class KetchAgent:
         with contextlib.suppress(Exception):
             await task
             await self._send_title(session)
-
-    async def _send_title(self, session: Any) -> None:
-        """The session's stored title (as the terminal names it), as a session info update."""
-        from acp.schema import SessionInfoUpdate
-
-        row = None if session.store is None or session.store.is_reserved(session.session_id) else \
-            session.store.get_session(session.session_id)
-        await self.conn.session_update(session_id=session.session_id, update=SessionInfoUpdate(
-            session_update="session_info_update", title=(row.title if row is not None else "") or None))
 
     async def _say(self, session_id: str, text: str) -> None:
         from acp import update_agent_message_text
@@ -354,11 +299,6 @@ def _answer(session: Any, event: Any, option: str | None) -> None:
         session.decide(event.request_id, "deny", "the user rejected it in the editor" if option == REJECT else "the request was cancelled")
 
 
-def _mode_description(name: str) -> str:
-    return {"build": "the default: reads, edits and runs commands (asking as configured)",
-            "plan": "read-only: explores and plans, changes nothing"}.get(name, "a custom agent from config")
-
-
 def _prompt_text(blocks: list[Any]) -> str:
     parts = []
     for block in blocks:
@@ -398,7 +338,7 @@ def run_acp(args: argparse.Namespace) -> int:
     async def serve() -> None:
         agent = KetchAgent(args)
         try:
-            await acp.run_agent(agent)
+            await acp.run_agent(agent, use_unstable_protocol=True)  # the SDK routes session/close and /resume only so
         finally:
             await agent.close()
 

@@ -228,17 +228,34 @@ class Store(MessageLog, PromptHistory):
         return session_id
 
     def reserve_session(
-        self, cwd: str | os.PathLike[str], model: str, agent: str, parent_id: str | None = None
+        self, cwd: str | os.PathLike[str], model: str, agent: str, parent_id: str | None = None,
+        session_id: str | None = None,
     ) -> str:
         """The id of a new session whose row is written with its first message (``append_step``
         or ``replace_history``, in the same transaction). Until then nothing is on disk, and the
-        store lists, finds and continues it nowhere."""
+        store lists, finds and continues it nowhere. ``session_id``: an id already handed out
+        (``new_session_id``, an editor told before the session was built); one taken is refused."""
         with self._reading() as conn:
             (newest,) = conn.execute("SELECT MAX(id) FROM sessions").fetchone()
-            newest = max([i for i in (newest, *self._reserved) if i], default=None)
-            session_id = new_session_id(after=newest)
+            if session_id is not None:
+                taken = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+                if taken or session_id in self._reserved:
+                    raise StoreError(f"session id {session_id} is taken")
+            else:
+                newest = max([i for i in (newest, *self._reserved) if i], default=None)
+                session_id = new_session_id(after=newest)
             self._reserved[session_id] = _Reserved(str(cwd), model, agent, time.time(), parent_id)
         return session_id
+
+    def keep_reserved(self, session_id: str) -> None:
+        """Write a reserved session's row now, before its first message: an editor was told its
+        id and may load it (``ketch acp``). The row holds no message, so nothing lists it."""
+        with self._lock:
+            if session_id not in self._reserved:
+                return
+            with self.transaction() as conn:
+                reserved = self._write_reserved(conn, session_id)
+            self._written(session_id, reserved)
 
     def is_reserved(self, session_id: str) -> bool:
         """Whether ``session_id`` came from ``reserve_session`` and has stored nothing yet."""
