@@ -234,3 +234,51 @@ def test_typescript_editor_gets_session_new_before_any_model_list_then_the_list_
     said = "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
     assert "New conversation." in said and not seen["errors"]
     assert seen["messages"] > 10
+
+
+def test_typescript_editor_lists_loads_resumes_and_closes_sessions_with_their_settings_and_titles(tmp_path: Path) -> None:
+    user_config = Path(ketch_env()["KETCH_CONFIG_DIR"]) / "config.toml"
+    user_config.write_text(user_config.read_text().replace("titles = false", "titles = true"))
+    script = [Turn(text="answer one"), Turn(text="Parser fix"), Turn(text="answer two")]
+    with FakeProvider(script) as fake:
+        first = run_editor({"steps": [
+            {"op": "initialize"},
+            {"op": "new"},
+            {"op": "setMode", "mode": "plan"},
+            {"op": "setOption", "id": "think", "value": "high"},
+            {"op": "setOption", "id": "model", "value": "adhoc:other-model"},
+            {"op": "prompt", "text": "fix the parser"},
+            {"op": "waitUpdate", "kind": "session_info_update", "contains": "Parser fix"},
+            {"op": "list"},
+            {"op": "new", "as": "empty"},
+            {"op": "prompt", "session": "$empty", "text": "/agent build"},  # built, never prompted the model
+            {"op": "close", "id": "$empty"},
+            {"op": "prompt", "session": "$empty", "text": "hello", "mayFail": True},
+        ]}, tmp_path / "first.log", fake.base_url, tmp_path)
+        by_op = {r["index"]: r["result"] for r in first["responses"]}
+        sid = by_op[1]["sessionId"]
+        empty = by_op[8]["sessionId"]
+        [listed] = [s for s in by_op[7]["sessions"] if s["sessionId"] == sid]
+        assert listed["title"] == "Parser fix" and listed["cwd"] == str(tmp_path)
+        assert empty not in [s["sessionId"] for s in by_op[7]["sessions"]]
+        [closed_error] = first["errors"]
+        assert closed_error["index"] == 11 and "no session" in json.dumps(closed_error)
+
+        second = run_editor({"steps": [
+            {"op": "initialize"},
+            {"op": "load", "id": empty},  # a session made in another process, before its first prompt
+            {"op": "load", "id": sid},
+            {"op": "resume", "id": sid},
+            {"op": "prompt", "session": sid, "text": "and the lexer?"},
+        ]}, tmp_path / "second.log", fake.base_url, tmp_path)
+    assert not second["errors"], second["errors"]
+    by_op = {r["index"]: r["result"] for r in second["responses"]}
+    loaded = by_op[2]
+    assert loaded["modes"]["currentModeId"] == "plan"
+    assert {o["id"]: o["currentValue"] for o in loaded["configOptions"]} == {"model": "adhoc:other-model", "think": "high"}
+    replay = [u["update"] for u in second["updates"] if u["sessionId"] == sid]
+    said = "".join(u["content"]["text"] for u in replay if u["sessionUpdate"] == "user_message_chunk")
+    assert said.startswith("fix the parser")
+    assert any(u["sessionUpdate"] == "session_info_update" and u.get("title") == "Parser fix" for u in replay)
+    last = fake.model_requests[-1]
+    assert user_texts(last) == ["fix the parser", "and the lexer?"] and last.body["model"] == "other-model"

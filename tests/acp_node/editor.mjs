@@ -155,7 +155,8 @@ try {
             result = await request(methods.agent.authenticate, { methodId: step.method });
             break;
           case "waitUpdate":
-            await waitFor(() => seen.updates.some((u) => u.update.sessionUpdate === step.kind));
+            await waitFor(() => seen.updates.some((u) => u.update.sessionUpdate === step.kind
+              && (!step.contains || JSON.stringify(u.update).includes(step.contains))));
             break;
           case "fetch":
             await fetch(step.url);
