@@ -282,3 +282,34 @@ def test_typescript_editor_lists_loads_resumes_and_closes_sessions_with_their_se
     assert any(u["sessionUpdate"] == "session_info_update" and u.get("title") == "Parser fix" for u in replay)
     last = fake.model_requests[-1]
     assert user_texts(last) == ["fix the parser", "and the lexer?"] and last.body["model"] == "other-model"
+
+
+def test_typescript_editor_reviews_edits_against_its_unsaved_buffer_and_gets_whole_file_diffs(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.py"
+    notes.write_text("disk line 1\ndisk line 2\n")
+    buffer = "buffer line 1\nbuffer line 2\nbuffer line 3\n"
+    edited = "buffer line 1\nchanged line 2\nbuffer line 3\n"
+    script = [
+        Turn(tool_calls=[ToolCall("edit_file", {"path": "notes.py", "old_string": "buffer line 2", "new_string": "changed line 2"},
+                                  id="e1")]),
+        Turn(tool_calls=[ToolCall("write_file", {"path": "fresh.txt", "content": "brand new\n"}, id="w1")]),
+        Turn(text="done"),
+    ]
+    with FakeProvider(script) as fake:
+        seen = run_editor({"buffers": {str(notes): buffer}, "answers": ["allow_once", "allow_once"], "steps": [
+            {"op": "initialize"}, {"op": "new"}, {"op": "prompt", "text": "edit the notes"},
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path)
+    assert not seen["errors"], seen["errors"]
+    first, second = seen["permissions"]
+    [diff] = [c for c in first["toolCall"]["content"] if c["type"] == "diff"]
+    assert (diff["path"], diff["oldText"], diff["newText"]) == (str(notes), buffer, edited)  # the buffer, not the disk
+    assert first["toolCall"]["locations"] == [{"path": str(notes)}]
+    [diff] = [c for c in second["toolCall"]["content"] if c["type"] == "diff"]
+    assert diff.get("oldText") is None and diff["newText"] == "brand new\n"
+    results = {u["update"]["toolCallId"]: u["update"] for u in seen["updates"]
+               if u["update"]["sessionUpdate"] == "tool_call_update" and u["update"].get("status") == "completed"}
+    [after] = [c for c in results["e1"]["content"] if c["type"] == "diff"]
+    assert (after["oldText"], after["newText"]) == (buffer, edited)  # the whole file, before and after
+    assert results["e1"]["locations"] == [{"path": str(notes)}]
+    assert notes.read_text() == edited and (tmp_path / "fresh.txt").read_text() == "brand new\n"  # saved by the editor
+    assert [w["path"] for w in seen["writes"]] == [str(notes), str(tmp_path / "fresh.txt")]

@@ -19,8 +19,9 @@ def tool_title(name: str, args: dict[str, Any]) -> str:
     return f"{name} {value}" if isinstance(value, str) and value else name
 
 
-async def forward(conn: Any, session: Any, event: Any, ask: Callable[[Any, Any], None]) -> None:
-    """One ketch event as ACP updates (or a permission request)."""
+async def forward(conn: Any, session: Any, event: Any, ask: Callable[[Any, Any], None], review: Any) -> None:
+    """One ketch event as ACP updates (or a permission request); ``review`` (``EditReview``)
+    keeps each edit's "before" for its whole-file diff."""
     import acp
     from acp.schema import ToolCallLocation, UsageUpdate
 
@@ -31,6 +32,7 @@ async def forward(conn: Any, session: Any, event: Any, ask: Callable[[Any, Any],
     elif isinstance(event, ev.ReasoningDelta):
         await send(session_id=sid, update=acp.update_agent_thought_text(event.text))
     elif isinstance(event, ev.ToolCallStarted):
+        await review.started(session, event)
         path = event.args.get("path")
         locations = [ToolCallLocation(path=str(session.workspace.root / path))] if isinstance(path, str) else None
         await send(session_id=sid, update=acp.start_tool_call(
@@ -40,13 +42,12 @@ async def forward(conn: Any, session: Any, event: Any, ask: Callable[[Any, Any],
         await send(session_id=sid, update=acp.update_tool_call(event.call_id, status="in_progress"))
     elif isinstance(event, ev.ToolCallFinished):
         content = [acp.tool_content(acp.text_block(event.summary))]
-        if event.diff:
-            content.insert(0, acp.tool_content(acp.text_block(event.diff)))
-            diff = _diff_content(session, event)
-            if diff is not None:
-                content.insert(0, diff)
+        diff = await review.finished(session, event)
+        if diff is not None:
+            content.insert(0, diff)
         await send(session_id=sid, update=acp.update_tool_call(
-            event.call_id, status="failed" if event.is_error else "completed", content=content, raw_output=event.summary))
+            event.call_id, status="failed" if event.is_error else "completed", content=content, raw_output=event.summary,
+            locations=[ToolCallLocation(path=diff.path)] if diff is not None else None))
     elif isinstance(event, ev.ApprovalRequested):
         ask(session, event)
     elif isinstance(event, ev.AskRequested):
@@ -63,19 +64,6 @@ async def forward(conn: Any, session: Any, event: Any, ask: Callable[[Any, Any],
         prefix = "ketch: " if isinstance(event, ev.Notice) else "ketch error: "
         text = event.text if isinstance(event, ev.Notice) else event.message
         await send(session_id=sid, update=acp.update_agent_thought_text(prefix + text + "\n"))
-
-
-def _diff_content(session: Any, event: Any) -> Any:
-    """An edit's result as ACP's diff content: the file's old and new text."""
-    import acp
-
-    lines = event.diff.splitlines()
-    path = next((line[6:] for line in lines if line.startswith("+++ b/")), None)
-    if path is None:
-        return None
-    old = [line[1:] for line in lines if line.startswith("-") and not line.startswith("---")]
-    new = [line[1:] for line in lines if line.startswith("+") and not line.startswith("+++")]
-    return acp.tool_diff_content(str(session.workspace.root / path), "\n".join(new), "\n".join(old) if old else None)
 
 
 def _plan_status(status: str) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 from ketch import __version__
 from ketch.core import events as ev
 from ketch.frontends.acp_config import Pickers, Settings, send_changes
+from ketch.frontends.acp_diffs import EditReview, diff_for_request, planned_change
 from ketch.frontends.acp_events import tool_title, forward
 from ketch.frontends.acp_sessions import SessionTable
 from ketch.frontends.acp_slash import IN_PLACE, NOT_IN_EDITORS
@@ -62,6 +63,7 @@ class KetchAgent(SessionTable):
         self.sessions: dict[str, Any] = {}
         self.pickers: dict[str, Pickers] = {}
         self.building: dict[str, asyncio.Task[Any]] = {}
+        self.reviews: dict[str, EditReview] = {}
         self._cancelled_early: set[str] = set()
         self._turns: dict[str, asyncio.Task[Any]] = {}
         self._asks: dict[str, set[asyncio.Task[Any]]] = {}
@@ -170,7 +172,7 @@ class KetchAgent(SessionTable):
                 return PromptResponse(stop_reason="end_turn")
             text = self._expand(session, text)
         async for event in session.run_turn(text):
-            await forward(self.conn, session, event, self._ask_in_background)
+            await forward(self.conn, session, event, self._ask_in_background, self.reviews[session_id])
             if isinstance(event, ev.TurnFinished):
                 reason = event.reason
         if session.title_task is not None:
@@ -209,9 +211,10 @@ class KetchAgent(SessionTable):
                 PermissionOption(option_id=ALLOW_ALWAYS, name=f"Allow {event.name} for this session", kind="allow_always"),
                 PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
             ]
-            why = [acp.tool_content(acp.text_block(f"Why it asks: {event.reason}"))] if event.reason else None
+            why = [acp.tool_content(acp.text_block(f"Why it asks: {event.reason}"))] if event.reason else []
+            diff, locations = diff_for_request(await planned_change(session, event.name, event.args))
             call = ToolCallUpdate(tool_call_id=event.call_id, title=tool_title(event.name, event.args), status="pending",
-                                  raw_input=event.args, content=why)
+                                  raw_input=event.args, content=[*diff, *why] or None, locations=locations or None)
         try:
             response = await self.conn.request_permission(session_id=session.session_id, tool_call=call, options=options)
         except asyncio.CancelledError:

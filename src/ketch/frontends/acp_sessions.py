@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ketch.frontends.acp_config import Pickers, restore_settings
+from ketch.frontends.acp_diffs import EditReview
 
 
 def warm_imports() -> None:
@@ -34,6 +35,7 @@ class SessionTable:
     sessions: dict[str, Any]
     pickers: dict[str, Pickers]
     building: dict[str, asyncio.Task[Any]]
+    reviews: dict[str, EditReview]
 
     # ------------------------------------------------------------------ building
     def _session_args(self, cwd: str, extra_dirs: list[str] | None, resume: str | None) -> argparse.Namespace:
@@ -62,6 +64,7 @@ class SessionTable:
             read=bool(getattr(fs, "read_text_file", False)), write=bool(getattr(fs, "write_text_file", False)),
         )
         self.sessions[session.session_id] = session
+        self.reviews[session.session_id] = EditReview()
         pickers = self.pickers[session.session_id] = Pickers(session, self.args)
         pickers.load_lists(self.conn, lambda: session.session_id)
         return session
