@@ -313,3 +313,32 @@ def test_typescript_editor_reviews_edits_against_its_unsaved_buffer_and_gets_who
     assert results["e1"]["locations"] == [{"path": str(notes)}]
     assert notes.read_text() == edited and (tmp_path / "fresh.txt").read_text() == "brand new\n"  # saved by the editor
     assert [w["path"] for w in seen["writes"]] == [str(notes), str(tmp_path / "fresh.txt")]
+
+
+def test_a_terminal_session_goes_on_in_the_editor_and_back_in_the_terminal_with_one_history(tmp_path: Path) -> None:
+    from kettle import run_ketch
+
+    from ketch.state.store import Store
+
+    with FakeProvider([Turn(text="one"), Turn(text="two"), Turn(text="three")]) as fake:
+        made = run_ketch(["-p", "first prompt", "--output-format", "json", *adhoc(fake, "openai-chat")], tmp_path,
+                         subprocess_=True)
+        assert made.code == 0, made.stderr
+        sid = json.loads(made.stdout)["session_id"]
+        seen = run_editor({"steps": [
+            {"op": "initialize"},
+            {"op": "load", "id": sid},
+            {"op": "prompt", "session": sid, "text": "second prompt"},
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path)
+        back = run_ketch(["-p", "third prompt", "--resume", sid, "--output-format", "json", *adhoc(fake, "openai-chat")],
+                         tmp_path, subprocess_=True)
+        assert back.code == 0, back.stderr
+    assert not seen["errors"], seen["errors"]
+    replayed = [u["update"]["content"]["text"] for u in seen["updates"] if u["update"]["sessionUpdate"] == "user_message_chunk"]
+    assert replayed == ["first prompt"]
+    assert [user_texts(r) for r in fake.model_requests] == [
+        ["first prompt"], ["first prompt", "second prompt"], ["first prompt", "second prompt", "third prompt"]]
+    with Store.open() as store:
+        prompts = [p.content for m in store.load_messages(sid) for p in getattr(m, "parts", ())
+                   if type(p).__name__ == "UserPromptPart" and isinstance(p.content, str)]
+    assert [p for p in prompts if p.endswith("prompt")] == ["first prompt", "second prompt", "third prompt"]
