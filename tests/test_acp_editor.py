@@ -20,7 +20,7 @@ acp = pytest.importorskip("acp")
 from acp import PROTOCOL_VERSION, spawn_agent_process, text_block  # noqa: E402
 from acp.schema import ClientCapabilities, FileSystemCapabilities  # noqa: E402
 from acp_schema import SDK, read_log, sdk_installed, validate  # noqa: E402
-from fakeprovider import FakeProvider, ToolCall, Turn, user_texts  # noqa: E402
+from fakeprovider import FakeProvider, ToolCall, Turn, tool_results, user_texts  # noqa: E402
 from kettle import adhoc, ketch_env  # noqa: E402
 from test_acp import EditorClient, until  # noqa: E402
 
@@ -95,12 +95,13 @@ def _schema_clean(log: Path) -> int:
     return count
 
 
-def run_editor(plan: dict[str, Any], log: Path, base_url: str, cwd: Path, *extra: str) -> dict[str, Any]:
+def run_editor(plan: dict[str, Any], log: Path, base_url: str, cwd: Path, *extra: str,
+               env: dict[str, str] | None = None) -> dict[str, Any]:
     """Drive ``ketch acp`` with the TypeScript SDK's client (``acp_node/editor.mjs``) through
     ``plan``; what the editor received, after checking every message on the wire."""
     plan = {"cwd": str(cwd), "command": _agent_command(log, base_url, *extra), **plan}
     run = subprocess.run(["node", str(SDK.parent.parent.parent / "editor.mjs"), json.dumps(plan)], cwd=cwd,
-                         env=ketch_env(), capture_output=True, text=True, timeout=240)
+                         env=ketch_env(env), capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(run.stdout)
     seen["messages"] = _schema_clean(log)
@@ -342,3 +343,53 @@ def test_a_terminal_session_goes_on_in_the_editor_and_back_in_the_terminal_with_
         prompts = [p.content for m in store.load_messages(sid) for p in getattr(m, "parts", ())
                    if type(p).__name__ == "UserPromptPart" and isinstance(p.content, str)]
     assert [p for p in prompts if p.endswith("prompt")] == ["first prompt", "second prompt", "third prompt"]
+
+
+def test_typescript_editor_runs_commands_in_its_own_terminal_kills_a_cancelled_one_and_scrubs_keys(tmp_path: Path) -> None:
+    command = "echo started; env; echo finished > out.txt"
+    script = [Turn(tool_calls=[ToolCall("shell", {"command": command}, id="s1")]), Turn(text="ran it"),
+              Turn(tool_calls=[ToolCall("shell", {"command": "sleep 60; touch late.txt"}, id="s2")]), Turn(text="never")]
+    with FakeProvider(script) as fake:
+        seen = run_editor({"terminal": True, "answers": ["allow_once", "allow_once"], "steps": [
+            {"op": "initialize"}, {"op": "new"},
+            {"op": "prompt", "text": "run it"},
+            {"op": "prompt", "text": "run the slow one", "cancelWhen": '"terminalId":"term-2"'},
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, env={"EDITOR_ONLY_API_KEY": "sk-editor-secret"})
+    assert not seen["errors"], seen["errors"]
+    first, second = seen["terminals"]
+    assert first["params"]["command"] == "env" and first["params"]["args"][0] == "-i"
+    assert first["params"]["args"][-3:] == ["bash", "-c", command]  # after the sandbox's wrap, if any
+    assert first["exit"] == {"exitCode": 0, "signal": None} and first["released"] and first["polled"] >= 1
+    assert "started" in first["output"] and "sk-editor-secret" not in first["output"]  # the editor's env stays out
+    assert (tmp_path / "out.txt").read_text() == "finished\n"  # run by the editor's process
+    updates = [u["update"] for u in seen["updates"] if u["update"]["sessionUpdate"] == "tool_call_update"]
+    s1 = [u for u in updates if u["toolCallId"] == "s1"]
+    assert {"type": "terminal", "terminalId": "term-1"} in s1[-1]["content"] and s1[-1]["status"] == "completed"
+    assert "started" in dict(tool_results(fake.model_requests[1]))["s1"]
+    assert [r["result"]["stopReason"] for r in seen["responses"] if r["op"] == "prompt"] == ["end_turn", "cancelled"]
+    assert second["killed"] and second["released"] and not (tmp_path / "late.txt").exists()
+    s2 = [u for u in updates if u["toolCallId"] == "s2"]
+    assert s2[-1]["status"] == "failed"
+
+
+async def test_without_an_editor_terminal_output_arrives_live_in_the_tool_call(tmp_path: Path) -> None:
+    marker = tmp_path / "go"
+    command = f"echo first-chunk; while [ ! -e {marker} ]; do sleep 0.1; done; echo second-chunk"
+    script = [Turn(tool_calls=[ToolCall("shell", {"command": command}, id="s1")]), Turn(text="ok")]
+    client = EditorClient(["allow_once"])
+    log = tmp_path / "wire.log"
+
+    def live() -> list[str]:
+        return [c.content.text for u in client.updates if u.session_update == "tool_call_update"
+                and u.status == "in_progress" for c in (u.content or []) if c.type == "content"]
+
+    with FakeProvider(script) as fake:
+        async with await _spawn(client, log, fake.base_url, tmp_path) as (conn, _process):
+            await _initialize(conn)
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("run")]))
+            await until(lambda: any("first-chunk" in t for t in live()))
+            assert not any("second-chunk" in t for t in live())  # still running: this output is live
+            marker.touch()
+            assert (await turn).stop_reason == "end_turn"
+    assert _schema_clean(log) > 5

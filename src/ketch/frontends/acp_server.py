@@ -24,7 +24,7 @@ from ketch import __version__
 from ketch.core import events as ev
 from ketch.frontends.acp_config import Pickers, Settings, send_changes
 from ketch.frontends.acp_diffs import EditReview, diff_for_request, planned_change
-from ketch.frontends.acp_events import tool_title, forward
+from ketch.frontends.acp_events import LiveCalls, tool_title, forward
 from ketch.frontends.acp_sessions import SessionTable
 from ketch.frontends.acp_slash import IN_PLACE, NOT_IN_EDITORS
 
@@ -64,6 +64,7 @@ class KetchAgent(SessionTable):
         self.pickers: dict[str, Pickers] = {}
         self.building: dict[str, asyncio.Task[Any]] = {}
         self.reviews: dict[str, EditReview] = {}
+        self.live: dict[str, LiveCalls] = {}
         self._cancelled_early: set[str] = set()
         self._turns: dict[str, asyncio.Task[Any]] = {}
         self._asks: dict[str, set[asyncio.Task[Any]]] = {}
@@ -172,7 +173,7 @@ class KetchAgent(SessionTable):
                 return PromptResponse(stop_reason="end_turn")
             text = self._expand(session, text)
         async for event in session.run_turn(text):
-            await forward(self.conn, session, event, self._ask_in_background, self.reviews[session_id])
+            await forward(self.conn, session, event, self._ask_in_background, self.reviews[session_id], self.live[session_id])
             if isinstance(event, ev.TurnFinished):
                 reason = event.reason
         if session.title_task is not None:

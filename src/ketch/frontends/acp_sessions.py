@@ -17,6 +17,7 @@ from typing import Any
 
 from ketch.frontends.acp_config import Pickers, restore_settings
 from ketch.frontends.acp_diffs import EditReview
+from ketch.frontends.acp_events import LiveCalls
 
 
 def warm_imports() -> None:
@@ -36,6 +37,7 @@ class SessionTable:
     pickers: dict[str, Pickers]
     building: dict[str, asyncio.Task[Any]]
     reviews: dict[str, EditReview]
+    live: dict[str, LiveCalls]
 
     # ------------------------------------------------------------------ building
     def _session_args(self, cwd: str, extra_dirs: list[str] | None, resume: str | None) -> argparse.Namespace:
@@ -63,6 +65,11 @@ class SessionTable:
             self.conn, session.session_id,
             read=bool(getattr(fs, "read_text_file", False)), write=bool(getattr(fs, "write_text_file", False)),
         )
+        live = self.live[session.session_id] = LiveCalls()
+        if bool(getattr(self.client_caps, "terminal", False)):  # commands run where the editor shows them
+            from ketch.frontends.acp_terminal import EditorTerminals
+
+            session.deps.extras["editor_terminal"] = EditorTerminals(self.conn, lambda: session.session_id, live.in_terminal)
         self.sessions[session.session_id] = session
         self.reviews[session.session_id] = EditReview()
         pickers = self.pickers[session.session_id] = Pickers(session, self.args)
