@@ -71,9 +71,10 @@ class GatedModels:
         self.server.server_close()
 
 
-def _agent_command(log: Path, base_url: str, *extra: str) -> list[str]:
-    return [sys.executable, str(TAP), str(log), "--", sys.executable, "-m", "ketch", "acp",
-            "--base-url", base_url, "--wire", "openai-chat", "--model", "fake-model", *extra]
+def _agent_command(log: Path, base_url: str | None, *extra: str) -> list[str]:
+    """``ketch acp`` behind the tap: on the fake as an ad-hoc endpoint, or (no ``base_url``) as ``extra`` says."""
+    model = ["--base-url", base_url, "--wire", "openai-chat", "--model", "fake-model"] if base_url else []
+    return [sys.executable, str(TAP), str(log), "--", sys.executable, "-m", "ketch", "acp", *model, *extra]
 
 
 async def _spawn(client: Any, log: Path, base_url: str, cwd: Path) -> Any:
@@ -95,7 +96,7 @@ def _schema_clean(log: Path) -> int:
     return count
 
 
-def run_editor(plan: dict[str, Any], log: Path, base_url: str, cwd: Path, *extra: str,
+def run_editor(plan: dict[str, Any], log: Path, base_url: str | None, cwd: Path, *extra: str,
                env: dict[str, str] | None = None) -> dict[str, Any]:
     """Drive ``ketch acp`` with the TypeScript SDK's client (``acp_node/editor.mjs``) through
     ``plan``; what the editor received, after checking every message on the wire."""
@@ -393,3 +394,30 @@ async def test_without_an_editor_terminal_output_arrives_live_in_the_tool_call(t
             marker.touch()
             assert (await turn).stop_reason == "end_turn"
     assert _schema_clean(log) > 5
+
+
+def test_typescript_editor_is_asked_to_authenticate_and_a_stored_login_lets_the_session_start(tmp_path: Path) -> None:
+    from kettle import write_project_config
+
+    with FakeProvider([Turn(text="hello from the keyed model")]) as fake:
+        write_project_config(tmp_path, f'model = "openrouter:fake/fake-model"\n[connections.openrouter]\npreset = "openrouter"\n'
+                                       f'base_url = "{fake.base_url}"\n')
+        seen = run_editor({"steps": [
+            {"op": "initialize"},
+            {"op": "new", "mayFail": True},
+            {"op": "authenticate", "method": "login:openrouter", "mayFail": True},
+            {"op": "run", "argv": [sys.executable, "-m", "ketch", "auth", "login", "openrouter"], "input": "sk-or-v1-stored\n"},
+            {"op": "authenticate", "method": "login:openrouter"},
+            {"op": "new"},
+            {"op": "prompt", "text": "hi"},
+        ]}, tmp_path / "wire.log", None, tmp_path)
+    init = seen["responses"][0]["result"]
+    ids = {m["id"] for m in init["authMethods"]}
+    assert {"env:openrouter", "login:openrouter"} <= ids
+    no_key, still_none = seen["errors"]
+    assert (no_key["op"], no_key["code"]) == ("new", -32000) and "OPENROUTER_API_KEY" in json.dumps(no_key["data"])
+    assert (still_none["op"], still_none["code"]) == ("authenticate", -32000)
+    assert [r["op"] for r in seen["responses"]][-3:] == ["authenticate", "new", "prompt"]
+    said = "".join(u["update"]["content"]["text"] for u in seen["updates"] if u["update"]["sessionUpdate"] == "agent_message_chunk")
+    assert "hello from the keyed model" in said
+    assert fake.model_requests[0].headers.get("authorization") == "Bearer sk-or-v1-stored"

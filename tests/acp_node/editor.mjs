@@ -3,7 +3,7 @@
 // It keeps files as an editor does (its unsaved buffers first, saving to disk on a write), runs
 // commands in terminals of its own when it offers them, answers permissions from `answers`,
 // and prints on stdout, as JSON, everything it received.
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
@@ -161,6 +161,11 @@ try {
           case "fetch":
             await fetch(step.url);
             break;
+          case "run": {  // a command the user runs in a terminal meanwhile (ketch auth login, say)
+            const ran = spawnSync(step.argv[0], step.argv.slice(1), { cwd: plan.cwd, input: step.input || "" });
+            result = { status: ran.status };
+            break;
+          }
           case "sleep":
             await new Promise((r) => setTimeout(r, step.ms));
             break;

@@ -98,12 +98,19 @@ def settle_quickly(args: Any) -> tuple[Any, Any, Any]:
     from acp import RequestError
 
     from ketch.core.agents import resolve_agent
-    from ketch.core.exceptions import ConfigError
+    from ketch.core.exceptions import ConfigError, MissingKey
+    from ketch.frontends.acp_auth import auth_methods
     from ketch.frontends.assemble import config_from_args, connection_from_args
 
     try:
         config = config_from_args(args, Path(args.cwd).resolve())
+    except ConfigError as exc:
+        raise RequestError.invalid_params({"message": str(exc)}) from None
+    try:
         return config, resolve_agent(config.agent, config), connection_from_args(args, config)
+    except MissingKey as exc:
+        raise RequestError.auth_required({"message": str(exc),
+                                          "authMethods": [m.id for m in auth_methods(config, args)]}) from None
     except ConfigError as exc:
         raise RequestError.invalid_params({"message": str(exc)}) from None
 

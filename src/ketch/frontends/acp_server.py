@@ -89,6 +89,7 @@ class KetchAgent(SessionTable):
 
         self.client_caps = client_capabilities
         return InitializeResponse(
+            auth_methods=self._auth_methods(),
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
                 load_session=True,
@@ -100,8 +101,34 @@ class KetchAgent(SessionTable):
             agent_info=Implementation(name="ketch", title="ketch", version=__version__),
         )
 
+    def _process_config(self) -> Any:
+        """The configuration of the directory ketch was started in (authentication is per process)."""
+        from ketch.frontends.assemble import config_from_args
+
+        return config_from_args(self.args, Path(getattr(self.args, "cwd", None) or ".").resolve())
+
+    def _auth_methods(self) -> list[Any]:
+        from ketch.core.exceptions import ConfigError
+        from ketch.frontends.acp_auth import auth_methods
+
+        try:
+            return auth_methods(self._process_config(), self.args)
+        except ConfigError:  # a broken config is reported where a session is made
+            return []
+
     async def authenticate(self, method_id: str, **_: Any) -> Any:
-        return None
+        from acp import RequestError
+        from acp.schema import AuthenticateResponse
+
+        from ketch.core.exceptions import ConfigError
+        from ketch.frontends.acp_auth import check
+
+        try:
+            config = self._process_config()
+        except ConfigError as exc:
+            raise RequestError.invalid_params({"message": str(exc)}) from None
+        check(method_id, config, self.args)
+        return AuthenticateResponse()
 
     async def _config_options(self, session: Any) -> list[Any]:
         """The model and the thinking level, as ACP session config options (the protocol's way to
