@@ -421,3 +421,42 @@ def test_typescript_editor_is_asked_to_authenticate_and_a_stored_login_lets_the_
     said = "".join(u["update"]["content"]["text"] for u in seen["updates"] if u["update"]["sessionUpdate"] == "agent_message_chunk")
     assert "hello from the keyed model" in said
     assert fake.model_requests[0].headers.get("authorization") == "Bearer sk-or-v1-stored"
+
+
+async def test_images_and_linked_files_reach_a_model_that_takes_them_and_a_clear_no_where_it_does_not(tmp_path: Path) -> None:
+    import base64
+
+    from acp.schema import ImageContentBlock, ResourceContentBlock
+    from kettle import write_project_config
+    from test_images import png
+
+    picture = base64.b64encode(png(3, 2)).decode()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("on disk\n")
+    client = EditorClient([])
+    client.buffers[str(notes)] = "the editor's unsaved notes\n"
+    log = tmp_path / "wire.log"
+    with FakeProvider([Turn(text="a small picture")]) as fake:
+        async with await _spawn(client, log, fake.base_url, tmp_path) as (conn, _process):
+            init = await _initialize(conn)
+            assert init.agent_capabilities.prompt_capabilities.image is True
+            sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[
+                text_block("what is this?"),
+                ImageContentBlock(type="image", data=picture, mime_type="image/png"),
+                ResourceContentBlock(type="resource_link", uri=notes.as_uri(), name="notes.txt"),
+            ])
+            write_project_config(tmp_path, '[models."adhoc:fake-model"]\ncapabilities = { image_input = false }\n')
+            blind = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            mark = len(client.updates)
+            reply = await conn.prompt(session_id=blind, prompt=[
+                text_block("and this?"), ImageContentBlock(type="image", data=picture, mime_type="image/png")])
+            assert reply.stop_reason == "end_turn"
+            await until(lambda: "does not take images" in _replies(client, mark) + "".join(
+                u.content.text for u in client.updates[mark:] if u.session_update == "agent_thought_chunk"))
+    [request] = fake.model_requests  # the second session made no request
+    body = json.dumps(request.body)
+    assert "data:image/png;base64," + picture in body
+    assert "the editor's unsaved notes" in body and "on disk" not in body
+    assert (str(notes), None, None) in client.reads
+    assert _schema_clean(log) > 5

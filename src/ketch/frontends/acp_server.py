@@ -95,7 +95,7 @@ class KetchAgent(SessionTable):
                 load_session=True,
                 session_capabilities=SessionCapabilities(list=SessionListCapabilities(), resume=SessionResumeCapabilities(),
                                                          close=SessionCloseCapabilities()),
-                prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
+                prompt_capabilities=PromptCapabilities(image=True, audio=False, embedded_context=True),
                 mcp_capabilities=McpCapabilities(http=True, sse=False),
             ),
             agent_info=Implementation(name="ketch", title="ketch", version=__version__),
@@ -191,7 +191,14 @@ class KetchAgent(SessionTable):
         if session_id in self._cancelled_early:
             self._cancelled_early.discard(session_id)
             return PromptResponse(stop_reason="cancelled")
-        text = _prompt_text(prompt)
+        from ketch.core.attachments import AttachmentError
+        from ketch.frontends.acp_prompt import prompt_text
+
+        try:
+            text = await prompt_text(session, prompt)
+        except AttachmentError as exc:  # said to the user; the model is not asked
+            await self._say(session_id, f"ketch: {exc}")
+            return PromptResponse(stop_reason="end_turn")
         reason = "done"
         if text.startswith("/"):
             reply = await self._slash(session, text)
@@ -328,22 +335,6 @@ def _answer(session: Any, event: Any, option: str | None) -> None:
         session.decide(event.request_id, "allow_session")
     else:
         session.decide(event.request_id, "deny", "the user rejected it in the editor" if option == REJECT else "the request was cancelled")
-
-
-def _prompt_text(blocks: list[Any]) -> str:
-    parts = []
-    for block in blocks:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "resource":
-            resource = block.resource
-            text = getattr(resource, "text", None)
-            if text is not None:
-                parts.append(f"<context uri=\"{resource.uri}\">\n{text}\n</context>")
-        elif kind == "resource_link":
-            parts.append(f"@{block.uri}")
-    return "\n".join(parts)
 
 
 def _mcp_servers(servers: Any) -> dict[str, Any]:
