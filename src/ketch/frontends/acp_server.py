@@ -33,26 +33,6 @@ STOP = {"done": "end_turn", "cancelled": "cancelled", "interrupted": "cancelled"
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT = "allow_once", "allow_always", "reject_once"
 
 
-class EditorFiles:
-    """File reads and writes through the client (its unsaved buffers, its undo history)."""
-
-    def __init__(self, conn: Any, session_id: str, *, read: bool, write: bool) -> None:
-        self._conn, self._session_id = conn, session_id
-        self.can_read, self.can_write = read, write
-
-    async def read(self, path: Path, *, line: int | None = None, limit: int | None = None) -> str | None:
-        if not self.can_read:
-            return None
-        response = await self._conn.read_text_file(session_id=self._session_id, path=str(path), line=line, limit=limit)
-        return response.content
-
-    async def write(self, path: Path, content: str) -> bool:
-        if not self.can_write:
-            return False
-        await self._conn.write_text_file(session_id=self._session_id, path=str(path), content=content)
-        return True
-
-
 class KetchAgent(SessionTable):
     """The ACP agent: sessions by id, each a ketch Session."""
 
@@ -335,18 +315,6 @@ def _answer(session: Any, event: Any, option: str | None) -> None:
         session.decide(event.request_id, "allow_session")
     else:
         session.decide(event.request_id, "deny", "the user rejected it in the editor" if option == REJECT else "the request was cancelled")
-
-
-def _mcp_servers(servers: Any) -> dict[str, Any]:
-    """The client's MCP servers as ketch config entries (started like configured ones)."""
-    out: dict[str, Any] = {}
-    for server in servers or []:
-        if getattr(server, "command", None):
-            out[server.name] = {"command": server.command, "args": list(server.args or []),
-                                "env": {e.name: e.value for e in (server.env or [])}}
-        elif getattr(server, "url", None):
-            out[server.name] = {"url": server.url, "headers": {h.name: h.value for h in (getattr(server, "headers", None) or [])}}
-    return out
 
 
 def run_acp(args: argparse.Namespace) -> int:

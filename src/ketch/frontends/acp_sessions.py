@@ -53,7 +53,7 @@ class SessionTable:
         from acp import RequestError
 
         from ketch.core.exceptions import ConfigError
-        from ketch.frontends.acp_server import EditorFiles
+        from ketch.frontends.acp_files import EditorFiles
         from ketch.frontends.assemble import build_session
 
         try:
@@ -105,8 +105,6 @@ class SessionTable:
         """An open session, or the stored one built (its mode, model and thinking level restored)."""
         from acp import RequestError
 
-        from ketch.frontends.acp_server import _mcp_servers
-
         if not session_id or not session_id.strip():
             raise RequestError.invalid_params({"message": "give the id of a stored ketch session"})
         if session_id in self.sessions or session_id in self.building:
@@ -127,7 +125,6 @@ class SessionTable:
         from acp.schema import NewSessionResponse
 
         from ketch.frontends.acp_config import early_options, settle_quickly
-        from ketch.frontends.acp_server import _mcp_servers
         from ketch.state.store import new_session_id
 
         args = self._session_args(cwd, additional_directories, None)
@@ -220,3 +217,15 @@ class SessionTable:
 def _mode_description(name: str) -> str:
     return {"build": "the default: reads, edits and runs commands (asking as configured)",
             "plan": "read-only: explores and plans, changes nothing"}.get(name, "a custom agent from config")
+
+
+def _mcp_servers(servers: Any) -> dict[str, Any]:
+    """The client's MCP servers as ketch config entries (started like configured ones)."""
+    out: dict[str, Any] = {}
+    for server in servers or []:
+        if getattr(server, "command", None):
+            out[server.name] = {"command": server.command, "args": list(server.args or []),
+                                "env": {e.name: e.value for e in (server.env or [])}}
+        elif getattr(server, "url", None):
+            out[server.name] = {"url": server.url, "headers": {h.name: h.value for h in (getattr(server, "headers", None) or [])}}
+    return out

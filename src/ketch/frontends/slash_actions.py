@@ -187,8 +187,7 @@ class SlashActions(ExtensionCommands):
         return resolve_connection(session.config, ref)
 
     async def _model_choices(self, session: Any, *, listed: bool = True) -> list[str]:
-        """The configured models, the session's, and (with ``listed``) what every connection
-        lists; without it nothing goes over the network (an editor's picker before the lists come)."""
+        """The configured models, the session's, and (``listed``: over the network) what every connection lists."""
         config, conn = session.config, session.connection
         if conn is not None and conn.name == "adhoc" and self._adhoc is None:
             self._adhoc = conn
@@ -207,10 +206,8 @@ class SlashActions(ExtensionCommands):
                     connections[name] = resolve_connection(config, f"{name}:?")
                 except ConfigError:
                     continue  # no key for it, say: the configured models are still offered
-        if not listed:
-            return list(dict.fromkeys(r for r in refs if r))
-        lists = await asyncio.gather(*(asyncio.to_thread(_list_models, c) for c in connections.values()))
-        for name, models in zip(connections, lists, strict=True):
+        lists = await asyncio.gather(*(asyncio.to_thread(_list_models, c) for c in connections.values() if listed))
+        for name, models in zip(connections, lists, strict=listed):
             refs += [f"{name}:{m}" for m in models]
         return list(dict.fromkeys(r for r in refs if r))
 
