@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+MARK = "KETCH_EDITOR_RUN"
+"""The environment variable naming one run, so its processes can be found and killed: the editor
+kills only the process it started, not what that one started."""
+
 POLL_S = 0.2
 """How often the editor is asked for the output so far (for the live view and the result)."""
 
@@ -40,7 +44,15 @@ def scrubbed_argv(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
 async def run_in_editor_terminal(terminal: Any, call_id: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str],
                                  timeout_s: float, sink: Callable[[str], None], output_cap: int) -> TerminalRun:
     """Run ``argv`` in a terminal of the editor (``terminal``: ``EditorTerminals``) and wait for it."""
-    handle = await terminal.create(call_id, scrubbed_argv(argv, env), cwd, output_cap)
+    import secrets
+
+    mark = secrets.token_hex(8)
+    handle = await terminal.create(call_id, scrubbed_argv(argv, {**env, MARK: mark}), cwd, output_cap)
+
+    async def kill() -> None:
+        await handle.kill()
+        await asyncio.to_thread(kill_marked, mark)
+
     seen = 0
     timed_out = False
 
@@ -59,16 +71,30 @@ async def run_in_editor_terminal(terminal: Any, call_id: str, argv: Sequence[str
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
                 timed_out = True
-                await handle.kill()
+                await kill()
                 break
             await asyncio.wait({exit_wait}, timeout=min(POLL_S, left))
             await pump()
         code, sig = await exit_wait
         return TerminalRun(await pump(), code, sig, timed_out)
     except BaseException:
-        await asyncio.shield(handle.kill())  # an interrupt or a cancelled turn: the command stops too
+        await asyncio.shield(kill())  # an interrupt or a cancelled turn: the command stops too
         raise
     finally:
         if not exit_wait.done():
             exit_wait.cancel()
         await asyncio.shield(handle.release())
+
+
+def kill_marked(mark: str) -> None:
+    """Kill every process of this user carrying the run's mark, with everything it started."""
+    import psutil
+
+    from ketch.tools.shell import _kill_tree_now
+
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get(MARK) == mark:
+                _kill_tree_now(process.pid)
+        except (psutil.Error, OSError):
+            continue  # gone, or not ours to read
