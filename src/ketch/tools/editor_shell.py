@@ -90,11 +90,11 @@ def kill_marked(mark: str) -> None:
     """Kill every process of this user carrying the run's mark, with everything it started."""
     import psutil
 
-    from ketch.tools.shell import _kill_tree_now
-
     for process in psutil.process_iter():
         try:
-            if process.environ().get(MARK) == mark:
-                _kill_tree_now(process.pid)
+            if process.environ().get(MARK) != mark:
+                continue
+            for member in [process, *process.children(recursive=True)]:
+                member.kill()
         except (psutil.Error, OSError):
             continue  # gone, or not ours to read
