@@ -69,8 +69,9 @@ class EditorClient:
         return "".join(u.content.text for u in self.updates if u.session_update == kind)
 
 
-async def until(predicate: Any, timeout: float = 10.0) -> None:
-    """Notifications are handled as they arrive, not before the response: wait for them."""
+async def until(predicate: Any, timeout: float = 120.0) -> None:
+    """Notifications are handled as they arrive, not before the response: wait for them (a
+    liveness limit: a session is built after session/new answers, slowly on a loaded machine)."""
     for _ in range(int(timeout / 0.02)):
         if predicate():
             return
@@ -131,10 +132,7 @@ async def test_a_session_streams_asks_writes_through_the_editor_plans_and_cancel
             assert rejected[-1].status == "failed"
 
             streaming = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("write a lot")]))
-            for _ in range(200):
-                if "word5" in client.text():
-                    break
-                await asyncio.sleep(0.05)
+            await until(lambda: "word5" in client.text())
             await conn.cancel(session_id=sid)
             third = await asyncio.wait_for(streaming, 30)
             assert third.stop_reason == "cancelled"
@@ -151,10 +149,7 @@ async def test_a_cancel_withdraws_a_pending_permission_request(tmp_path: Path) -
             await _initialize(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             pending = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("run it")]))
-            for _ in range(200):
-                if client.permissions:
-                    break
-                await asyncio.sleep(0.05)
+            await until(lambda: client.permissions)
             await conn.cancel(session_id=sid)
             result = await asyncio.wait_for(pending, 30)
             assert result.stop_reason == "cancelled"

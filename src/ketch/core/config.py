@@ -23,7 +23,7 @@ from ketch.core import strict_json
 from ketch.core.dirs import user_config_dir, user_data_dir
 from ketch.core.env_values import env_layer
 from ketch.core.config_limits import limit_fields, take_limits
-from ketch.core.exceptions import ConfigError
+from ketch.core.exceptions import ConfigError, MissingKey
 from ketch.sandbox.config import SandboxConfig, limit_project_layer
 from ketch.providers.presets import PRESETS, WIRES, Preset
 
@@ -470,7 +470,7 @@ def resolve_connection(
     key = key or (environ.get(alt_env) if alt_env else None) or stored_keys().get(name)
     if not key and key_env:
         either = f"{key_env} (or {alt_env})" if alt_env else key_env
-        raise ConfigError(f"missing API key for connection '{name}': set {either} or run 'ketch auth login {name}'")
+        raise MissingKey(f"missing API key for connection '{name}': set {either} or run 'ketch auth login {name}'")
     retries = retries_override if retries_override is not None else conn_cfg.max_retries
     return Connection(
         name, preset, resolved_wire, url, model_name, key, key_env, retries, config.models.get(model_ref),

@@ -34,6 +34,7 @@ class SessionControls:
             follower.follow_model(model, connection)  # the compactor's window, the Chat → Responses switch
         self.prefix.note_break(f"model changed to {self.model_ref}")
         self.prefix.forget()
+        self._record_settings()
 
     def set_thinking(self, level: str, settings: Any) -> None:
         """Use thinking ``level`` from the next request on; ``settings`` are its model settings."""
@@ -41,11 +42,19 @@ class SessionControls:
         self.config = self.config.model_copy(update={"think": level})
         self.agent.model_settings = settings
         self.prefix.note_break(f"thinking level changed to {level}")
+        self._record_settings()
 
     def set_variant(self, variant: AgentVariant) -> None:
         """Switch the agent variant (``/agent``): tools and instructions follow it."""
         self._require_idle()
         self.variant = variant
+        self._record_settings()
+
+    def _record_settings(self) -> None:
+        """Keep the model, agent and thinking level with the stored session (a load restores them)."""
+        store = getattr(self, "store", None)
+        if store is not None:
+            store.set_settings(self.session_id, self.model_ref, self.variant.name, self.config.think)
 
     def set_approval_mode(self, mode: str) -> str:
         """Switch the approval mode for the rest of the session (``/approval``, Shift-Tab);

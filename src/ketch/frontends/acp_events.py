@@ -9,6 +9,23 @@ from typing import Any
 
 from ketch.core import events as ev
 
+LIVE_TAIL = 20_000
+"""Characters of a running command's output a tool call update shows (its tail)."""
+
+
+class LiveCalls:
+    """One session's tool calls between start and result: their live output (or the editor's
+    terminal they run in), and which are still open when a turn ends."""
+
+    def __init__(self) -> None:
+        self.open: set[str] = set()
+        self.output: dict[str, str] = {}
+        self.terminals: dict[str, str] = {}
+
+    def in_terminal(self, call_id: str, terminal_id: str) -> None:
+        self.terminals[call_id] = terminal_id
+
+
 KINDS = {"read": "read", "write": "edit", "shell": "execute", "network": "fetch", "meta": "think", "mcp": "other"}
 
 
@@ -19,8 +36,10 @@ def tool_title(name: str, args: dict[str, Any]) -> str:
     return f"{name} {value}" if isinstance(value, str) and value else name
 
 
-async def forward(conn: Any, session: Any, event: Any, ask: Callable[[Any, Any], None]) -> None:
-    """One ketch event as ACP updates (or a permission request)."""
+async def forward(conn: Any, session: Any, event: Any, ask: Callable[[Any, Any], None], review: Any,
+                  live: LiveCalls) -> None:
+    """One ketch event as ACP updates (or a permission request); ``review`` (``EditReview``)
+    keeps each edit's "before" for its whole-file diff."""
     import acp
     from acp.schema import ToolCallLocation, UsageUpdate
 
@@ -31,22 +50,35 @@ async def forward(conn: Any, session: Any, event: Any, ask: Callable[[Any, Any],
     elif isinstance(event, ev.ReasoningDelta):
         await send(session_id=sid, update=acp.update_agent_thought_text(event.text))
     elif isinstance(event, ev.ToolCallStarted):
+        await review.started(session, event)
+        live.open.add(event.call_id)
         path = event.args.get("path")
         locations = [ToolCallLocation(path=str(session.workspace.root / path))] if isinstance(path, str) else None
         await send(session_id=sid, update=acp.start_tool_call(
             event.call_id, tool_title(event.name, event.args), kind=KINDS.get(session.kinds.get(event.name, ""), "other"),
             status="pending", locations=locations, raw_input=event.args))
     elif isinstance(event, ev.ToolOutputChunk):
-        await send(session_id=sid, update=acp.update_tool_call(event.call_id, status="in_progress"))
+        if event.call_id in live.terminals:  # the editor's terminal shows it
+            await send(session_id=sid, update=acp.update_tool_call(event.call_id, status="in_progress"))
+            return
+        shown = live.output[event.call_id] = (live.output.get(event.call_id, "") + event.text)[-LIVE_TAIL:]
+        await send(session_id=sid, update=acp.update_tool_call(event.call_id, status="in_progress",
+                                                               content=[acp.tool_content(acp.text_block(shown))]))
     elif isinstance(event, ev.ToolCallFinished):
+        live.open.discard(event.call_id)
+        live.output.pop(event.call_id, None)
         content = [acp.tool_content(acp.text_block(event.summary))]
-        if event.diff:
-            content.insert(0, acp.tool_content(acp.text_block(event.diff)))
-            diff = _diff_content(session, event)
-            if diff is not None:
-                content.insert(0, diff)
+        terminal = live.terminals.pop(event.call_id, None)
+        if terminal is not None:
+            content.insert(0, acp.tool_terminal_ref(terminal))
+        diff = await review.finished(session, event)
+        if diff is not None:
+            content.insert(0, diff)
         await send(session_id=sid, update=acp.update_tool_call(
-            event.call_id, status="failed" if event.is_error else "completed", content=content, raw_output=event.summary))
+            event.call_id, status="failed" if event.is_error else "completed", content=content, raw_output=event.summary,
+            locations=[ToolCallLocation(path=diff.path)] if diff is not None else None))
+    elif isinstance(event, ev.TurnFinished):
+        await _close_open_calls(conn, sid, live, event.reason)
     elif isinstance(event, ev.ApprovalRequested):
         ask(session, event)
     elif isinstance(event, ev.AskRequested):
@@ -65,17 +97,18 @@ async def forward(conn: Any, session: Any, event: Any, ask: Callable[[Any, Any],
         await send(session_id=sid, update=acp.update_agent_thought_text(prefix + text + "\n"))
 
 
-def _diff_content(session: Any, event: Any) -> Any:
-    """An edit's result as ACP's diff content: the file's old and new text."""
+async def _close_open_calls(conn: Any, sid: str, live: LiveCalls, reason: str) -> None:
+    """Calls a turn left without a result end in the editor too (v1 has no "cancelled" status:
+    they end as failed, saying they were cancelled)."""
     import acp
 
-    lines = event.diff.splitlines()
-    path = next((line[6:] for line in lines if line.startswith("+++ b/")), None)
-    if path is None:
-        return None
-    old = [line[1:] for line in lines if line.startswith("-") and not line.startswith("---")]
-    new = [line[1:] for line in lines if line.startswith("+") and not line.startswith("+++")]
-    return acp.tool_diff_content(str(session.workspace.root / path), "\n".join(new), "\n".join(old) if old else None)
+    why = "Cancelled." if reason in ("cancelled", "interrupted") else f"Did not finish (the turn ended: {reason})."
+    for call_id in sorted(live.open):
+        await conn.session_update(session_id=sid, update=acp.update_tool_call(
+            call_id, status="failed", content=[acp.tool_content(acp.text_block(why))]))
+    live.open.clear()
+    live.output.clear()
+    live.terminals.clear()
 
 
 def _plan_status(status: str) -> str:

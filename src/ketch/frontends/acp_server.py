@@ -22,34 +22,18 @@ from typing import Any
 
 from ketch import __version__
 from ketch.core import events as ev
-from ketch.frontends.acp_events import tool_title, forward
+from ketch.frontends.acp_config import Pickers, Settings, send_changes
+from ketch.frontends.acp_diffs import EditReview, diff_for_request, planned_change
+from ketch.frontends.acp_events import LiveCalls, tool_title, forward
+from ketch.frontends.acp_sessions import SessionTable
+from ketch.frontends.acp_slash import IN_PLACE, NOT_IN_EDITORS
 
 STOP = {"done": "end_turn", "cancelled": "cancelled", "interrupted": "cancelled", "step_limit": "max_turn_requests",
         "max_tokens": "max_tokens", "error": "end_turn"}
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT = "allow_once", "allow_always", "reject_once"
 
 
-class EditorFiles:
-    """File reads and writes through the client (its unsaved buffers, its undo history)."""
-
-    def __init__(self, conn: Any, session_id: str, *, read: bool, write: bool) -> None:
-        self._conn, self._session_id = conn, session_id
-        self.can_read, self.can_write = read, write
-
-    async def read(self, path: Path, *, line: int | None = None, limit: int | None = None) -> str | None:
-        if not self.can_read:
-            return None
-        response = await self._conn.read_text_file(session_id=self._session_id, path=str(path), line=line, limit=limit)
-        return response.content
-
-    async def write(self, path: Path, content: str) -> bool:
-        if not self.can_write:
-            return False
-        await self._conn.write_text_file(session_id=self._session_id, path=str(path), content=content)
-        return True
-
-
-class KetchAgent:
+class KetchAgent(SessionTable):
     """The ACP agent: sessions by id, each a ketch Session."""
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -57,6 +41,11 @@ class KetchAgent:
         self.conn: Any = None
         self.client_caps: Any = None
         self.sessions: dict[str, Any] = {}
+        self.pickers: dict[str, Pickers] = {}
+        self.building: dict[str, asyncio.Task[Any]] = {}
+        self.reviews: dict[str, EditReview] = {}
+        self.live: dict[str, LiveCalls] = {}
+        self._cancelled_early: set[str] = set()
         self._turns: dict[str, asyncio.Task[Any]] = {}
         self._asks: dict[str, set[asyncio.Task[Any]]] = {}
 
@@ -66,137 +55,97 @@ class KetchAgent:
     # ------------------------------------------------------------------ lifecycle
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **_: Any) -> Any:
         from acp import PROTOCOL_VERSION
-        from acp.schema import AgentCapabilities, Implementation, InitializeResponse, McpCapabilities, PromptCapabilities
+        from acp.schema import (
+            AgentCapabilities,
+            Implementation,
+            InitializeResponse,
+            McpCapabilities,
+            PromptCapabilities,
+            SessionCapabilities,
+            SessionCloseCapabilities,
+            SessionListCapabilities,
+            SessionResumeCapabilities,
+        )
 
         self.client_caps = client_capabilities
         return InitializeResponse(
+            auth_methods=self._auth_methods(),
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
                 load_session=True,
-                prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities(), resume=SessionResumeCapabilities(),
+                                                         close=SessionCloseCapabilities()),
+                prompt_capabilities=PromptCapabilities(image=True, audio=False, embedded_context=True),
                 mcp_capabilities=McpCapabilities(http=True, sse=False),
             ),
             agent_info=Implementation(name="ketch", title="ketch", version=__version__),
         )
 
-    async def authenticate(self, method_id: str, **_: Any) -> Any:
-        return None
+    def _process_config(self) -> Any:
+        """The configuration of the directory ketch was started in (authentication is per process)."""
+        from ketch.frontends.assemble import config_from_args
 
-    def _session_args(self, cwd: str, extra_dirs: list[str] | None, resume: str | None) -> argparse.Namespace:
-        args = argparse.Namespace(**vars(self.args))
-        args.cwd = cwd
-        args.add_dir = [*getattr(self.args, "add_dir", []), *(extra_dirs or [])]
-        args.resume = resume
-        args.continue_ = False
-        args.prompt = None
-        return args
+        return config_from_args(self.args, Path(getattr(self.args, "cwd", None) or ".").resolve())
 
-    async def _build(self, cwd: str, extra_dirs: list[str] | None, mcp_servers: Any, resume: str | None) -> Any:
+    def _auth_methods(self) -> list[Any]:
         from ketch.core.exceptions import ConfigError
-        from ketch.frontends.assemble import build_session
+        from ketch.frontends.acp_auth import auth_methods
 
-        from acp import RequestError
-
-        args = self._session_args(cwd, extra_dirs, resume)
-        args.acp_mcp_servers = _mcp_servers(mcp_servers)
         try:
-            session = await build_session(args, interactive=True)
+            return auth_methods(self._process_config(), self.args)
+        except ConfigError:  # a broken config is reported where a session is made
+            return []
+
+    async def authenticate(self, method_id: str, **_: Any) -> Any:
+        from acp import RequestError
+        from acp.schema import AuthenticateResponse
+
+        from ketch.core.exceptions import ConfigError
+        from ketch.frontends.acp_auth import check
+
+        try:
+            config = self._process_config()
         except ConfigError as exc:
             raise RequestError.invalid_params({"message": str(exc)}) from None
-        fs = getattr(self.client_caps, "fs", None) if self.client_caps is not None else None
-        session.deps.extras["editor_fs"] = EditorFiles(
-            self.conn, session.session_id,
-            read=bool(getattr(fs, "read_text_file", False)), write=bool(getattr(fs, "write_text_file", False)),
-        )
-        self.sessions[session.session_id] = session
-        return session
-
-    def _modes(self, session: Any) -> Any:
-        from acp.schema import SessionMode, SessionModeState
-
-        from ketch.core.agents import BUILTIN_AGENTS
-
-        names = list(dict.fromkeys([*BUILTIN_AGENTS, *(session.config.agents or {})]))
-        return SessionModeState(
-            current_mode_id=session.variant.name,
-            available_modes=[SessionMode(id=n, name=n, description=_mode_description(n)) for n in names],
-        )
+        check(method_id, config, self.args)
+        return AuthenticateResponse()
 
     async def _config_options(self, session: Any) -> list[Any]:
         """The model and the thinking level, as ACP session config options (the protocol's way to
-        pick a model); a model that is not among the choices (an ad-hoc one) is listed first."""
-        from acp.schema import SessionConfigOptionSelect, SessionConfigSelectOption
-
-        from ketch.frontends.slash_actions import SlashActions
-
-        actions = SlashActions(lambda: session, self.args, Path(session.workspace.root))
-        try:
-            models = await actions.choices("model")
-        except Exception:  # noqa: BLE001 - a model list that cannot be had leaves the current one
-            models = []
-        models = list(dict.fromkeys([session.model_ref, *models]))
-        levels = await actions.choices("think")
-        return [
-            SessionConfigOptionSelect(id="model", name="Model", category="model", type="select", current_value=session.model_ref,
-                                      options=[SessionConfigSelectOption(value=m, name=m) for m in models]),
-            SessionConfigOptionSelect(id="think", name="Thinking", category="thought_level", type="select",
-                                      current_value=session.config.think,
-                                      options=[SessionConfigSelectOption(value=v, name=v) for v in levels]),
-        ]
+        pick a model); never waits on the network (the lists follow as an update)."""
+        return await self.pickers[session.session_id].options()
 
     async def set_config_option(self, config_id: str, session_id: str, value: str | bool, **_: Any) -> Any:
         from acp import RequestError
         from acp.schema import SetSessionConfigOptionResponse
 
-        from ketch.frontends.slash_actions import SlashActions
-
-        session = self._session(session_id)
+        session = await self._ready(session_id)
         if config_id not in ("model", "think") or not isinstance(value, str):
             raise RequestError.invalid_params({"message": f"ketch has no config option {config_id!r} taking {value!r}"})
-        actions = SlashActions(lambda: session, self.args, Path(session.workspace.root))
+        actions = self.pickers[session_id].actions
         try:
             await (actions.model(value) if config_id == "model" else actions.think(value))
         except Exception as exc:  # noqa: BLE001 - an unknown model or level, a turn running
             raise RequestError.invalid_params({"message": str(exc)}) from None
         return SetSessionConfigOptionResponse(config_options=await self._config_options(session))
 
-    async def new_session(self, cwd: str, mcp_servers: Any = None, additional_directories: list[str] | None = None, **_: Any) -> Any:
-        from acp.schema import NewSessionResponse
-
-        session = await self._build(cwd, additional_directories, mcp_servers, None)
-        asyncio.get_running_loop().create_task(self._advertise(session))
-        return NewSessionResponse(session_id=session.session_id, modes=self._modes(session),
-                                  config_options=await self._config_options(session))
-
-    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
-                           additional_directories: list[str] | None = None, **_: Any) -> Any:
-        from acp import RequestError
-        from acp.schema import LoadSessionResponse
-
-        if not session_id or not session_id.strip():
-            raise RequestError.invalid_params({"message": "session/load needs the id of a stored ketch session"})
-        session = await self._build(cwd, additional_directories, mcp_servers, session_id)
-        await self._replay(session)
-        asyncio.get_running_loop().create_task(self._advertise(session))
-        return LoadSessionResponse(modes=self._modes(session), config_options=await self._config_options(session))
-
     async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> Any:
         from acp import RequestError
-        from acp.helpers import update_current_mode
 
-        from ketch.core.agents import resolve_agent
-
-        session = self._session(session_id)
-        try:
-            session.set_variant(resolve_agent(mode_id, session.config))
+        session = await self._ready(session_id)
+        before = Settings.of(session)
+        try:  # as /agent: the agent's own model and thinking level come with it
+            await self.pickers[session_id].actions.agent(mode_id)
         except Exception as exc:  # noqa: BLE001 - an unknown mode, or a turn running
             raise RequestError.invalid_params({"message": str(exc)}) from None
-        await self.conn.session_update(session_id=session_id, update=update_current_mode(mode_id))
+        await send_changes(self.conn, session_id, before, self.pickers[session_id])
         return None
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         session = self.sessions.get(session_id)
-        if session is None:
+        if session is None:  # still being built: the prompt waiting for it ends as cancelled
+            if session_id in self.building:
+                self._cancelled_early.add(session_id)
             return
         for task in list(self._asks.get(session_id, ())):
             task.cancel()  # a pending permission request is withdrawn
@@ -204,25 +153,32 @@ class KetchAgent:
         session.cancel_turn()
 
     async def close(self) -> None:
+        for task in self.building.values():
+            task.cancel()
+        for pickers in self.pickers.values():
+            pickers.cancel()
         for session in list(self.sessions.values()):
             with contextlib.suppress(Exception):
                 await session.aclose()
         self.sessions.clear()
 
-    def _session(self, session_id: str) -> Any:
-        from acp import RequestError
-
-        session = self.sessions.get(session_id)
-        if session is None:
-            raise RequestError.invalid_params({"message": f"no session {session_id} in this ketch"})
-        return session
-
     # ------------------------------------------------------------------ a prompt
     async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> Any:
         from acp.schema import PromptResponse
 
-        session = self._session(session_id)
-        text = _prompt_text(prompt)
+        self._cancelled_early.discard(session_id)
+        session = await self._ready(session_id)
+        if session_id in self._cancelled_early:
+            self._cancelled_early.discard(session_id)
+            return PromptResponse(stop_reason="cancelled")
+        from ketch.core.attachments import AttachmentError
+        from ketch.frontends.acp_prompt import prompt_text
+
+        try:
+            text = await prompt_text(session, prompt)
+        except AttachmentError as exc:  # said to the user; the model is not asked
+            await self._say(session_id, f"ketch: {exc}")
+            return PromptResponse(stop_reason="end_turn")
         reason = "done"
         if text.startswith("/"):
             reply = await self._slash(session, text)
@@ -231,10 +187,18 @@ class KetchAgent:
                 return PromptResponse(stop_reason="end_turn")
             text = self._expand(session, text)
         async for event in session.run_turn(text):
-            await forward(self.conn, session, event, self._ask_in_background)
+            await forward(self.conn, session, event, self._ask_in_background, self.reviews[session_id], self.live[session_id])
             if isinstance(event, ev.TurnFinished):
                 reason = event.reason
+        if session.title_task is not None:
+            asyncio.get_running_loop().create_task(self._title_when_named(session, session.title_task))
+            session.title_task = None
         return PromptResponse(stop_reason=STOP.get(reason, "end_turn"))
+
+    async def _title_when_named(self, session: Any, task: asyncio.Task[str]) -> None:
+        with contextlib.suppress(Exception):
+            await task
+            await self._send_title(session)
 
     async def _say(self, session_id: str, text: str) -> None:
         from acp import update_agent_message_text
@@ -262,9 +226,10 @@ class KetchAgent:
                 PermissionOption(option_id=ALLOW_ALWAYS, name=f"Allow {event.name} for this session", kind="allow_always"),
                 PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
             ]
-            why = [acp.tool_content(acp.text_block(f"Why it asks: {event.reason}"))] if event.reason else None
+            why = [acp.tool_content(acp.text_block(f"Why it asks: {event.reason}"))] if event.reason else []
+            diff, locations = diff_for_request(await planned_change(session, event.name, event.args))
             call = ToolCallUpdate(tool_call_id=event.call_id, title=tool_title(event.name, event.args), status="pending",
-                                  raw_input=event.args, content=why)
+                                  raw_input=event.args, content=[*diff, *why] or None, locations=locations or None)
         try:
             response = await self.conn.request_permission(session_id=session.session_id, tool_call=call, options=options)
         except asyncio.CancelledError:
@@ -285,13 +250,24 @@ class KetchAgent:
     async def _slash(self, session: Any, text: str) -> str | None:
         """A slash command the client sent as a prompt: a core command's reply, or None when it
         is a user prompt template (expanded in place) or not a command."""
-        from ketch.frontends.slash_actions import SlashActions
-
         name, _, rest = text[1:].partition(" ")
-        actions = SlashActions(lambda: session, self.args, Path(session.workspace.root))
-        if name in actions._handlers:  # noqa: SLF001 - the core's own commands
+        pickers = self.pickers[session.session_id]
+        actions = pickers.actions
+        if name in NOT_IN_EDITORS:
+            return f"/{name} is not available in an editor: open the session from the editor's session list."
+        if name not in IN_PLACE and name not in actions._handlers:  # noqa: SLF001 - the core's own commands
+            return None
+        before = Settings.of(session)
+        try:
+            if name in IN_PLACE:
+                reply = await IN_PLACE[name](session)
+                await self._send_title(session)
+                return reply
             return await actions.run(name, rest.strip()) or ""
-        return None
+        except Exception as exc:  # noqa: BLE001 - as the terminal prints it: the session goes on
+            return f"/{name} failed: {exc}"
+        finally:
+            await send_changes(self.conn, session.session_id, before, pickers)
 
     def _expand(self, session: Any, text: str) -> str:
         from ketch.extensions.commands import expand_user_command
@@ -310,7 +286,7 @@ class KetchAgent:
         from ketch.frontends.slash_actions import SlashActions
 
         with contextlib.suppress(Exception):
-            core = set(SlashActions(lambda: session, self.args, Path(session.workspace.root))._handlers)  # noqa: SLF001
+            core = set(SlashActions(lambda: session, self.args, Path(session.workspace.root))._handlers) - NOT_IN_EDITORS  # noqa: SLF001
             commands = [
                 AvailableCommand(name=c.name, description=c.description,
                                  input=AvailableCommandInput(root=UnstructuredCommandInput(hint=c.args_hint)) if c.args_hint else None)
@@ -341,39 +317,6 @@ def _answer(session: Any, event: Any, option: str | None) -> None:
         session.decide(event.request_id, "deny", "the user rejected it in the editor" if option == REJECT else "the request was cancelled")
 
 
-def _mode_description(name: str) -> str:
-    return {"build": "the default: reads, edits and runs commands (asking as configured)",
-            "plan": "read-only: explores and plans, changes nothing"}.get(name, "a custom agent from config")
-
-
-def _prompt_text(blocks: list[Any]) -> str:
-    parts = []
-    for block in blocks:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "resource":
-            resource = block.resource
-            text = getattr(resource, "text", None)
-            if text is not None:
-                parts.append(f"<context uri=\"{resource.uri}\">\n{text}\n</context>")
-        elif kind == "resource_link":
-            parts.append(f"@{block.uri}")
-    return "\n".join(parts)
-
-
-def _mcp_servers(servers: Any) -> dict[str, Any]:
-    """The client's MCP servers as ketch config entries (started like configured ones)."""
-    out: dict[str, Any] = {}
-    for server in servers or []:
-        if getattr(server, "command", None):
-            out[server.name] = {"command": server.command, "args": list(server.args or []),
-                                "env": {e.name: e.value for e in (server.env or [])}}
-        elif getattr(server, "url", None):
-            out[server.name] = {"url": server.url, "headers": {h.name: h.value for h in (getattr(server, "headers", None) or [])}}
-    return out
-
-
 def run_acp(args: argparse.Namespace) -> int:
     """Serve ACP on stdin/stdout until the client closes the connection."""
     try:
@@ -385,7 +328,7 @@ def run_acp(args: argparse.Namespace) -> int:
     async def serve() -> None:
         agent = KetchAgent(args)
         try:
-            await acp.run_agent(agent)
+            await acp.run_agent(agent, use_unstable_protocol=True)  # the SDK routes session/close and /resume only so
         finally:
             await agent.close()
 

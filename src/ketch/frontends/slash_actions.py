@@ -93,6 +93,8 @@ class SlashActions(ExtensionCommands):
             return [_session_line(row) for row in rows if row.id != session.session_id]
         if name == "model":
             return await self._model_choices(session)
+        if name == "model-offline":
+            return await self._model_choices(session, listed=False)
         return []
 
     # -- sandbox and approval modes ------------------------------------------------------
@@ -184,8 +186,8 @@ class SlashActions(ExtensionCommands):
 
         return resolve_connection(session.config, ref)
 
-    async def _model_choices(self, session: Any) -> list[str]:
-        """The configured models, the session's, and what every connection lists."""
+    async def _model_choices(self, session: Any, *, listed: bool = True) -> list[str]:
+        """The configured models, the session's, and (``listed``: over the network) what every connection lists."""
         config, conn = session.config, session.connection
         if conn is not None and conn.name == "adhoc" and self._adhoc is None:
             self._adhoc = conn
@@ -204,8 +206,8 @@ class SlashActions(ExtensionCommands):
                     connections[name] = resolve_connection(config, f"{name}:?")
                 except ConfigError:
                     continue  # no key for it, say: the configured models are still offered
-        listed = await asyncio.gather(*(asyncio.to_thread(_list_models, c) for c in connections.values()))
-        for name, models in zip(connections, listed, strict=True):
+        lists = await asyncio.gather(*(asyncio.to_thread(_list_models, c) for c in connections.values() if listed))
+        for name, models in zip(connections, lists, strict=listed):
             refs += [f"{name}:{m}" for m in models]
         return list(dict.fromkeys(r for r in refs if r))
 

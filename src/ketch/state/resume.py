@@ -60,7 +60,10 @@ def open_history(args: Any, store: Any, cwd: Path, *, model_ref: str, agent: str
     if row is None:
         if getattr(args, "fork", False) and getattr(args, "resume", None) is None:
             raise ConfigError("--fork copies the session --continue or --resume ID names; add one of them")
-        session_id = store.reserve_session(str(cwd), model_ref, agent)
+        try:  # an id handed out before the session was built (``ketch acp``'s session/new)
+            session_id = store.reserve_session(str(cwd), model_ref, agent, session_id=getattr(args, "new_session_id", None))
+        except StoreError as exc:
+            raise ConfigError(str(exc)) from None
         locks.claim(session_id)
         return session_id, [], locks
     if row.cwd != str(cwd):

@@ -70,6 +70,7 @@ class _Reserved:
     created: float
     parent_id: str | None = None
     title: str = ""
+    think: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,8 @@ class SessionRow:
     updated: float
     parent_id: str | None
     message_count: int = 0
+    think: str = ""
+    """The thinking level it was left at ("" when never recorded)."""
 
 
 def new_session_id(after: str | None = None) -> str:
@@ -228,17 +231,34 @@ class Store(MessageLog, PromptHistory):
         return session_id
 
     def reserve_session(
-        self, cwd: str | os.PathLike[str], model: str, agent: str, parent_id: str | None = None
+        self, cwd: str | os.PathLike[str], model: str, agent: str, parent_id: str | None = None,
+        session_id: str | None = None,
     ) -> str:
         """The id of a new session whose row is written with its first message (``append_step``
         or ``replace_history``, in the same transaction). Until then nothing is on disk, and the
-        store lists, finds and continues it nowhere."""
+        store lists, finds and continues it nowhere. ``session_id``: an id already handed out
+        (``new_session_id``, an editor told before the session was built); one taken is refused."""
         with self._reading() as conn:
             (newest,) = conn.execute("SELECT MAX(id) FROM sessions").fetchone()
-            newest = max([i for i in (newest, *self._reserved) if i], default=None)
-            session_id = new_session_id(after=newest)
+            if session_id is not None:
+                taken = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+                if taken or session_id in self._reserved:
+                    raise StoreError(f"session id {session_id} is taken")
+            else:
+                newest = max([i for i in (newest, *self._reserved) if i], default=None)
+                session_id = new_session_id(after=newest)
             self._reserved[session_id] = _Reserved(str(cwd), model, agent, time.time(), parent_id)
         return session_id
+
+    def keep_reserved(self, session_id: str) -> None:
+        """Write a reserved session's row now, before its first message: an editor was told its
+        id and may load it (``ketch acp``). The row holds no message, so nothing lists it."""
+        with self._lock:
+            if session_id not in self._reserved:
+                return
+            with self.transaction() as conn:
+                reserved = self._write_reserved(conn, session_id)
+            self._written(session_id, reserved)
 
     def is_reserved(self, session_id: str) -> bool:
         """Whether ``session_id`` came from ``reserve_session`` and has stored nothing yet."""
@@ -250,9 +270,10 @@ class Store(MessageLog, PromptHistory):
         reserved = self._reserved.get(session_id)
         if reserved is not None:
             conn.execute(
-                "INSERT INTO sessions (id, cwd, title, model, agent, created, updated, parent_id) VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT INTO sessions (id, cwd, title, model, agent, created, updated, parent_id, think)"
+                " VALUES (?,?,?,?,?,?,?,?,?)",
                 (session_id, reserved.cwd, reserved.title, reserved.model, reserved.agent, reserved.created,
-                 time.time(), reserved.parent_id),
+                 time.time(), reserved.parent_id, reserved.think),
             )
         return reserved
 
@@ -328,6 +349,15 @@ class Store(MessageLog, PromptHistory):
                 reserved.title = title
             conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
 
+    def set_settings(self, session_id: str, model: str, agent: str, think: str) -> None:
+        """Record the model, agent and thinking level the session now uses (a later load goes on
+        with them); a reserved one gets them with its row."""
+        with self.transaction() as conn:
+            reserved = self._reserved.get(session_id)
+            if reserved is not None:
+                reserved.model, reserved.agent, reserved.think = model, agent, think
+            conn.execute("UPDATE sessions SET model = ?, agent = ?, think = ? WHERE id = ?", (model, agent, think, session_id))
+
     def touch(self, session_id: str) -> None:
         """Mark the session as used now."""
         with self.transaction() as conn:
@@ -338,12 +368,13 @@ class Store(MessageLog, PromptHistory):
         now = time.time()
         with self.transaction() as conn:
             new_id = new_session_id(after=conn.execute("SELECT MAX(id) FROM sessions").fetchone()[0])
-            src = conn.execute("SELECT cwd, title, model, agent FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            src = conn.execute("SELECT cwd, title, model, agent, think FROM sessions WHERE id = ?", (session_id,)).fetchone()
             if src is None:
                 raise StoreError(f"no session {session_id!r} to fork; list sessions to find its id")
             conn.execute(
-                "INSERT INTO sessions (id, cwd, title, model, agent, created, updated, parent_id) VALUES (?,?,?,?,?,?,?,?)",
-                (new_id, src[0], src[1], src[2], src[3], now, now, session_id),
+                "INSERT INTO sessions (id, cwd, title, model, agent, created, updated, parent_id, think)"
+                " VALUES (?,?,?,?,?,?,?,?,?)",
+                (new_id, src[0], src[1], src[2], src[3], now, now, session_id, src[4]),
             )
             conn.execute(
                 "INSERT INTO messages (session_id, seq, step, data) SELECT ?, seq, step, data FROM messages WHERE session_id = ?",
@@ -363,7 +394,7 @@ _HAS_MESSAGES = "EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id)"
 
 _SESSION_SELECT = (
     "SELECT s.id, s.cwd, s.title, s.model, s.agent, s.created, s.updated, s.parent_id,"
-    " (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) FROM sessions s"
+    " (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), s.think FROM sessions s"
 )
 
 

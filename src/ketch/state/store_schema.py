@@ -64,7 +64,13 @@ def _migrate_memory(conn: sqlite3.Connection) -> None:
     create_memory_schema(conn)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_core, _migrate_memory]
+def _migrate_think(conn: sqlite3.Connection) -> None:
+    """The thinking level a session was left at (its model and agent have their columns)."""
+    if "think" not in {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}:
+        run_script(conn, "ALTER TABLE sessions ADD COLUMN think TEXT NOT NULL DEFAULT '';")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_core, _migrate_memory, _migrate_think]
 """Migration ``i`` brings the file from schema version ``i`` to ``i + 1``. Append only."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -316,14 +316,20 @@ async def edit_file(
     args: dict[str, Any] = {"path": path, "edits": edits}
     if not edits:
         args.update(old_string=old_string, new_string=new_string, replace_all=replace_all)
-    resolved, old, new, existed = _planned_edit(ctx.deps.workspace, args)
+    editor = editor_of(ctx)
+    if editor is not None and editor.can_read:  # the edit applies to the editor's buffer, not the disk
+        resolved = ctx.deps.workspace.resolve(path)
+        shown = ctx.deps.workspace.relative(resolved)
+        existed = exists(ctx.deps.workspace.where(resolved))
+        if existed:
+            old = await read_current(ctx, resolved, shown)
+            new = apply_edits(old, _edits_from_args(args), shown)
+        else:
+            resolved, old, new, existed = _planned_edit(ctx.deps.workspace, args)
+    else:
+        resolved, old, new, existed = _planned_edit(ctx.deps.workspace, args)
     shown = ctx.deps.workspace.relative(resolved)
     check_file_write(ctx.deps.settings, resolved, shown)
-    editor = editor_of(ctx)
-    if editor is not None and editor.can_read and existed:  # the edit applies to the editor's buffer
-        buffer = await read_current(ctx, resolved, shown)
-        if buffer != old:
-            old, new = buffer, apply_edits(buffer, _edits_from_args(args), shown)
     await write_text(ctx, resolved, shown, new)
     summary = _change_summary("Edited", shown, old, new, existed)
     return summary + await after_edit(ctx, resolved, shown, old if existed else None, new)

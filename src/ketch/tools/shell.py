@@ -9,6 +9,9 @@ kept (head and tail) for the tool result.
 Interrupting (``ProcessRegistry.interrupt_all``) kills the process tree, waits until it is
 gone, and the tool then raises ``ToolFailed(INTERRUPTED_MESSAGE)``: the model learns the
 command was stopped, not that it failed. A non-zero exit is an ordinary result.
+Under ``ketch acp`` with a client offering terminals, the same launch runs in one of the
+editor's (``editor_shell``). It is one thing, the command's life from launch to result, kept
+in one module.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import subprocess
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import psutil
 from pydantic_ai import RunContext
@@ -332,6 +335,8 @@ async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None =
     loop = asyncio.get_running_loop()
     env = {**child_environment(settings.child_env), "PAGER": "cat", "GIT_PAGER": "cat"}
     launch = shell_launch(deps, call_id, command, ["bash", "-c", command], deps.workspace.root)
+    if deps.extras.get("editor_terminal") is not None:  # ketch acp: in a terminal the editor shows
+        return await _in_editor_terminal(ctx, command, timeout, launch, env, timeout_s, captured, sink)
     registry._begin(call_id)  # a Ctrl-C while the process starts is for this command, not the turn
     try:
         transport, protocol = await loop.subprocess_exec(
@@ -392,6 +397,21 @@ async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None =
             f"{output}".rstrip()
         )
     code = transport.get_returncode()
+    result = (output or "(no output)") if code == 0 else f"{_describe_exit(code)}\n{output}".rstrip()
+    return await after_shell(deps, call_id, command, launch, output, result, lambda: shell(ctx, command, timeout))
+
+
+async def _in_editor_terminal(ctx: RunContext[ToolDeps], command: str, timeout: float | None, launch: Any, env: dict[str, str],
+                              timeout_s: float, captured: CappedOutput, sink: Callable[[Stream, str], None]) -> str:
+    from ketch.tools.editor_shell import run_in_editor_terminal
+
+    deps, call_id = ctx.deps, ctx.tool_call_id or ""
+    run = await run_in_editor_terminal(deps.extras["editor_terminal"], call_id, launch.argv, deps.workspace.root, env,
+                                       timeout_s, lambda text: sink("stdout", text), deps.settings.shell_output_cap)
+    output = captured.render()
+    if run.timed_out:
+        raise ToolFailed(f"The command timed out after {timeout_s:g} s and was killed.\n{output}".rstrip())
+    code = run.code if run.code is not None else -getattr(signal, str(run.signal or ""), signal.SIGKILL)
     result = (output or "(no output)") if code == 0 else f"{_describe_exit(code)}\n{output}".rstrip()
     return await after_shell(deps, call_id, command, launch, output, result, lambda: shell(ctx, command, timeout))
 
