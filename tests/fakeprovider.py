@@ -722,7 +722,8 @@ class FakeProvider:
 
     def serve_json(self, path: str, payload: Any, status: int = 200) -> None:
         """Answer any method on exactly `path` (e.g. llama.cpp's `/props`, Ollama's `/api/show`,
-        LM Studio's `/api/v0/models`) with `payload` as JSON."""
+        LM Studio's `/api/v0/models`) with `payload` as JSON; a callable `payload` is given the
+        request's JSON body (or None) and returns what to answer (a bench relays a real server's)."""
         with self._lock:
             self._routes[path] = (status, payload)
 
@@ -819,7 +820,7 @@ class _Handler(BaseHTTPRequestHandler):
                 # a served path that fails first (a server answering 503 "Loading model", then /props)
                 self._json(failure[0], failure[1] or default_error_body(wire, failure[0]))
             elif route is not None:
-                self._json(route[0], route[1])
+                self._json(route[0], route[1](body) if callable(route[1]) else route[1])
             elif self.fake.tokenize and _normalize(path) == '/messages/count_tokens' and self.command == 'POST':
                 self._json(200, {'input_tokens': counted_input(body or {}, self.fake.chars_per_token)})
             elif self.fake.tokenize and path == '/tokenize' and self.command == 'POST':
