@@ -213,8 +213,9 @@ class Driver:
     ketch gets the next scripted read (a request with tools) or the model's own text (the summary
     request), with the server's token counts."""
 
-    def __init__(self, server: Server, steps: int) -> None:
+    def __init__(self, server: Server, steps: int, full_generation: bool = False) -> None:
         self.server, self.steps, self.step = server, steps, 0
+        self.full_generation = full_generation
         self.exchanges: list[Exchange] = []
         self.summaries: list[tuple[list[str], str]] = []
         self.model_calls = 0
@@ -226,12 +227,20 @@ class Driver:
         self.exchanges.append(exchange)
         body["stream"] = False
         body.pop("stream_options", None)
+        if tools and not self.full_generation:
+            # the step's answer is replaced by the scripted call: the server counts the whole
+            # prompt and generates one token (the window is judged on ketch's cap, not this one)
+            for name in CAP_FIELDS:
+                if name in body:
+                    body[name] = 1
         status, answer = http_json(self.server.root + request.path, body)
         exchange.status = status
         if status != 200 or not isinstance(answer, dict):
             exchange.error = json.dumps(answer)[:300] if not isinstance(answer, str) else answer[:300]
             return Turn(status=status, error_body=answer if isinstance(answer, dict) else None)
         calls = read_answer(exchange, answer)
+        if tools and not self.full_generation:
+            exchange.cut = False  # cut at the probe's one token, not at ketch's cap
         self.model_calls += bool(calls)
         usage = (exchange.prompt or 0, exchange.output or 0)
         if not tools:
@@ -404,9 +413,9 @@ def report(title: str, window: int, exchanges: list[Exchange], events: list[dict
     return line
 
 
-def driven_run(server: Server, wire: str, steps: int) -> dict[str, Any]:
+def driven_run(server: Server, wire: str, steps: int, full_generation: bool) -> dict[str, Any]:
     home = project(steps)
-    driver = Driver(server, steps)
+    driver = Driver(server, steps, full_generation)
     fake = relay(server, driver)
     try:
         events = run_ketch(home, fake.base_url, wire, server.model, "Read every log file in order.")
@@ -470,16 +479,22 @@ def main() -> None:
     parser.add_argument("--window", type=int, action="append", help="windows to run (default 8192 and 4096)")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--drive", choices=("steps", "model", "both"), default="steps")
+    parser.add_argument("--full-generation", action="store_true",
+                        help="driven steps generate under ketch's cap too (slow); by default one token")
+    parser.add_argument("--wire", action="append", choices=("openai-chat", "openai-responses"),
+                        help="wires to run (default: Chat, and Responses where the server offers it)")
+    parser.add_argument("--no-fallback", action="store_true", help="skip llama-cpp-python's fallback check")
     parser.add_argument("--log", default=os.path.join(tempfile.gettempdir(), "local_windows_real.log"))
     args = parser.parse_args()
     windows = args.window or [8192, 4096]
     log = Path(args.log)
 
     def runs(server: Server) -> None:
-        wires = ["openai-chat"] + (["openai-responses"] if server.offers_responses() else [])
+        offered = ["openai-chat"] + (["openai-responses"] if server.offers_responses() else [])
+        wires = [w for w in offered if not args.wire or w in args.wire]
         for wire in wires:
             if args.drive in ("steps", "both"):
-                print(json.dumps(driven_run(server, wire, args.steps)), flush=True)
+                print(json.dumps(driven_run(server, wire, args.steps, args.full_generation)), flush=True)
             if args.drive in ("model", "both"):
                 print(json.dumps(model_run(server, wire, args.steps)), flush=True)
 
@@ -498,7 +513,7 @@ def main() -> None:
                 print(json.dumps({"server": kind, "window": window, "model": server.model,
                                   "responses_wire": server.offers_responses()}), flush=True)
                 runs(server)
-                if kind == "llama-cpp-python" and window == windows[0]:
+                if kind == "llama-cpp-python" and window == windows[0] and not args.no_fallback:
                     print(json.dumps(fallback_check(server)), flush=True)
             finally:
                 server.stop()
