@@ -406,7 +406,9 @@ def report(title: str, window: int, exchanges: list[Exchange], events: list[dict
         "refused": refused[:5], "cut_answers": len(cut), "cut": cut[:8],
         "peak_prompt_plus_cap": max(((e.prompt or 0) + (e.cap or 0) for e in exchanges), default=0),
         "ketch_exit": events[-1]["code"], "ending": {k: finished.get(k) for k in ("reason", "text") if k in finished},
-        "compaction_notices": [n for n in notices if "compact" in n.lower() or "summar" in n.lower()][:4],
+        "compacted_events": sum(1 for e in events if e.get("type") == "compacted"),
+        "errors": [e.get("message", e.get("text", ""))[:200] for e in events if e.get("type") == "error"][:3],
+        "compaction_notices": [n[:200] for n in notices if "compact" in n.lower() or "summar" in n.lower()][:4],
     }
     if events[-1]["code"] != 0:
         line["stderr"] = events[-1]["stderr"]
@@ -449,7 +451,7 @@ def model_run(server: Server, wire: str, steps: int) -> dict[str, Any]:
     finally:
         proxy.shutdown()
     line = report(f"{server.kind} {wire} model-driven", server.window, proxy.exchanges, events)
-    line["tool_steps"] = sum(1 for e in events if e.get("type") in ("tool_call", "tool_start", "tool"))
+    line["tool_steps"] = sum(1 for e in events if e.get("type") == "tool_call_finished")
     return line
 
 
