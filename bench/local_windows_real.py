@@ -99,6 +99,11 @@ class Server:
                 self.process.kill()
                 self.process.wait()
 
+    def tells_window(self) -> bool:
+        """Whether the server names its window where ketch looks (llama.cpp's /props)."""
+        status, props = http_json(f"{self.root}/props", timeout=10)
+        return status == 200 and isinstance(props, dict) and "default_generation_settings" in props
+
     def offers_responses(self) -> bool:
         status, _ = http_json(f"{self.root}/v1/responses", {"model": self.model, "input": "hi", "max_output_tokens": 4})
         return status == 200
@@ -371,7 +376,11 @@ def project(steps: int) -> Path:
     return home
 
 
-def run_ketch(home: Path, base_url: str, wire: str, model: str, prompt: str, max_steps: int = 80) -> list[dict[str, Any]]:
+def run_ketch(home: Path, base_url: str, wire: str, model: str, prompt: str, max_steps: int = 80,
+              window: int | None = None) -> list[dict[str, Any]]:
+    if window is not None:  # as ketch's notice tells the user of a server that does not say its window
+        (home / "config").mkdir(parents=True, exist_ok=True)
+        (home / "config" / "config.toml").write_text(f"[compaction]\ncontext_window = {window}\n")
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update(HOME=str(home), KETCH_CONFIG_DIR=str(home / "config"), KETCH_DATA_DIR=str(home / "data"),
                PYDANTIC_AI_NO_BANNER="1")
@@ -415,15 +424,17 @@ def report(title: str, window: int, exchanges: list[Exchange], events: list[dict
     return line
 
 
-def driven_run(server: Server, wire: str, steps: int, full_generation: bool) -> dict[str, Any]:
+def driven_run(server: Server, wire: str, steps: int, full_generation: bool, configured: bool = False) -> dict[str, Any]:
     home = project(steps)
     driver = Driver(server, steps, full_generation)
     fake = relay(server, driver)
     try:
-        events = run_ketch(home, fake.base_url, wire, server.model, "Read every log file in order.")
+        events = run_ketch(home, fake.base_url, wire, server.model, "Read every log file in order.",
+                           window=server.window if configured else None)
     finally:
         fake.stop(check=False)
-    line = report(f"{server.kind} {wire} driven", server.window, driver.exchanges, events)
+    title = f"{server.kind} {wire} driven" + (" (context_window set in config)" if configured else "")
+    line = report(title, server.window, driver.exchanges, events)
     line["model_made_tool_calls"] = driver.model_calls
     line["steps_done"] = min(driver.step, steps)
     later = [json.dumps(r.body) for r in fake.model_requests]
@@ -497,6 +508,9 @@ def main() -> None:
         for wire in wires:
             if args.drive in ("steps", "both"):
                 print(json.dumps(driven_run(server, wire, args.steps, args.full_generation)), flush=True)
+                if not server.tells_window():
+                    print(json.dumps(driven_run(server, wire, args.steps, args.full_generation, configured=True)),
+                          flush=True)
             if args.drive in ("model", "both"):
                 print(json.dumps(model_run(server, wire, args.steps)), flush=True)
 
