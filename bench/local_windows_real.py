@@ -466,20 +466,23 @@ def model_run(server: Server, wire: str, steps: int) -> dict[str, Any]:
     return line
 
 
-def fallback_check(server: Server) -> dict[str, Any]:
+def fallback_check(server: Server, configured: bool = False) -> dict[str, Any]:
     """One tool turn against the real server directly: a server that refuses to stream with tools
     must get the non-streaming fallback, and the turn must end."""
     home = project(0)
     proxy = Proxy(server.root)
     try:
         events = run_ketch(home, proxy.url, "openai-chat", server.model,
-                           "Call the read_file tool on a.txt, then tell me what it says.", max_steps=6)
+                           "Call the read_file tool on a.txt, then tell me what it says.", max_steps=6,
+                           window=server.window if configured else None)
     finally:
         proxy.shutdown()
-    return {"run": f"{server.kind} fallback", "requests": [(e.stream, e.tools, e.status, e.error[:120]) for e in proxy.exchanges],
+    return {"run": f"{server.kind} fallback" + (" (context_window set)" if configured else ""), "requests": [(e.stream, e.tools, e.status, e.error[:120]) for e in proxy.exchanges],
             "ketch_exit": events[-1]["code"], "ending": next(({k: e.get(k) for k in ("reason", "text")} for e in reversed(events)
                                                                if "reason" in e), None),
             "notices": [e.get("text", "")[:160] for e in events if e.get("type") == "notice"][:5],
+            "errors": [e.get("message", "")[:300] for e in events if e.get("type") == "error"][:3],
+            "tools_run": sum(1 for e in events if e.get("type") == "tool_call_finished"),
             "stderr": events[-1]["stderr"][-300:]}
 
 
@@ -531,6 +534,7 @@ def main() -> None:
                 runs(server)
                 if kind == "llama-cpp-python" and window == windows[0] and not args.no_fallback:
                     print(json.dumps(fallback_check(server)), flush=True)
+                    print(json.dumps(fallback_check(server, configured=True)), flush=True)
             finally:
                 server.stop()
 

@@ -608,7 +608,9 @@ class FakeProvider:
         refuse_stream_with_tools: a server that cannot stream tool calls: `'error'` answers a
             streamed request that offers tools with llama.cpp's HTTP 500 "Cannot use tools with
             stream"; `'broken'` starts the stream and drops the connection before any event
-            (llama-cpp-python). Non-streamed requests are answered normally.
+            (llama-cpp-python); `'pinged'` sends an SSE keep-alive comment and ends the body cleanly
+            with no event (llama-cpp-python's function-calling chat format, when the model calls a
+            tool). Non-streamed requests are answered normally.
         strict_json: parse every request body as a strict server does (no NaN/Infinity, no number
             that overflows a double, no integer beyond 64 bits, no lone surrogate) and answer 500
             to one that is not; every problem found is kept in `json_problems` either way.
@@ -892,6 +894,17 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(rejection.status, {'error': error})
                 return
         if request.stream and body.get('tools') and fake.refuse_stream_with_tools:
+            if fake.refuse_stream_with_tools == 'pinged':
+                # llama-cpp-python's chatml-function-calling: its generator raises ("Automatic
+                # streaming tool choice is not supported") after sse-starlette's keep-alive
+                # comment went out, and the body ends cleanly with no event
+                self.send_response(200)
+                self.send_header('Content-Type', 'text/event-stream; charset=utf-8')
+                self.send_header('Transfer-Encoding', 'chunked')
+                self.end_headers()
+                ping = b': ping - 2026-01-01 00:00:15.000000+00:00\r\n\r\n'
+                self.wfile.write(b'%x\r\n%s\r\n0\r\n\r\n' % (len(ping), ping))
+                return
             if fake.refuse_stream_with_tools == 'broken':
                 self.send_response(200)
                 self.send_header('Content-Type', 'text/event-stream; charset=utf-8')
