@@ -109,14 +109,14 @@ class Server:
         return status == 200
 
 
-def start_server(kind: str, program: str, gguf: str, window: int, log: Path) -> Server:
+def start_server(kind: str, program: str, gguf: str, window: int, log: Path, extra: list[str] | None = None) -> Server:
     port = free_port()
     if kind == "llama-server":
         argv = [program, "-m", gguf, "-c", str(window), "--host", "127.0.0.1", "--port", str(port), "--jinja",
                 "-np", "1", "-t", "2"]
     else:
         argv = [program, "-m", "llama_cpp.server", "--model", gguf, "--n_ctx", str(window), "--host", "127.0.0.1",
-                "--port", str(port), "--n_threads", "2"]
+                "--port", str(port), "--n_threads", "2", *(extra or [])]
     process = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT)
     root = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
@@ -499,6 +499,8 @@ def main() -> None:
                         help="driven steps generate under ketch's cap too (slow); by default one token")
     parser.add_argument("--wire", action="append", choices=("openai-chat", "openai-responses"),
                         help="wires to run (default: Chat, and Responses where the server offers it)")
+    parser.add_argument("--lcp-chat-format", help="llama-cpp-python's --chat_format (chatml-function-calling "
+                        "makes it call tools; without it the GGUF's format is guessed)")
     parser.add_argument("--no-fallback", action="store_true", help="skip llama-cpp-python's fallback check")
     parser.add_argument("--log", default=os.path.join(tempfile.gettempdir(), "local_windows_real.log"))
     args = parser.parse_args()
@@ -527,7 +529,8 @@ def main() -> None:
         if not program:
             continue
         for window in windows:
-            server = start_server(kind, program, args.gguf, window, log)
+            extra = ["--chat_format", args.lcp_chat_format] if kind == "llama-cpp-python" and args.lcp_chat_format else []
+            server = start_server(kind, program, args.gguf, window, log, extra)
             try:
                 print(json.dumps({"server": kind, "window": window, "model": server.model,
                                   "responses_wire": server.offers_responses()}), flush=True)
