@@ -610,7 +610,9 @@ class FakeProvider:
         refuse_stream_with_tools: a server that cannot stream tool calls: `'error'` answers a
             streamed request that offers tools with llama.cpp's HTTP 500 "Cannot use tools with
             stream"; `'broken'` starts the stream and drops the connection before any event
-            (llama-cpp-python). Non-streamed requests are answered normally.
+            (llama-cpp-python); `'pinged'` sends an SSE keep-alive comment and ends the body cleanly
+            with no event (llama-cpp-python's function-calling chat format, when the model calls a
+            tool). Non-streamed requests are answered normally.
         strict_json: parse every request body as a strict server does (no NaN/Infinity, no number
             that overflows a double, no integer beyond 64 bits, no lone surrogate) and answer 500
             to one that is not; every problem found is kept in `json_problems` either way.
@@ -724,7 +726,8 @@ class FakeProvider:
 
     def serve_json(self, path: str, payload: Any, status: int = 200) -> None:
         """Answer any method on exactly `path` (e.g. llama.cpp's `/props`, Ollama's `/api/show`,
-        LM Studio's `/api/v0/models`) with `payload` as JSON."""
+        LM Studio's `/api/v0/models`) with `payload` as JSON; a callable `payload` is given the
+        request's JSON body (or None) and returns what to answer (a bench relays a real server's)."""
         with self._lock:
             self._routes[path] = (status, payload)
 
@@ -821,7 +824,7 @@ class _Handler(BaseHTTPRequestHandler):
                 # a served path that fails first (a server answering 503 "Loading model", then /props)
                 self._json(failure[0], failure[1] or default_error_body(wire, failure[0]))
             elif route is not None:
-                self._json(route[0], route[1])
+                self._json(route[0], route[1](body) if callable(route[1]) else route[1])
             elif self.fake.tokenize and _normalize(path) == '/messages/count_tokens' and self.command == 'POST':
                 self._json(200, {'input_tokens': counted_input(body or {}, self.fake.chars_per_token)})
             elif self.fake.tokenize and path == '/tokenize' and self.command == 'POST':
@@ -893,6 +896,17 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(rejection.status, {'error': error})
                 return
         if request.stream and body.get('tools') and fake.refuse_stream_with_tools:
+            if fake.refuse_stream_with_tools == 'pinged':
+                # llama-cpp-python's chatml-function-calling: its generator raises ("Automatic
+                # streaming tool choice is not supported") after sse-starlette's keep-alive
+                # comment went out, and the body ends cleanly with no event
+                self.send_response(200)
+                self.send_header('Content-Type', 'text/event-stream; charset=utf-8')
+                self.send_header('Transfer-Encoding', 'chunked')
+                self.end_headers()
+                ping = b': ping - 2026-01-01 00:00:15.000000+00:00\r\n\r\n'
+                self.wfile.write(b'%x\r\n%s\r\n0\r\n\r\n' % (len(ping), ping))
+                return
             if fake.refuse_stream_with_tools == 'broken':
                 self.send_response(200)
                 self.send_header('Content-Type', 'text/event-stream; charset=utf-8')

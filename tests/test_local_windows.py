@@ -117,6 +117,22 @@ def test_llama_cpp_python_runs_a_tool_turn_through_the_whole_answer_fallback(tmp
     assert all("max_completion_tokens" not in r.body for r in fake.model_requests)
 
 
+def test_a_stream_that_only_pings_then_ends_gets_the_whole_answer_fallback(tmp_path: Path) -> None:
+    """Seen on llama-cpp-python's server (chatml-function-calling): a keep-alive comment, then a
+    clean end with no event, when the model goes for a tool; not a broken answer to retry."""
+    (tmp_path / "a.txt").write_text("alpha\n")
+    script = [Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"})]), Turn(text="It says alpha.")]
+    with FakeProvider(script, refuse_stream_with_tools="pinged", llama_cpp_python=True) as fake:
+        run = run_ketch(["-p", "read a.txt", "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path,
+                        env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr + run.stdout
+    events = strict_lines(run.stdout)
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == "It says alpha."
+    assert [r.stream for r in fake.model_requests] == [True, False, False]
+    assert any("cannot stream answers that may call tools" in n for n in _notices(events))
+    assert "alpha" in tool_results(fake.model_requests[-1])[0][1]
+
+
 def test_the_fake_refuses_null_content_as_llama_cpp_python_does() -> None:
     from fakeprovider import llama_cpp_python_problem
 

@@ -40,7 +40,29 @@ _OVERLAP = 64
 
 ENDED_EARLY = "the stream ended without its end-of-answer event"
 EMPTY_STREAM = "the server started a stream and closed it before its first event"
-"""A stream that broke, or ended, before a single byte of it arrived (``stream_refusal`` reads it)."""
+"""A stream that broke, or ended, before a byte of any event arrived (``stream_refusal`` reads it);
+SSE comments (a keep-alive ``: ping``, as llama-cpp-python's server sends while it works) do not count."""
+
+
+class _EventStart:
+    """Finds the first byte of a stream that is not an SSE comment line or a blank line."""
+
+    def __init__(self) -> None:
+        self.line_start = True
+        self.comment = False
+
+    def found(self, chunk: bytes) -> bool:
+        for byte in chunk:
+            if byte in (10, 13):  # \n, \r
+                self.line_start, self.comment = True, False
+            elif self.line_start:
+                self.line_start = False
+                if byte != 58:  # ':' opens a comment line
+                    return True
+                self.comment = True
+            elif not self.comment:
+                return True
+        return False
 
 
 class TerminatedStream(ByteStream):
@@ -54,9 +76,10 @@ class TerminatedStream(ByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         started = False
+        event_start = _EventStart()
         try:
             async for chunk in self._inner:
-                started = started or bool(chunk)
+                started = started or event_start.found(chunk)
                 if not self._seen and chunk:
                     window = self._tail + chunk
                     if self._marker.search(window):
