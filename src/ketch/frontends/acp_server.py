@@ -25,7 +25,7 @@ from ketch.core import events as ev
 from ketch.frontends.acp_events import tool_title, forward
 
 STOP = {"done": "end_turn", "cancelled": "cancelled", "interrupted": "cancelled", "step_limit": "max_turn_requests",
-        "max_tokens": "max_tokens", "error": "end_turn"}
+        "max_tokens": "max_tokens", "error": "end_turn", "refused": "refusal"}
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT = "allow_once", "allow_always", "reject_once"
 
 

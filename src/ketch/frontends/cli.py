@@ -64,7 +64,12 @@ def _main_parser() -> argparse.ArgumentParser:
         "never: sandboxed commands and allowed writes run, whatever would still ask is denied (shift-tab and /approval switch inside a session)",
     )
     p.add_argument("--trust", action="store_true", help="apply what this folder's .ketch/config.toml widens (allow rules, hooks, MCP servers, ...) for this run")
-    p.add_argument("--max-steps", type=int, help="model requests per turn before it stops (default 100)")
+    p.add_argument("--max-steps", "--max-turns", dest="max_steps", type=int,
+                   help="model requests per turn before it stops (default 100; headless exit code 4)")
+    p.add_argument("--max-cost", type=float, metavar="USD",
+                   help="headless: stop once the session's cost reaches USD (exit code 6; needs a priced model)")
+    p.add_argument("--time-limit", type=float, metavar="SECONDS",
+                   help="headless: stop the run after SECONDS of wall time (exit code 7)")
     p.add_argument("--base-url", help="ad-hoc endpoint, with --wire and --model NAME (no config needed)")
     p.add_argument("--wire", choices=("openai-chat", "openai-responses", "anthropic-messages", "gemini"), help="wire protocol of --base-url or an override")
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the key")
