@@ -40,7 +40,7 @@ def _main_parser() -> argparse.ArgumentParser:
         prog="ketch",
         description="ketch: a terminal AI coding agent. Without -p it opens the interactive UI in this repository.",
         epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | "
-        "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch repair ID | ketch mcp list | "
+        "ketch sessions [--limit N | --all] | ketch export ID --format md|json|atif | ketch repair ID | ketch mcp list | "
         "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune | "
         "ketch acp [model flags] | ketch sandbox check | ketch trust list|add|remove [PATH]",
     )
@@ -115,7 +115,7 @@ def _sub_parser() -> argparse.ArgumentParser:
     shown.add_argument("--all", action="store_true", help="list every session in this directory")
     e = sub.add_parser("export", help="export a session")
     e.add_argument("id")
-    e.add_argument("--format", choices=("md", "json"), default="md")
+    e.add_argument("--format", choices=("md", "json", "atif"), default="md", help="atif: an ATIF trajectory (Harbor's format)")
     rp = sub.add_parser("repair", help="drop the last exchange of a session a provider keeps rejecting")
     rp.add_argument("id")
     mc = sub.add_parser("mcp", help="MCP servers")
