@@ -48,10 +48,13 @@ async def main(spec: dict) -> dict:
 
 
 if __name__ == "__main__":
-    import logging, os
-    if os.environ.get("HARBOR_TRIAL_DEBUG"):
-        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
+    import os
+
+    if os.environ.get("HARBOR_TRIAL_DEBUG"):  # where a slow trial spends its time: Harbor's log, and stacks every 12 s
         import faulthandler
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
         faulthandler.dump_traceback_later(12, repeat=True)
     summary = asyncio.run(main(json.loads(sys.argv[1])))
     print(json.dumps(summary))

@@ -91,3 +91,13 @@ def test_max_turns_is_the_step_limit(tmp_path: Path) -> None:
     assert run.code == 4, run.stderr
     assert json.loads(run.stdout)["reason"] == "step_limit"
     assert len(fake.model_requests) == 2
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "anthropic-messages"])
+def test_a_refusal_ends_the_run_with_its_own_code_and_reason(wire: str, tmp_path: Path) -> None:
+    with FakeProvider([Turn(text="I can't help with that.", finish="refusal")]) as fake:
+        run = run_ketch(["-p", "do the bad thing", "--output-format", "stream-json", *adhoc(fake, wire)], tmp_path)
+    assert run.code == 3, run.stderr
+    events = [json.loads(line) for line in run.stdout.splitlines()]
+    assert events[-1]["type"] == "turn_finished" and events[-1]["reason"] == "refused"
+    assert any(e["type"] == "notice" and "declined" in e["text"] for e in events)

@@ -1,4 +1,4 @@
-"""ketch as a Harbor agent: ``harbor run --agent-import-path ketch.harbor:Ketch``.
+"""ketch as a Harbor agent: ``harbor run -a ketch.harbor:Ketch``.
 
 May import: harbor (the optional ``ketch[harbor]`` extra, Python 3.12+), ``ketch`` itself for
 its version, and nothing else of ketch: the agent drives the ``ketch`` command installed in the

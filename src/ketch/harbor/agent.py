@@ -1,4 +1,4 @@
-"""``Ketch``: Harbor's installed agent for ketch (``--agent-import-path ketch.harbor:Ketch``).
+"""``Ketch``: Harbor's installed agent for ketch (``harbor run -a ketch.harbor:Ketch``).
 
 Install renders ``install.sh.j2`` (ketch into a venv of its own under ``/installed-agent``);
 configure writes the user config holding Harbor's model as the ``harbor`` connection
