@@ -114,6 +114,9 @@ def test_harbor_installs_and_runs_ketch_and_the_task_check_passes(tmp_path: Path
 
     agent_dir = Path(summary["agent_dir"])
     assert (agent_dir / "exit-code.txt").read_text().strip() == "0"
+    # the time limit ketch got is 90 % of the task's agent timeout (900 s), and the run was --yolo
+    launched = [line for line in (agent_dir.parent / "trial.log").read_text().splitlines() if "ketch -p " in line]
+    assert launched and "--time-limit 810 " in launched[0] and " --yolo " in launched[0], launched
     stream = (agent_dir / "ketch.jsonl").read_text()
     check_output(["-p", "x", "--output-format", "stream-json"], stream)  # the run's events fit the schema
     events = [json.loads(line) for line in stream.splitlines()]
@@ -134,3 +137,58 @@ def test_harbor_installs_and_runs_ketch_and_the_task_check_passes(tmp_path: Path
     assert agent_steps[0]["metrics"]["cost_usd"] == pytest.approx((1000 * 1.25 + 100 * 10) / 1e6)
     assert summary["context"]["n_input_tokens"] == 3500 and summary["context"]["n_output_tokens"] == 170
     assert summary["agent_version"] == "0.1.0"
+
+
+EXIT_CODES = r'''
+import asyncio, json, logging, sys
+from pathlib import Path
+from harbor.models.task.config import EnvironmentConfig
+from harbor.models.trial.paths import TrialPaths
+from harbor_local_env import LocalDirEnvironment
+from ketch.harbor import Ketch
+
+async def main(tmp, bwrap):
+    tmp = Path(tmp)
+    paths = TrialPaths(tmp / "trial")
+    env = LocalDirEnvironment(environment_dir=tmp, environment_name="t", session_id="t", trial_paths=paths,
+                              task_env_config=EnvironmentConfig(), bwrap=bwrap,
+                              host_paths=[[sys.base_prefix, "ro"]])  # this Python, for the stand-in's venv
+    await env.start(force_build=False)
+    stub = env.host_path("/installed-agent/ketch/venv/bin")
+    stub.mkdir(parents=True)
+    # a stand-in ketch: `-p` prints one event and exits with the code in $STUB_CODE; `export` prints a trajectory
+    (stub / "ketch").write_text("""#!/bin/bash
+if [ "$1" = export ]; then printf '{"exported": "%s"}\\n' "$2"; exit 0; fi
+echo '{"type": "turn_started", "session_id": "s1"}'; echo why >&2; exit "$STUB_CODE"
+""")
+    (stub / "ketch").chmod(0o755)
+    (stub / "python").symlink_to(sys.executable)
+    agent = Ketch(logs_dir=tmp / "agent-logs", model_name="openai/gpt-5", extra_env={"OPENAI_API_KEY": "k"},
+                  time_limit_sec=60)
+    seen = {}
+    for code in (0, 1, 2, 3, 4, 5, 6, 7, 130):
+        result = await env.exec(agent.run_command("task"), env={**agent.run_env(), "STUB_CODE": str(code)})
+        logs = env.host_path("/logs/agent")
+        seen[code] = {"exit": result.return_code, "recorded": (logs / "exit-code.txt").read_text().strip(),
+                      "trajectory": json.loads((logs / "trajectory.json").read_text()), "stderr": result.stderr.strip()}
+    await env.stop(delete=True)
+    print(json.dumps(seen))
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+'''
+
+
+def test_a_run_ketch_ended_itself_is_finished_for_harbor_and_an_error_is_not(tmp_path: Path) -> None:
+    """The agent's run command: every exit code is recorded and the trajectory exported either way;
+    Harbor sees 0 for done, refused and the four limits, and the code itself for an error."""
+    assert HARBOR_PYTHON.exists(), "no .venv-harbor: run .ci/harbor-venv (.ci/run does)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HARBOR_TELEMETRY": "0"}
+    proc = subprocess.run([str(HARBOR_PYTHON), "-c", EXIT_CODES, str(tmp_path), _bwrap()], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = {int(k): v for k, v in json.loads(proc.stdout.strip().splitlines()[-1]).items()}
+    assert {code: v["exit"] for code, v in seen.items()} == {0: 0, 1: 1, 2: 2, 3: 0, 4: 0, 5: 0, 6: 0, 7: 0, 130: 130}
+    assert all(v["recorded"] == str(code) for code, v in seen.items())
+    assert all(v["trajectory"] == {"exported": "s1"} for v in seen.values())
+    assert all(v["stderr"] == "why" for v in seen.values())  # ketch's stderr reaches Harbor's error patterns
