@@ -120,7 +120,7 @@ def built() -> dict[str, dict[str, Any]]:
 
 
 def render(schema: dict[str, Any]) -> str:
-    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(schema, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def shipped(name: str) -> dict[str, Any]:

@@ -42,7 +42,7 @@ def _toml_string(value: str) -> str:
     """A TOML basic string (JSON's escapes are TOML's); control characters are refused."""
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
         raise ValueError(f"a connection value holds a control character: {value!r}")
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 def ketch_connection(provider: str | None, model_id: str | None, *, key_env: str | None = None,
