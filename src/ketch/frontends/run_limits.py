@@ -63,6 +63,8 @@ class RunLimits:
     def watch(self, event: ev.AgentEvent) -> ev.AgentEvent:
         """``event`` as the run reports it: a usage past the ceiling stops the turn; the turn's
         end after a stop carries the limit as its reason."""
+        if isinstance(event, ev.TurnStarted) and self.reached:  # reached before the turn (during --compact)
+            self.session.cancel_turn()
         if isinstance(event, ev.Usage) and self.max_cost is not None and not self.reached:
             spent = event.session_cost_usd
             if spent is None:  # the price went unknown mid-run (a model switch): fail closed
