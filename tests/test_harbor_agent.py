@@ -115,8 +115,10 @@ def test_harbor_installs_and_runs_ketch_and_the_task_check_passes(tmp_path: Path
     agent_dir = Path(summary["agent_dir"])
     assert (agent_dir / "exit-code.txt").read_text().strip() == "0"
     # the time limit ketch got is 90 % of the task's agent timeout (900 s), and the run was --yolo
-    launched = [line for line in (agent_dir.parent / "trial.log").read_text().splitlines() if "ketch -p " in line]
-    assert launched and "--time-limit 810 " in launched[0] and " --yolo " in launched[0], launched
+    log = (agent_dir.parent / "trial.log").read_text()
+    launched = log[log.index("/venv/bin/ketch -p "):]
+    launched = launched[:launched.index("Command outputs captured")]  # the run command as Harbor logged it
+    assert "--time-limit 810 " in launched and " --yolo " in launched, launched
     stream = (agent_dir / "ketch.jsonl").read_text()
     check_output(["-p", "x", "--output-format", "stream-json"], stream)  # the run's events fit the schema
     events = [json.loads(line) for line in stream.splitlines()]
