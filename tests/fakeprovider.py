@@ -161,7 +161,8 @@ class Turn:
     finish: str = ''
     """'length': the answer was cut by the output limit, each wire its own way (Chat `finish_reason:
     "length"`, Responses `status: "incomplete"` with `max_output_tokens`, Anthropic `stop_reason:
-    "max_tokens"`)."""
+    "max_tokens"`). 'refusal': the provider declined (Chat `finish_reason: "content_filter"`,
+    Anthropic `stop_reason: "refusal"`)."""
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,8 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
     cid, model = new_id('chatcmpl'), body.get('model', 'fake-model')
     calls = [(tc.id or new_id('call'), tc) for tc in turn.tool_calls]
     finish = 'length' if turn.finish == 'length' else 'tool_calls' if calls else 'stop'
+    if turn.finish == 'refusal':
+        finish = 'content_filter'
     usage = {'prompt_tokens': turn.usage[0], 'completion_tokens': turn.usage[1],
              'total_tokens': sum(turn.usage)}
 
@@ -490,6 +493,8 @@ def anthropic_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[li
               {'type': 'tool_use', 'id': tool_id, 'name': tc.name, 'input': tc.value()})
 
     stop = 'max_tokens' if turn.finish == 'length' else 'tool_use' if turn.tool_calls else 'end_turn'
+    if turn.finish == 'refusal':
+        stop = 'refusal'
     start_usage = {'input_tokens': turn.usage[0], 'output_tokens': 1, 'cache_creation_input_tokens': 0,
                    'cache_read_input_tokens': 0}
     shell = {'id': msg_id, 'type': 'message', 'role': 'assistant', 'model': model, 'content': [],

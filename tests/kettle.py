@@ -36,9 +36,16 @@ def run_ketch(
     """Run ketch with ARGS in ``cwd`` and capture everything.
 
     By default in this process through ``ketch.frontends.cli.main`` (the same code path, without
-    paying the SDK import per test); ``subprocess_=True`` runs the real binary."""
-    if not subprocess_:
-        return _run_in_process(args, cwd, env=env, input=input)
+    paying the SDK import per test); ``subprocess_=True`` runs the real binary. A headless run's
+    stdout must fit the shipped JSON Schema of its output format (``headless_schema``)."""
+    run = _run_in_process(args, cwd, env=env, input=input) if not subprocess_ else _run_binary(args, cwd, env, input, timeout)
+    from headless_schema import check_output
+
+    check_output(list(args), run.stdout)
+    return run
+
+
+def _run_binary(args: list[str], cwd: Path, env: dict[str, str] | None, input: str | None, timeout: float) -> Run:
     proc = subprocess.run(
         [sys.executable, "-m", "ketch", *args],
         cwd=cwd,

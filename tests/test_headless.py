@@ -92,6 +92,7 @@ def test_step_limit_ends_the_turn_with_its_own_event(tmp_path: Path) -> None:
     finished = json.loads(run.stdout.splitlines()[-1])
     assert finished == finished | {"type": "turn_finished", "reason": "step_limit"}
     assert len(fake.model_requests) == 3
+    assert run.code == 4, run.stderr  # the step limit's own exit code
 
 
 def test_sigint_with_no_command_running_ends_the_turn_with_130(tmp_path: Path) -> None:

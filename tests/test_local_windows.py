@@ -232,7 +232,7 @@ def test_an_answer_that_used_the_whole_cap_is_cut_though_the_server_says_complet
 
     with FakeProvider([at_the_cap]) as fake:
         run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, wire)], tmp_path)
-    assert run.code == 0, run.stderr
+    assert run.code == 5, run.stderr
     events = strict_lines(run.stdout)
     assert events[-1]["reason"] == "max_tokens", events[-1]
     assert any("cut at the model's output limit" in n for n in _notices(events))

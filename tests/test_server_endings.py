@@ -20,7 +20,7 @@ def test_an_answer_cut_by_the_output_limit_ends_with_max_tokens(wire: str, tmp_p
     with FakeProvider([Turn(text="The first half of", finish="length"), Turn(text="the second half.")]) as fake:
         run = run_ketch(["-p", "explain", "--output-format", "json", *adhoc(fake, wire)], tmp_path)
         streamed = run_ketch(["-p", "continue", "--continue", "--output-format", "stream-json", *adhoc(fake, wire)], tmp_path)
-    assert run.code == 0, run.stderr
+    assert run.code == 5, run.stderr  # the token limit's own exit code
     payload = json.loads(run.stdout)
     assert payload["reason"] == "max_tokens" and payload["result"] == "The first half of"
     assert payload["is_error"] is False and payload["error"] is None
@@ -32,10 +32,10 @@ def test_an_answer_cut_by_the_output_limit_ends_with_max_tokens(wire: str, tmp_p
     assert events[-1] == {**events[-1], "type": "turn_finished", "reason": "done", "text": "the second half."}
 
 
-def test_text_output_warns_and_exits_zero(tmp_path: Path) -> None:
+def test_text_output_warns_and_exits_with_the_token_limit_code(tmp_path: Path) -> None:
     with FakeProvider([Turn(text="cut", finish="length")]) as fake:
         run = run_ketch(["-p", "go", *adhoc(fake, "openai-chat")], tmp_path)
-    assert run.code == 0
+    assert run.code == 5
     assert run.stdout.strip() == "cut"
     assert f"ketch: {CUT_NOTICE}" in run.stderr
 
@@ -48,7 +48,7 @@ def test_a_tool_call_cut_by_the_output_limit_is_not_made_and_not_replayed(wire: 
     with FakeProvider([Turn(text="Writing it.", tool_calls=[cut_call], finish="length"), Turn(text="ok")], strict_json=True) as fake:
         run = run_ketch(["-p", "write", "--yolo", "--output-format", "stream-json", *adhoc(fake, wire)], tmp_path)
         again = run_ketch(["-p", "continue", "--continue", "--yolo", *adhoc(fake, wire)], tmp_path)
-    assert run.code == 0, run.stderr
+    assert run.code == 5, run.stderr
     events = strict_lines(run.stdout)
     assert events[-1]["reason"] == "max_tokens"
     assert not any(e["type"] == "tool_call_started" for e in events)

@@ -32,6 +32,20 @@ def cut_by_output_limit(messages: Sequence[Any]) -> bool:
     return False
 
 
+REFUSED_NOTICE = "The provider declined to answer this request (a refusal or its content filter)."
+
+
+def refused_by_model(messages: Sequence[Any]) -> bool:
+    """Whether the newest model response in ``messages`` was a refusal (the SDK's
+    ``content_filter``: Chat's ``finish_reason``, Anthropic's ``refusal`` stop)."""
+    from pydantic_ai.messages import ModelResponse
+
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse):
+            return message.finish_reason == "content_filter"
+    return False
+
+
 class _CutByTokenCount:
     """Marks a text answer whose output tokens reached the request's cap as cut (``length``)."""
 
@@ -64,4 +78,4 @@ def counted_cut_capability() -> Any:
     return CutByTokenCount()
 
 
-__all__ = ["CUT_NOTICE", "RESUME_HINT", "counted_cut_capability", "cut_by_output_limit"]
+__all__ = ["CUT_NOTICE", "REFUSED_NOTICE", "RESUME_HINT", "counted_cut_capability", "cut_by_output_limit", "refused_by_model"]

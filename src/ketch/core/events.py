@@ -235,7 +235,9 @@ class Error(_Event):
 @dataclass(frozen=True, kw_only=True)
 class TurnFinished(_Event):
     type: Literal["turn_finished"] = "turn_finished"
-    reason: Literal["done", "step_limit", "max_tokens", "error", "interrupted", "cancelled"]
+    reason: Literal["done", "refused", "step_limit", "max_tokens", "cost_limit", "time_limit", "error", "interrupted", "cancelled"]
+    """``refused``: the provider or model declined to answer (a content filter, a refusal stop);
+    ``cost_limit`` / ``time_limit``: a headless run's ``--max-cost`` / ``--time-limit`` ended it."""
     text: str = ""
     """The final answer of the turn."""
 

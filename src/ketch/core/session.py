@@ -38,7 +38,7 @@ from ketch.core import telemetry
 from ketch.core.agents import AgentVariant, active_tool_names
 from ketch.core.approval import ApprovalGate
 from ketch.core.config import Config, Connection
-from ketch.core.endings import CUT_NOTICE, cut_by_output_limit
+from ketch.core.endings import CUT_NOTICE, REFUSED_NOTICE, cut_by_output_limit, refused_by_model
 from ketch.core.errors import describe_run_error
 from ketch.core.history_rejection import annotate as annotate_rejection
 from ketch.core.prefix_keeper import PrefixKeeper
@@ -316,8 +316,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
                 session_cost_usd=self.cost_usd,
             )
         )
+        await asyncio.sleep(0)  # the front end sees the usage before the next step (a cost ceiling stops it there)
         return response
-
 
     async def _make_title(self, prompt: str, session_id: str) -> str:
         """Name session ``session_id`` from its first prompt; any failure leaves it untitled.
@@ -373,6 +373,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             if cut_by_output_limit(self.messages):
                 reason = "max_tokens"
                 self._emit(ev.Notice(level="warning", text=CUT_NOTICE))
+            elif refused_by_model(self.messages):
+                reason = "refused"
+                self._emit(ev.Notice(level="warning", text=REFUSED_NOTICE))
         except asyncio.CancelledError:
             reason = "cancelled"
             self._cancel_pending()

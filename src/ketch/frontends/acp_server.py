@@ -29,7 +29,7 @@ from ketch.frontends.acp_sessions import SessionTable
 from ketch.frontends.acp_slash import IN_PLACE, NOT_IN_EDITORS
 
 STOP = {"done": "end_turn", "cancelled": "cancelled", "interrupted": "cancelled", "step_limit": "max_turn_requests",
-        "max_tokens": "max_tokens", "error": "end_turn"}
+        "max_tokens": "max_tokens", "error": "end_turn", "refused": "refusal"}
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT = "allow_once", "allow_always", "reject_once"
 
 

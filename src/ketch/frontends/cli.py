@@ -40,7 +40,7 @@ def _main_parser() -> argparse.ArgumentParser:
         prog="ketch",
         description="ketch: a terminal AI coding agent. Without -p it opens the interactive UI in this repository.",
         epilog="Subcommands: ketch models [CONNECTION] [--capabilities] | ketch auth login NAME | "
-        "ketch sessions [--limit N | --all] | ketch export ID --format md|json | ketch repair ID | ketch mcp list|approve NAME|deny NAME | "
+        "ketch sessions [--limit N | --all] | ketch export ID --format md|json|atif | ketch repair ID | ketch mcp list|approve NAME|deny NAME | "
         "ketch registry list|show|install|remove | ketch rewind ID [--to N] [--code|--chat|--both] | ketch checkpoints list|prune | "
         "ketch acp [model flags] | ketch sandbox check | ketch trust list|add|remove [PATH]",
     )
@@ -64,7 +64,12 @@ def _main_parser() -> argparse.ArgumentParser:
         "never: sandboxed commands and allowed writes run, whatever would still ask is denied (shift-tab and /approval switch inside a session)",
     )
     p.add_argument("--trust", action="store_true", help="apply what this folder's .ketch/config.toml widens (allow rules, hooks, MCP servers, ...) for this run")
-    p.add_argument("--max-steps", type=int, help="model requests per turn before it stops (default 100)")
+    p.add_argument("--max-steps", "--max-turns", dest="max_steps", type=int,
+                   help="model requests per turn before it stops (default 100; headless exit code 4)")
+    p.add_argument("--max-cost", type=float, metavar="USD",
+                   help="headless: stop once the session's cost reaches USD (exit code 6; needs a priced model)")
+    p.add_argument("--time-limit", type=float, metavar="SECONDS",
+                   help="headless: stop the run after SECONDS of wall time (exit code 7)")
     p.add_argument("--base-url", help="ad-hoc endpoint, with --wire and --model NAME (no config needed)")
     p.add_argument("--wire", choices=("openai-chat", "openai-responses", "anthropic-messages", "gemini"), help="wire protocol of --base-url or an override")
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the key")
@@ -110,7 +115,7 @@ def _sub_parser() -> argparse.ArgumentParser:
     shown.add_argument("--all", action="store_true", help="list every session in this directory")
     e = sub.add_parser("export", help="export a session")
     e.add_argument("id")
-    e.add_argument("--format", choices=("md", "json"), default="md")
+    e.add_argument("--format", choices=("md", "json", "atif"), default="md", help="atif: an ATIF trajectory (Harbor's format)")
     rp = sub.add_parser("repair", help="drop the last exchange of a session a provider keeps rejecting")
     rp.add_argument("id")
     mc = sub.add_parser("mcp", help="MCP servers")

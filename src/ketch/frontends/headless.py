@@ -19,6 +19,10 @@ from ketch.core import events as ev
 from ketch.core.exceptions import ConfigError
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_REFUSED, EXIT_STEP_LIMIT, EXIT_TOKEN_LIMIT, EXIT_COST_LIMIT, EXIT_TIME_LIMIT = 3, 4, 5, 6, 7
+EXIT_BY_REASON = {"refused": EXIT_REFUSED, "step_limit": EXIT_STEP_LIMIT, "max_tokens": EXIT_TOKEN_LIMIT,
+                  "cost_limit": EXIT_COST_LIMIT, "time_limit": EXIT_TIME_LIMIT}
+"""How a turn that ended without an error but short of done exits (README: Exit codes)."""
 
 
 _LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
@@ -119,7 +123,7 @@ class HeadlessPrinter:
                 "result": self.result,
                 "session_id": self.session_id,
                 "reason": self.reason,
-                "is_error": code != EXIT_OK,
+                "is_error": code in (EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED),
                 "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                           "cache_read_tokens": self.cache_read_tokens, "cache_write_tokens": self.cache_write_tokens},
                 "cost_usd": self.cost_usd,
@@ -148,7 +152,7 @@ class HeadlessPrinter:
             return EXIT_USAGE
         if self.error_kind or self.reason == "error":
             return EXIT_PROVIDER
-        return EXIT_OK
+        return EXIT_BY_REASON.get(self.reason, EXIT_OK)
 
 
 def read_prompt(arg: str) -> str:
@@ -181,9 +185,12 @@ def run_headless(args: Any) -> int:
 
 async def _run(args: Any, prompt: str) -> int:
     from ketch.frontends.assemble import build_session
+    from ketch.frontends.run_limits import RunLimits, checked_limits
 
+    max_cost, time_limit = checked_limits(getattr(args, "max_cost", None), getattr(args, "time_limit", None))
     session = await build_session(args, interactive=False)
     printer = HeadlessPrinter(args.output_format)
+    limits = RunLimits(session, max_cost=max_cost, time_limit=time_limit)
     loop = asyncio.get_running_loop()
 
     def on_sigint() -> None:
@@ -192,17 +199,27 @@ async def _run(args: Any, prompt: str) -> int:
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
+        limits.start()
         if getattr(args, "compact", False):
             for event in await session.compact_now():
                 printer.handle(event)
         if session.has_pending():  # calls left awaiting approval when the session was closed
             async for event in session.resume_pending():
-                printer.handle(event)
+                _report(printer, limits, event)
             if printer.reason not in ("done", ""):
                 return printer.finish()
         async for event in session.run_turn(prompt):
-            printer.handle(event)
+            _report(printer, limits, event)
     finally:
+        limits.stop_clock()
         loop.remove_signal_handler(signal.SIGINT)
         await session.aclose()
     return printer.finish()
+
+
+def _report(printer: HeadlessPrinter, limits: Any, event: ev.AgentEvent) -> None:
+    """One event of the run to the printer, as the run's limits see it."""
+    event = limits.watch(event)
+    if isinstance(event, ev.TurnFinished) and event.reason in ("cost_limit", "time_limit"):
+        printer.handle(limits.notice(event))
+    printer.handle(event)

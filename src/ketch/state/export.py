@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from ketch.state.store import SessionRow, Store
 
 
-def export_session(store: Store, session_id: str, fmt: Literal["md", "json"] = "md", ring: Any = None) -> str:
-    """The session ``session_id`` (an id or unique prefix) rendered as ``md`` or ``json``; each
+def export_session(store: Store, session_id: str, fmt: Literal["md", "json", "atif"] = "md", ring: Any = None) -> str:
+    """The session ``session_id`` (an id or unique prefix) rendered as ``md``, ``json`` or
+    ``atif`` (an ATIF trajectory, ``state.atif``); each
     key of ``ring`` (a ``KeyRing``) removed, as from the tool output it may have come from (a
     call's arguments as the model wrote them are in the history as sent)."""
     text = _export(store, session_id, fmt)
@@ -34,15 +35,19 @@ def export_session(store: Store, session_id: str, fmt: Literal["md", "json"] = "
     return redact_keys(text, ring)
 
 
-def _export(store: Store, session_id: str, fmt: Literal["md", "json"]) -> str:
+def _export(store: Store, session_id: str, fmt: Literal["md", "json", "atif"]) -> str:
     from ketch.state.store import StoreError
 
-    if fmt not in ("md", "json"):
-        raise StoreError(f"unknown export format {fmt!r}; use 'md' or 'json'")
+    if fmt not in ("md", "json", "atif"):
+        raise StoreError(f"unknown export format {fmt!r}; use 'md', 'json' or 'atif'")
     session = store.get_session(session_id)
     if session is None:
         raise StoreError(f"no session {session_id!r} to export; list sessions with 'ketch sessions'")
     messages = store.load_messages(session.id)
+    if fmt == "atif":
+        from ketch.state.atif import render
+
+        return render(session, messages)
     events = store.load_events(session.id)
     if fmt == "json":
         from pydantic_ai.messages import ModelMessagesTypeAdapter
