@@ -24,7 +24,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 REMINDER_OPEN = "<system-reminder>\n"
 REMINDER_CLOSE = "\n</system-reminder>"
 REMINDER_LEAD = "ketch's update of what it tracks for you (not typed by the user); it replaces earlier values of these items:"
-SECTION_ORDER = ("Date", "Git", "Memory", "Task list")
+SECTION_ORDER = ("Date", "Git", "Memory", "Task list", "Background commands")
 """The volatile sections, in the order a reminder lists them."""
 
 

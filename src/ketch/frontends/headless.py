@@ -104,6 +104,7 @@ class HeadlessPrinter:
                 | ev.SubagentStarted()
                 | ev.SubagentProgress()
                 | ev.SubagentFinished()
+                | ev.BackgroundFinished()
             ):
                 pass
             case _:

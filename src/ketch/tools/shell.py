@@ -298,7 +298,7 @@ def _describe_exit(code: int | None) -> str:
     return f"exit code {code}"
 
 
-async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None = None) -> str:
+async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None = None, background: bool = False) -> str:
     """Run a bash command in the workspace root and return its output.
 
     stdout and stderr are combined; long output keeps its beginning and end. A non-zero
@@ -308,8 +308,19 @@ async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None =
     Args:
         command: The bash command line to run.
         timeout: Seconds before the command and everything it started are killed.
-            Defaults to the configured shell timeout.
+            Defaults to the configured shell timeout. Not for background commands.
+        background: Start the command and return at once with an id (for servers,
+            watchers, long builds); read its output with shell_output, stop it with
+            shell_kill. It runs until it exits, is killed, or the session ends.
     """
+    if background is not False:
+        if background is not True:
+            raise ToolFailed("background must be true or false.")
+        if timeout is not None:
+            raise ToolFailed("timeout does not apply to a background command; stop it with shell_kill.")
+        from ketch.tools.background import start_in_background
+
+        return await start_in_background(ctx, command)
     deps = ctx.deps
     settings = deps.settings
     timeout_s = settings.shell_timeout_s if timeout is None else timeout

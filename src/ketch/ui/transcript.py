@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from ketch.core.events import (
-    AgentEvent, ApprovalRequested, ApprovalResolved, AskRequested, Compacted, Error, Notice,
+    AgentEvent, ApprovalRequested, ApprovalResolved, AskRequested, BackgroundFinished, Compacted, Error, Notice,
     ReasoningDelta, SubagentFinished, SubagentProgress, SubagentStarted, TextDelta, TodoUpdated,
     ToolCallFinished, ToolCallStarted, ToolOutputChunk, TurnFinished, TurnStarted, Usage, PrefixBreak,
     WebSearchResult,
 )
+from ketch.ui.background import background_lines
 from ketch.ui.blocks import BlockSplitter
 from ketch.ui.rich_render import AnsiRenderer
 from ketch.ui.results import CallRecord, is_expandable, result_lines
@@ -148,6 +149,10 @@ class TurnView:
             case Notice():
                 self.end_answer()
                 self.commit_text(event.text, "33" if event.level == "warning" else "2")
+            case BackgroundFinished():
+                self.end_answer()
+                self._commit(background_lines(event, self._width()))
+                self.status_dirty = True
             case Error():
                 self.end_answer()
                 self.commit_text(f"Error: {event.message}", "31")
