@@ -213,6 +213,19 @@ class BackgroundJobs:
         watcher.add_done_callback(self._watchers.discard)
         return job
 
+    async def start_for(self, ctx: Any, command: str, *, background: Any = True, timeout: Any = None) -> str:
+        """``shell`` with ``background: true``: start the command and say how to follow it."""
+        if background is not True:
+            raise ToolFailed("background must be true or false.")
+        if timeout is not None:
+            raise ToolFailed("timeout does not apply to a background command; stop it with shell_kill.")
+        job = await self.start(ctx.deps, ctx.tool_call_id or "", command)
+        return (
+            f"Started in the background as {job.job_id}. Read what it prints with shell_output(id=\"{job.job_id}\"); "
+            f"stop it with shell_kill(id=\"{job.job_id}\"). It keeps running after this turn; you are told when it "
+            "ends, and it is stopped when the session ends."
+        )
+
     def _new_id(self) -> str:
         while True:
             job_id = "bg-" + secrets.token_hex(3)
@@ -315,25 +328,11 @@ def _jobs_of(ctx: Any) -> BackgroundJobs:
     return jobs
 
 
-async def start_in_background(ctx: RunContext[ToolDeps], command: str) -> str:
-    """``shell`` with ``background: true``: start the command and say how to follow it."""
-    job = await _jobs_of(ctx).start(ctx.deps, ctx.tool_call_id or "", command)
-    return (
-        f"Started in the background as {job.job_id}. Read what it prints with shell_output(id=\"{job.job_id}\"); "
-        f"stop it with shell_kill(id=\"{job.job_id}\"). It keeps running after this turn; you are told when it "
-        "ends, and it is stopped when the session ends."
-    )
-
-
 async def shell_output(ctx: RunContext[ToolDeps], id: str) -> str:
-    """Read a background command's output since the last read, and whether it still runs.
-
-    Returns the command's state (running, or how it ended with its exit code) and what it
-    printed since the previous shell_output call; stderr lines start with [stderr]. Only the
-    newest part of long output is kept between reads.
+    """A background command's state (exit code once ended) and its output since the last read.
 
     Args:
-        id: The id the shell tool returned when it started the command in the background.
+        id: The id shell returned.
     """
     return _jobs_of(ctx).read(id, getattr(ctx.deps.settings, "sandbox", None))
 
@@ -342,7 +341,7 @@ async def shell_kill(ctx: RunContext[ToolDeps], id: str) -> str:
     """Stop a background command and every process it started.
 
     Args:
-        id: The id the shell tool returned when it started the command in the background.
+        id: The id shell returned.
     """
     jobs = _jobs_of(ctx)
     job = jobs.get(id)

@@ -9,6 +9,10 @@ kept (head and tail) for the tool result.
 Interrupting (``ProcessRegistry.interrupt_all``) kills the process tree, waits until it is
 gone, and the tool then raises ``ToolFailed(INTERRUPTED_MESSAGE)``: the model learns the
 command was stopped, not that it failed. A non-zero exit is an ordinary result.
+``background: true`` hands the command to ``tools.background`` (which reuses the tree kill).
+
+It is one thing at this length: one command from its start to its result, with the
+process-tree kill and the output handling that run needs.
 """
 
 from __future__ import annotations
@@ -308,19 +312,13 @@ async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None =
     Args:
         command: The bash command line to run.
         timeout: Seconds before the command and everything it started are killed.
-            Defaults to the configured shell timeout. Not for background commands.
-        background: Start the command and return at once with an id (for servers,
-            watchers, long builds); read its output with shell_output, stop it with
-            shell_kill. It runs until it exits, is killed, or the session ends.
+            Defaults to the configured shell timeout.
+        background: Return at once with an id (servers, watchers); see shell_output.
     """
-    if background is not False:
-        if background is not True:
-            raise ToolFailed("background must be true or false.")
-        if timeout is not None:
-            raise ToolFailed("timeout does not apply to a background command; stop it with shell_kill.")
-        from ketch.tools.background import start_in_background
-
-        return await start_in_background(ctx, command)
+    if background is not False:  # tools.background checks the rest and starts it
+        if (jobs := ctx.deps.extras.get("background")) is None:
+            raise ToolFailed("Background commands are not available in this session.")
+        return str(await jobs.start_for(ctx, command, background=background, timeout=timeout))
     deps = ctx.deps
     settings = deps.settings
     timeout_s = settings.shell_timeout_s if timeout is None else timeout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ketch.core.events import BackgroundFinished
 from ketch.ui.toolfmt import clip, paint
@@ -28,3 +29,21 @@ def status_entry(running: list[str]) -> str:
     if not running:
         return ""
     return f"⚙ {len(running)} background /bashes"
+
+
+def poll_background(app: Any) -> bool:
+    """For the app's tick: background commands that ended between turns go to the transcript;
+    a start or an end re-reads the status line. True when something changed."""
+    session = app.session
+    if session is None:
+        return False
+    take = getattr(session, "take_idle_events", None)
+    events = take() if take is not None else []
+    for event in events:
+        app.view.apply(event)
+    version = getattr(session, "background_version", 0)
+    if version == app.background_seen and not events:
+        return False
+    app.background_seen = version
+    app.view.status_dirty = True
+    return True
