@@ -65,6 +65,8 @@ class TurnView:
         self._pending_text = ""
         self._rendered_open = ""
         self._blocks_in_answer = 0
+        self._after_answer: list[list[str]] = []
+        """Rows of background commands that ended while an answer was streaming (shown after it)."""
         self.answer_lines: list[str] = []
         """ANSI lines of the open Markdown block."""
         self.reasoning = ""
@@ -149,9 +151,10 @@ class TurnView:
             case Notice():
                 self.end_answer()
                 self.commit_text(event.text, "33" if event.level == "warning" else "2")
-            case BackgroundFinished():
-                self.end_answer()
-                self._commit(background_lines(event, self._width()))
+            case BackgroundFinished():  # never in the middle of an answer: after it, when one is streaming
+                self._after_answer.append(background_lines(event, self._width()))
+                if not (self._pending_text or self._blocks_in_answer or self._splitter.open_text):
+                    self.end_answer()
                 self.status_dirty = True
             case Error():
                 self.end_answer()
@@ -226,6 +229,8 @@ class TurnView:
             self._commit([""])
         self.cancelled_answer = bool(self._blocks_in_answer)
         self._blocks_in_answer = 0
+        while self._after_answer:
+            self._commit(self._after_answer.pop(0))
 
     def close_reasoning(self) -> None:
         """The answer (or a call) starts after reasoning: the reasoning leaves the live region,
