@@ -147,3 +147,26 @@ def test_a_command_printing_megabytes_costs_no_more_than_the_buffer(tmp_path: Pa
     assert held <= 4096
     assert dropped == 4000000 + 1 + len("tail-line\n") - held
     assert text.endswith("x\ntail-line\n")
+
+
+# ---------------------------------------------------------------- checkpoints and rewind
+
+
+def test_a_rewind_puts_back_what_a_background_command_wrote(tmp_path: Path, isolated_home: Path) -> None:
+    (isolated_home / "config" / "config.toml").write_text("titles = false\ncheckpoints = true\n")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "kept.txt").write_text("before\n")
+    writer = "while [ ! -e go.flag ]; do sleep 0.05; done; echo after > kept.txt; echo new > made.txt"
+    script = [_start(writer), Turn(tool_calls=[ToolCall("shell", {"command": "touch go.flag"})]), *([_poll_until_ended] * 40)]
+    with FakeProvider(script) as fake:
+        run = run_ketch(["-p", "let it write", "--yolo", "--output-format", "json", *adhoc(fake, WIRE)], tmp_path)
+    assert run.code == 0, run.stderr
+    assert (tmp_path / "kept.txt").read_text() == "after\n" and (tmp_path / "made.txt").exists()
+    sid = json.loads(run.stdout)["session_id"]
+    listing = run_ketch(["rewind", sid, "--output-format", "json"], tmp_path)
+    [prompt] = json.loads(listing.stdout)["prompts"]
+    assert {"kept.txt", "made.txt"} <= set(prompt["files"])
+    undo = run_ketch(["rewind", sid, "--to", "1", "--code", "--yes", "--output-format", "json"], tmp_path)
+    assert undo.code == 0, undo.stderr
+    assert (tmp_path / "kept.txt").read_text() == "before\n"
+    assert not (tmp_path / "made.txt").exists()
