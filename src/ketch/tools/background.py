@@ -62,7 +62,7 @@ class UnreadOutput:
         self.total = 0
         """Bytes the command printed in all."""
         self._decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
-        self._line_start = {"stdout": True, "stderr": True}
+        self._stderr_line_start = True
 
     def add(self, stream: Stream, data: bytes) -> None:
         if not data:
@@ -89,11 +89,7 @@ class UnreadOutput:
         pieces: list[str] = []
         for stream, data in self._chunks:
             text = self._decoders[stream].decode(data)
-            if stream == "stderr":
-                text = self._mark(text)
-            elif text:
-                self._line_start["stdout"] = text.endswith("\n")
-            pieces.append(text)
+            pieces.append(self._mark(text) if stream == "stderr" else text)
         dropped, self.dropped = self.dropped, 0
         self._chunks.clear()
         self._size = 0
@@ -108,9 +104,9 @@ class UnreadOutput:
             last = index == len(lines) - 1
             if last and not line:
                 break
-            starts = self._line_start["stderr"] if index == 0 else True
+            starts = self._stderr_line_start if index == 0 else True
             out.append((STDERR_MARK if starts else "") + line + ("" if last else "\n"))
-        self._line_start["stderr"] = text.endswith("\n")
+        self._stderr_line_start = text.endswith("\n")
         return "".join(out)
 
 
