@@ -12,6 +12,6 @@ def background_producer(megabytes: float, seconds: float = 3.2) -> str:
     ``seconds``, then writing :data:`BACKGROUND_DONE`."""
     lines = max(8, int(megabytes * 1024))
     pause = seconds / (lines / 8)
-    program = ("import sys, time\\nfor i in range(%d):\\n sys.stdout.write('%%1023d\\\\n' %% i)\\n"
-               " if i %% 8 == 7: sys.stdout.flush(); time.sleep(%r)\\n") % (lines, round(pause, 4))
+    program = ("import sys, time\nfor i in range(%d):\n sys.stdout.write('%%1023d\\n' %% i)\n"
+               " if i %% 8 == 7: sys.stdout.flush(); time.sleep(%r)\n") % (lines, round(pause, 4))
     return f"python3 -c \"{program}\" && echo done > {BACKGROUND_DONE}"
