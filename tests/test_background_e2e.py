@@ -187,7 +187,8 @@ def test_a_server_in_the_background_is_read_reached_and_killed_and_quit_or_esc_l
     for name in ("first.txt", "second.txt"):
         (tmp_path / name).write_text(name)
     hold = Hold("after the second server started")
-    with reserved_port(reuse_address=True) as first, reserved_port(reuse_address=True) as second:
+    with (reserved_port(reuse_address=True) as first, reserved_port(reuse_address=True) as second,
+          reserved_port(reuse_address=True) as third):
         script = Script(
             Turn(text="Starting the server.", tool_calls=[ToolCall("shell", {"command": server_command(first), "background": True})]),
             call("shell", command=curl(first, "first.txt")),
@@ -196,7 +197,8 @@ def test_a_server_in_the_background_is_read_reached_and_killed_and_quit_or_esc_l
             on_last("shell_output"),
             on_last("shell_kill"),
             Turn(text="The server is stopped."),
-            Turn(text="Again, and left running.", tool_calls=[ToolCall("shell", {"command": orphaned_server(second), "background": True})]),
+            Turn(text="Again, and left running.", tool_calls=[ToolCall("shell", {"command": orphaned_server(second), "background": True}),
+                                                               ToolCall("shell", {"command": server_command(third), "background": True})]),
             Turn(text="never shown", hold=hold),
             Turn(text="Esc stopped the turn, the server still runs."),
         )
@@ -221,6 +223,14 @@ def test_a_server_in_the_background_is_read_reached_and_killed_and_quit_or_esc_l
             hold.release()
             time.sleep(0.5)
             assert not refused(second), "Esc (the end of the turn) stopped the background command"
+            assert serving(third)
+            pane.wait("⚙ 2 background")
+            held = fake.model_requests[-1]
+            third_id = _id_of(held, -1)  # (the results come in the order of the calls)
+            pane.keys(f"/bashes kill {third_id}", "Enter")
+            pane.wait(f"stopped {third_id} and every process it started")
+            assert closed_within(third, 10), "/bashes kill left the server listening"
+            assert servers_of(third) == []
             pane.wait("⚙ 1 background")
             pane.keys("/bashes", "Enter")
             pane.wait("❯ bg-")  # the picker of running commands
@@ -246,6 +256,11 @@ def test_a_server_in_the_background_is_read_reached_and_killed_and_quit_or_esc_l
     # the second read: only what came since the first
     assert '"GET /second.txt HTTP/1.1" 200' in read_two and "GET /first" not in read_two and "Serving HTTP" not in read_two
     assert "Stopped bg-" in killed and "stopped by shell_kill" in killed
+
+
+def _id_of(req: Any, index: int) -> str:
+    """The id of the ``index``-th background command the request's tool results report."""
+    return [m.group(1) for _, text in tool_results(req) for m in [JOB_ID.search(text)] if m][index]
 
 
 def _distinct(results: list[str]) -> list[str]:
