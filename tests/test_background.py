@@ -170,3 +170,13 @@ def test_a_rewind_puts_back_what_a_background_command_wrote(tmp_path: Path, isol
     assert undo.code == 0, undo.stderr
     assert (tmp_path / "kept.txt").read_text() == "before\n"
     assert not (tmp_path / "made.txt").exists()
+
+
+def test_a_background_command_gets_the_environment_without_keys(tmp_path: Path) -> None:
+    script = [_start("env > seen.env"), *([_poll_until_ended] * 40)]
+    with FakeProvider(script) as fake:
+        run = run_ketch(["-p", "run it", "--yolo", *adhoc(fake, WIRE)], tmp_path,
+                        env={"DEPLOY_TOKEN": "tok-bg-123", "PLAIN_SETTING": "visible-1"})
+    assert run.code == 0, run.stderr
+    seen = (tmp_path / "seen.env").read_text()
+    assert "PLAIN_SETTING=visible-1" in seen and "tok-bg-123" not in seen
