@@ -1,7 +1,8 @@
 """Background commands end to end, with the real ``ketch`` binary and the fake provider: a
 ``python3 -m http.server`` on a free loopback port is started in the background, read twice,
-reached by a foreground ``curl`` and killed; and nothing of a background command survives
-``/quit``, Esc (the turn ends, the command stays the session's, and ``/quit`` then stops it) or
+reached by a foreground ``curl`` and killed (by ``shell_kill``, and another by ``/bashes kill ID``);
+and nothing of a background command survives ``/quit``, Esc (the turn ends, the command stays the
+session's, and ``/quit`` then stops it) or
 ``kill -9`` of ketch, also when the command left a ``setsid`` grandchild behind and also inside
 the bubblewrap sandbox."""
 
