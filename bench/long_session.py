@@ -33,6 +33,11 @@ A mark's figure is the median of the twenty steps before it in the timed session
 the split is the profile's share times that median.
 Targets (issue 17): ketch's share at step 1,000 under twice its step-10 figure, and the
 whole step under 100 ms, on both wires.
+
+``--background-mb N`` makes the first step start a background command (``shell`` with
+``background: true``, run with ``--yolo``) that prints N MB over about ``--background-s`` seconds
+while the turn goes on; nothing reads it, so ketch keeps only its newest part. The same targets
+hold, and the report says whether the command printed all of it.
 """
 
 from __future__ import annotations
@@ -55,6 +60,12 @@ sys.path.insert(0, str(HERE.parent / "src"))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn  # noqa: E402
+
+sys.path.insert(0, str(HERE))
+from background_load import BACKGROUND_DONE, background_producer  # noqa: E402
+
+BACKGROUND: dict[str, float] = {"mb": 0.0, "seconds": 60.0}
+"""The ``--background-mb`` load (0: none) and the time it is spread over."""
 
 MARKS = (10, 100, 500, 1000)
 WINDOW = 5
@@ -124,6 +135,9 @@ class Script:
         if not (req.body or {}).get("tools"):
             return Turn(text="Summary: files were read.")
         n, self.n = self.n, self.n + 1
+        if n == 0 and BACKGROUND["mb"]:
+            command = background_producer(BACKGROUND["mb"], BACKGROUND["seconds"])
+            return Turn(text="Starting the printer.", tool_calls=[ToolCall("shell", {"command": command, "background": True})])
         if n >= self.steps:
             return Turn(text=f"Read {n} files.")  # after the last mark's profiled window
         return Turn(text=f"Reading file {n}.", tool_calls=[ToolCall("read_file", {"path": f"f{n % 50:02}.txt"})])
@@ -191,12 +205,18 @@ def _session(wire_key: str, steps: int, *, profiled: bool) -> tuple[list[float],
             from ketch.frontends.cli import _main_parser
 
             base = base_url if suffix else base_url.removesuffix("/v1")
+            yolo = ["--yolo"] if BACKGROUND["mb"] else []
             args = _main_parser().parse_args(
-                ["-p", "x", "--base-url", base, "--wire", wire, "--model", model, "--output-format", "json"]
+                ["-p", "x", "--base-url", base, "--wire", wire, "--model", model, "--output-format", "json", *yolo]
             )
             args.cwd = str(root)
             os.chdir(root)
-            return asyncio.run(_drive(args, steps, profiled))
+            result = asyncio.run(_drive(args, steps, profiled))
+            if BACKGROUND["mb"]:
+                printed = (root / BACKGROUND_DONE).exists()
+                print(f"  ({'timed' if not profiled else 'profiled'} session: the background command "
+                      f"{'printed all' if printed else 'had not printed all'} of its {BACKGROUND['mb']:g} MB when the turn ended)")
+            return result
 
 
 class _FakeProcess:
@@ -213,7 +233,8 @@ class _FakeProcess:
 
     def __enter__(self) -> str:
         self._process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--serve-fake", str(self._steps)],
+            [sys.executable, str(Path(__file__).resolve()), "--serve-fake", str(self._steps),
+             "--background-mb", str(BACKGROUND["mb"]), "--background-s", str(BACKGROUND["seconds"])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )
         assert self._process.stdout is not None
@@ -280,7 +301,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--wire", choices=["responses", "anthropic", "both"], default="both")
     parser.add_argument("--serve-fake", type=int, metavar="STEPS", help=argparse.SUPPRESS)
+    parser.add_argument("--background-mb", type=float, default=0.0,
+                        help="the first step starts a background command printing this many MB")
+    parser.add_argument("--background-s", type=float, default=60.0, help="over about this many seconds")
     options = parser.parse_args()
+    BACKGROUND.update(mb=options.background_mb, seconds=options.background_s)
     if options.serve_fake is not None:
         _serve_fake(options.serve_fake)
         return

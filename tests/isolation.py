@@ -43,14 +43,17 @@ def stop_subreaping() -> None:
 
 
 @contextlib.contextmanager
-def reserved_port() -> Iterator[int]:
+def reserved_port(*, reuse_address: bool = False) -> Iterator[int]:
     """A port on 127.0.0.1 that no other process can bind while the block runs.
 
     The socket is bound with SO_REUSEPORT and never listens: a server of the same user that
     binds the port with SO_REUSEPORT too (``FakeProvider.start(port)``) shares it; a connection
-    while nobody listens is refused."""
+    while nobody listens is refused. ``reuse_address`` sets SO_REUSEADDR too, so that a server
+    that sets only that (``python3 -m http.server``) may listen on it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if reuse_address:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         yield sock.getsockname()[1]
 

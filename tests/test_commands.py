@@ -16,7 +16,7 @@ from ketch.extensions.commands import (
 
 BUILTIN_NAMES = [
     "help", "model", "think", "agent", "clear", "compact", "resume", "sessions", "fork", "repair", "tools",
-    "cost", "context", "todos", "memory", "skills", "mcp", "sandbox", "approval", "registry", "commit", "export", "quit",
+    "cost", "context", "todos", "memory", "skills", "mcp", "sandbox", "approval", "registry", "commit", "export", "bashes", "quit",
 ]  # fmt: skip
 
 
@@ -45,7 +45,7 @@ def test_parse_only_slash_input_and_resolves_aliases(registry):
 def test_menu_puts_prefix_matches_first_then_aliases_then_fuzzy(registry):
     assert [c.name for c in registry.match("/co")] == ["cost", "commit", "compact", "context"]
     assert [c.name for c in registry.match("mo")] == ["model", "memory", "sandbox"]  # fuzzy after prefix (sandbox by its alias permissions)
-    assert [c.name for c in registry.match("se")] == ["sessions", "cost", "resume"]
+    assert [c.name for c in registry.match("se")] == ["sessions", "cost", "bashes", "resume"]
     assert registry.match("ex")[0].name == "export"
     assert [c.name for c in registry.match("ex")][:2] == ["export", "quit"]  # alias /exit
     assert [c.name for c in registry.match("rgs")] == ["registry"]

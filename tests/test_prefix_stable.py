@@ -221,7 +221,7 @@ def test_a_long_turn_breaks_the_prefix_only_at_compactions_and_says_so(wire: str
 
     for n in range(FILES):
         (tmp_path / f"f{n:02}.txt").write_text("".join(f"file {n} line {i}: {'x' * 60}\n" for i in range(40)))
-    write_project_config(tmp_path, "[compaction]\ncontext_window = 24000\n")
+    write_project_config(tmp_path, "[compaction]\ncontext_window = 25000\n")
     with FakeProvider([_reader] * (FILES + 10)) as fake:
         run = run_ketch(["-p", "Read every file in order.", "--output-format", "stream-json", *adhoc(fake, wire)], tmp_path)
     assert run.code == 0, run.stderr

@@ -31,7 +31,7 @@ REMINDER_OPEN = "<system-reminder>\n"
 REMINDER_CLOSE = "\n</system-reminder>"
 LEGACY_LEAD = "ketch's update of what it tracks for you (not typed by the user); it replaces earlier values of these items:\n"
 """The lead sentence reminders of earlier versions opened with (read back, never written)."""
-SECTION_ORDER = ("Date", "Git", "Memory", "Task list")
+SECTION_ORDER = ("Date", "Git", "Memory", "Task list", "Background commands")
 """The volatile sections, in the order a reminder lists them."""
 AT_TURN_START = frozenset({"Git", "Memory"})
 """Sections the model's own tool calls move within a turn (it knows what it edited or noted):

@@ -233,6 +233,19 @@ class Error(_Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BackgroundFinished(_Event):
+    """A background command (``shell`` with ``background``) ended: it exited, was stopped by
+    ``shell_kill`` or ``/bashes``, or the session ended. ``exit_code`` is negative for a signal."""
+
+    type: Literal["background_finished"] = "background_finished"
+    job_id: str
+    command: str
+    exit_code: int | None = None
+    how: str = ""
+    """What ended it, as the transcript says it: "exit code 0", "killed by signal SIGTERM", "stopped by shell_kill"."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class TurnFinished(_Event):
     type: Literal["turn_finished"] = "turn_finished"
     reason: Literal["done", "refused", "step_limit", "max_tokens", "cost_limit", "time_limit", "error", "interrupted", "cancelled"]
@@ -263,6 +276,7 @@ AgentEvent = Union[
     Notice,
     LanguageServerNotice,
     Error,
+    BackgroundFinished,
     TurnFinished,
 ]
 

@@ -46,6 +46,8 @@ class SessionStatus:
     """Token estimate by part (instructions, messages, tools) for /context."""
     prefix_break: str = ""
     """Why the last request did not extend the one before (the prompt cache restarted), for /context."""
+    background: list[str] = field(default_factory=list)
+    """The running background commands, one line each (id, command, how long)."""
 
 
 class SessionLike(Protocol):
@@ -73,3 +75,7 @@ class SessionLike(Protocol):
         ...
 
     def status(self) -> SessionStatus: ...
+
+    def take_idle_events(self) -> list[AgentEvent]:
+        """Events that happened between turns (a background command that ended), each once."""
+        ...

@@ -45,6 +45,7 @@ from ketch.core.prefix_keeper import PrefixKeeper
 from ketch.core.encodable import encodable, encodable_newest_request
 from ketch.core.redaction import DERIVED_VIEWS, redact_value
 from ketch.core.session_approval import ApprovalBridge
+from ketch.core.session_background import BackgroundCommands
 from ketch.core.session_checkpoints import CheckpointSteps
 from ketch.core.session_controls import SessionControls
 from ketch.core.session_persist import Persistence
@@ -61,7 +62,7 @@ _NOT_STORED = (ev.TextDelta, ev.ReasoningDelta, ev.ToolOutputChunk)
 """Streaming fragments: the messages hold their content, so the store keeps only the rest."""
 
 
-class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, CheckpointSteps):
+class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, CheckpointSteps, BackgroundCommands):
     """One conversation. Front ends use only ``run_turn``, ``decide``, ``answer``,
     ``interrupt_command``, ``cancel_turn`` and ``status`` (see ``frontend.SessionLike``)."""
 

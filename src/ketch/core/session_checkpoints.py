@@ -58,11 +58,12 @@ class CheckpointSteps:
         cp = self.checkpoints
         if cp is None or self._ck_steps is None:
             return
-        if self.kinds.get(name) not in WRITING_KINDS and name not in WRITING_NAMES:
+        background = self.background_may_have_written()  # type: ignore[attr-defined]
+        if self.kinds.get(name) not in WRITING_KINDS and name not in WRITING_NAMES and not background:
             return
         if step in self._ck_steps:
             return
-        first = not self._ck_steps
+        first = not self._ck_steps and not background
         self._ck_steps.add(step)
         if first:
             return  # nothing wrote since the turn's own checkpoint

@@ -124,6 +124,7 @@ class SessionControls:
             todos=notebook.as_dicts() if notebook is not None else [],
             context_parts=parts,
             prefix_break=self.prefix.last_break,
+            background=self.background_lines(),
         )
 
     def _thinking_label(self) -> str:

@@ -116,7 +116,8 @@ def brief(name: str, args: dict[str, Any], content: str, *, is_error: bool,
           tail: list[tuple[str, str]] | None = None) -> str:
     """The summary of one finished call (``tail``: live (stream, line) pairs, if any)."""
     if name == "shell":
-        return _shell(content, is_error, tail or [])
+        started = _BACKGROUND.match(content) if args.get("background") is True and not is_error else None
+        return f"running in the background as {started.group(1)} · /bashes lists it" if started else _shell(content, is_error, tail or [])
     if is_error:
         lines = content.strip().splitlines()
         return "\n".join(_clip(x) for x in lines[:3]) + (f"\n… {len(lines) - 3} more lines" if len(lines) > 3 else "")
@@ -129,6 +130,7 @@ def brief(name: str, args: dict[str, Any], content: str, *, is_error: bool,
     return _fallback(content)
 
 
+_BACKGROUND = re.compile(r"Started in the background as (bg-[0-9a-f]+)\.")
 _NOTE = re.compile(r"^\[(the sandbox refused|approval = never|to run it unconfined|the user declined|warning: ).*\]$")
 
 

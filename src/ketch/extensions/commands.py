@@ -78,6 +78,7 @@ _BUILTINS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     ("registry", (), "[list|show|install|remove] [name]", "Browse and install skills and plugins"),
     ("commit", (), "[hint]", "Write a commit message and commit staged changes"),
     ("export", (), "[path]", "Export the conversation as Markdown"),
+    ("bashes", (), "[kill <id>]", "List the background commands; pick one (or kill ID) to stop it"),
     ("quit", ("exit", "q"), "", "Leave ketch"),
 )
 

@@ -110,6 +110,7 @@ def tool_deps(s: Settled, store: Any, child_env: Any = None) -> Any:
     """Step 4: what the tools share: the jail, the process registry, the task list, skills, memory."""
     from ketch.extensions import skills
     from ketch.state import memory, notebook
+    from ketch.tools.background import BackgroundJobs
     from ketch.tools.base import ToolDeps, ToolSettings
     from ketch.tools.shell import ProcessRegistry
     from ketch.websearch.wiring import tavily_settings
@@ -123,6 +124,7 @@ def tool_deps(s: Settled, store: Any, child_env: Any = None) -> Any:
             "skills": skills.SkillCatalog.discover(s.root),
             "memory": memory.MemoryBook(store, str(s.root)),
             "tavily": tavily_settings(s.config),
+            "background": BackgroundJobs(),
         },
     )
 
@@ -167,7 +169,7 @@ def attach_subagents(session: Any, s: Settled, *, specs: list[Any], task_kinds: 
             interactive=session.interactive,
             processes=deps.processes,
             settings=deps.settings,
-            shared_extras={k: v for k, v in deps.extras.items() if k in ("skills", "tavily", "lsp")},
+            shared_extras={k: v for k, v in deps.extras.items() if k in ("skills", "tavily", "lsp", "background")},
             make_instructions=sources.for_child,
             capabilities_for=lambda c, m: [
                 *(_fallback_capability(c, m) if (c is not conn or search.wire == conn.wire) else []), *child_capabilities(c)],
@@ -216,6 +218,15 @@ def attach_checkpoints(session: Any, s: Settled, warnings: list[str]) -> None:
     if checkpoints is not None:
         session.checkpoints = checkpoints
         session.closers.append(checkpoints.close)
+
+
+def attach_background(session: Any, deps: Any) -> None:
+    """Step 10: background commands belong to the session: it lists them, tells the model when
+    one ends, and stops them all when it closes (this closer runs first)."""
+    jobs = deps.extras["background"]
+    session.attach_background(jobs)
+    session.prefix.volatile = session.volatile_with_background(session.prefix.volatile)
+    session.closers.append(jobs.close)
 
 
 async def build_session(args: Any, *, interactive: bool, model_override: Any = None, titles: bool = False) -> Any:
@@ -358,5 +369,6 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     session.auto_title = titles and s.config.titles and not history and not compound
     session.startup_notices.extend([*warnings, *deps.extras["skills"].warnings])
     server_behaviour.attach(session, sources)
+    attach_background(session, deps)
     session.history_rewritten = session.history_rewritten or bool(rewritten)
     return session

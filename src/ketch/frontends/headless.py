@@ -108,6 +108,7 @@ class HeadlessPrinter:
                 | ev.SubagentStarted()
                 | ev.SubagentProgress()
                 | ev.SubagentFinished()
+                | ev.BackgroundFinished()
             ):
                 pass
             case _:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ketch.core.exceptions import ConfigError
+from ketch.frontends.slash_background import BackgroundCommandsSlash
 from ketch.frontends.slash_extensions import ExtensionCommands
 from ketch.sandbox.panel import session_panel_text
 
@@ -46,7 +47,7 @@ async def resumed_transcript(session: Any) -> list[Any]:
     return replay_items(session.session_id, session.messages, stored)
 
 
-class SlashActions(ExtensionCommands):
+class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
     """Runs the core's slash commands on the live session (``get_session()``)."""
 
     def __init__(self, get_session: Callable[[], Any], args: Any, cwd: Path) -> None:
@@ -60,7 +61,7 @@ class SlashActions(ExtensionCommands):
             "compact": self.compact, "resume": self.resume, "sessions": self.sessions, "fork": self.fork,
             "export": self.export, "memory": self.memory, "skills": self.skills, "mcp": self.mcp,
             "commit": self.commit, "registry": self.registry, "repair": self.repair,
-            "sandbox": self.sandbox, "approval": self.approval,
+            "sandbox": self.sandbox, "approval": self.approval, "bashes": self.bashes,
         }
 
     @property
@@ -95,7 +96,7 @@ class SlashActions(ExtensionCommands):
             return await self._model_choices(session)
         if name == "model-offline":
             return await self._model_choices(session, listed=False)
-        return []
+        return session.background_lines() if name == "bashes" else []
 
     # -- sandbox and approval modes ------------------------------------------------------
     async def sandbox(self, arg: str) -> str:

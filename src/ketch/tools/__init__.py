@@ -15,9 +15,9 @@ def builtin_tool_specs() -> list[ToolSpec]:
     from ketch.state import memory
     from ketch.state import notebook
     from ketch.extensions import skills
-    from ketch.tools import ask, diagnostics, files, git, search, shell, web
+    from ketch.tools import ask, background, diagnostics, files, git, search, shell, web
 
     specs: list[ToolSpec] = []
-    for module in (files, diagnostics, search, shell, git, web, notebook, memory, skills, ask):
+    for module in (files, diagnostics, search, shell, background, git, web, notebook, memory, skills, ask):
         specs.extend(module.TOOLS)
     return specs

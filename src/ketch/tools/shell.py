@@ -10,7 +10,8 @@ Interrupting (``ProcessRegistry.interrupt_all``) kills the process tree, waits u
 gone, and the tool then raises ``ToolFailed(INTERRUPTED_MESSAGE)``: the model learns the
 command was stopped, not that it failed. A non-zero exit is an ordinary result.
 Under ``ketch acp`` with a client offering terminals, the same launch runs in one of the
-editor's (``editor_shell``). It is one thing, the command's life from launch to result, kept
+editor's (``editor_shell``); ``background: true`` hands the command to ``tools.background``
+(which reuses the tree kill). It is one thing, the command's life from launch to result, kept
 in one module.
 """
 
@@ -301,7 +302,7 @@ def _describe_exit(code: int | None) -> str:
     return f"exit code {code}"
 
 
-async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None = None) -> str:
+async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None = None, background: bool = False) -> str:
     """Run a bash command in the workspace root and return its output.
 
     stdout and stderr are combined; long output keeps its beginning and end. A non-zero
@@ -312,7 +313,12 @@ async def shell(ctx: RunContext[ToolDeps], command: str, timeout: float | None =
         command: The bash command line to run.
         timeout: Seconds before the command and everything it started are killed.
             Defaults to the configured shell timeout.
+        background: Return at once with an id (servers, watchers); see shell_output.
     """
+    if background is not False:  # tools.background checks the rest and starts it
+        if (jobs := ctx.deps.extras.get("background")) is None:
+            raise ToolFailed("Background commands are not available in this session.")
+        return str(await jobs.start_for(ctx, command, background=background, timeout=timeout))
     deps = ctx.deps
     settings = deps.settings
     timeout_s = settings.shell_timeout_s if timeout is None else timeout

@@ -22,6 +22,7 @@ from prompt_toolkit.input import Input
 from ketch.core.events import ApprovalRequested, AskRequested, Decision, ReasoningDelta, TextDelta
 from ketch.core.frontend import SessionLike, SessionStatus
 from ketch.ui.appconfig import AppConfig
+from ketch.ui.background import poll_background
 from ketch.ui.history import InputHistory, PasteStore
 from ketch.ui.layout import STYLE, build_layout
 from ketch.ui.menus import CommandSource, Menu, accept, menu_for
@@ -67,6 +68,8 @@ class KetchApp:
         self._files: list[str] | None = None
         self._dirty = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.background_seen = 0
+        """The session's ``background_version`` the status line last showed."""
         from ketch.ui.keys import build_key_bindings
 
         self.app: Application[int] = Application(
@@ -475,6 +478,8 @@ class KetchApp:
             if tokens // 10 != shown_tokens // 10:
                 shown_tokens, changed = tokens, True
             if self.meter.tick():
+                changed = True
+            if poll_background(self):
                 changed = True
             if self.view.status_dirty:
                 self.view.status_dirty = False

@@ -23,6 +23,7 @@ UI_COMMANDS: dict[str, str] = {
     "agent": "switch the agent",
     "resume": "resume an earlier session",
     "rewind": "put the files or the conversation back to before a prompt (esc esc)",
+    "bashes": "list the background commands; pick one to stop it",
     "quit": "exit ketch",
 }
 PICKER_COMMANDS = ("model", "think", "agent", "resume")
@@ -89,6 +90,9 @@ class SlashHandler:
             await open_rewind(app)
             return
         if name in PICKER_COMMANDS and not args:
+            await self._open_picker(name)
+            return
+        if name == "bashes" and not args and status is not None and status.background:
             await self._open_picker(name)
             return
         await self.hand_off(name, args)

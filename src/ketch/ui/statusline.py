@@ -26,6 +26,10 @@ def status_text(status: SessionStatus | None, width: int, *, loading: bool = Fal
     parts = [status.model or "?", f"think {status.thinking}", status.agent]
     if status.approval:
         parts.append(f"{status.approval} ⇧tab")
+    if status.background:
+        from ketch.ui.background import status_entry
+
+        parts.append(status_entry(status.background))
     parts += [f"ctx {status.context_used_pct:.0f}%", format_cost(status.cost_usd)]
     tail = [short_cwd(status.cwd)] if status.cwd else []
     if status.git_branch:

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from ketch.core.events import (
-    AgentEvent, ApprovalRequested, ApprovalResolved, AskRequested, Compacted, Error, Notice,
+    AgentEvent, ApprovalRequested, ApprovalResolved, AskRequested, BackgroundFinished, Compacted, Error, Notice,
     ReasoningDelta, SubagentFinished, SubagentProgress, SubagentStarted, TextDelta, TodoUpdated,
     ToolCallFinished, ToolCallStarted, ToolOutputChunk, TurnFinished, TurnStarted, Usage, PrefixBreak,
     WebSearchResult,
 )
+from ketch.ui.background import background_lines
 from ketch.ui.blocks import BlockSplitter
 from ketch.ui.rich_render import AnsiRenderer
 from ketch.ui.results import CallRecord, is_expandable, result_lines
@@ -64,6 +65,8 @@ class TurnView:
         self._pending_text = ""
         self._rendered_open = ""
         self._blocks_in_answer = 0
+        self._after_answer: list[list[str]] = []
+        """Rows of background commands that ended while an answer was streaming (shown after it)."""
         self.answer_lines: list[str] = []
         """ANSI lines of the open Markdown block."""
         self.reasoning = ""
@@ -148,6 +151,11 @@ class TurnView:
             case Notice():
                 self.end_answer()
                 self.commit_text(event.text, "33" if event.level == "warning" else "2")
+            case BackgroundFinished():  # never in the middle of an answer: after it, when one is streaming
+                self._after_answer.append(background_lines(event, self._width()))
+                if not (self._pending_text or self._blocks_in_answer or self._splitter.open_text):
+                    self.end_answer()
+                self.status_dirty = True
             case Error():
                 self.end_answer()
                 self.commit_text(f"Error: {event.message}", "31")
@@ -221,6 +229,8 @@ class TurnView:
             self._commit([""])
         self.cancelled_answer = bool(self._blocks_in_answer)
         self._blocks_in_answer = 0
+        while self._after_answer:
+            self._commit(self._after_answer.pop(0))
 
     def close_reasoning(self) -> None:
         """The answer (or a call) starts after reasoning: the reasoning leaves the live region,
