@@ -4,7 +4,8 @@ The UI (``ui/slash.py``) shows panels it can build from ``SessionStatus`` itself
 every other command here through ``AppConfig.on_command(name, args)``; the text returned
 is printed into the transcript. Errors are raised as exceptions with a one-line message
 (the UI prints ``/name failed: …``). Commands run between turns: the UI queues them
-behind a running turn.
+behind a running turn. It is one thing at this length: the table of what each slash
+command does to the session, the one place a front end reaches the session's state.
 """
 
 from __future__ import annotations
