@@ -1,7 +1,10 @@
 """A hook that cannot run blocks the call it guards, and says so: the real binary, a trusted
 folder's ``before_tool`` hook that is missing, crashes, times out or exits non-zero, and a
 shell call that must not run (its marker file stays absent); the reason reaches stream-json
-(a ``notice`` naming the hook) and the model (the call's result)."""
+(a ``notice`` naming the hook) and the model (the call's result). The failing-hook matrix runs
+``python -m ketch`` itself for one case per flag set and a ketch process forked from the
+preloaded interpreter (``ketch_processes``) for the rest, which does not pay the SDK imports
+per case; the single cases run the binary."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
+from ketch_processes import Preloaded
 from kettle import adhoc, run_ketch, write_project_config
 
 WIRE = "openai-chat"
@@ -27,6 +31,8 @@ FAILING = {
     "syntax-error": ("if then fi (", "failed (exit 2)"),
 }
 """A syntax error makes bash exit 2, the refusal code: the call is refused either way."""
+REAL_EXEC_CASE = "missing-absolute"
+"""The case that runs the binary itself (the others: a preloaded fork)."""
 
 
 def _config(tmp_path: Path, command: str, *, extra: str = "", timeout: float | None = None) -> str:
@@ -36,11 +42,12 @@ def _config(tmp_path: Path, command: str, *, extra: str = "", timeout: float | N
     return '[permissions]\nshell = "allow"\n' + hook + extra
 
 
-def _run(tmp_path: Path, *flags: str) -> tuple[list[dict], list[tuple[str, str]], int, str]:
+def _run(tmp_path: Path, *flags: str, forked_from: Preloaded | None = None) -> tuple[list[dict], list[tuple[str, str]], int, str]:
     marker = tmp_path / "shell-ran"
     with FakeProvider() as fake:
         fake.add(Turn(tool_calls=[ToolCall("shell", {"command": f"touch {marker}"})]), Turn(text="done"))
-        run = run_ketch(["-p", "go", "--output-format", "stream-json", *flags, *adhoc(fake, WIRE)], tmp_path, subprocess_=True)
+        run = run_ketch(["-p", "go", "--output-format", "stream-json", *flags, *adhoc(fake, WIRE)], tmp_path,
+                        subprocess_=True, forked_from=forked_from)
         results = tool_results(fake.model_requests[1]) if len(fake.model_requests) > 1 else []
     events = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
     return events, results, run.code, run.stderr
@@ -52,11 +59,13 @@ def _notices(events: list[dict]) -> list[str]:
 
 @pytest.mark.parametrize("case", list(FAILING))
 @pytest.mark.parametrize("flags", [(), ("--yolo",)], ids=["allow-rule", "yolo"])
-def test_a_hook_that_cannot_run_blocks_the_shell_call(tmp_path: Path, case: str, flags: tuple[str, ...]) -> None:
+def test_a_hook_that_cannot_run_blocks_the_shell_call(
+    tmp_path: Path, case: str, flags: tuple[str, ...], preloaded_ketch: Preloaded
+) -> None:
     command, words = FAILING[case]
     (tmp_path / "hook.sh").write_text("#!/bin/sh\nexit 0\n")  # not executable (mode 644)
     write_project_config(tmp_path, _config(tmp_path, command, timeout=0.5 if case == "timeout" else None))
-    events, results, code, stderr = _run(tmp_path, *flags)
+    events, results, code, stderr = _run(tmp_path, *flags, forked_from=None if case == REAL_EXEC_CASE else preloaded_ketch)
     assert code == 0, stderr
     assert not (tmp_path / "shell-ran").exists()
     ((_, result),) = results
