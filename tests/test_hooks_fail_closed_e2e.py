@@ -3,8 +3,8 @@ folder's ``before_tool`` hook that is missing, crashes, times out or exits non-z
 shell call that must not run (its marker file stays absent); the reason reaches stream-json
 (a ``notice`` naming the hook) and the model (the call's result). The failing-hook matrix runs
 ``python -m ketch`` itself for one case per flag set and a ketch process forked from the
-preloaded interpreter (``ketch_processes``) for the rest, which does not pay the SDK imports
-per case; the single cases run the binary."""
+preloaded interpreter (``ketch_processes``) for the rest and for the single cases, which does
+not pay the SDK imports per case."""
 
 from __future__ import annotations
 
@@ -78,29 +78,29 @@ def test_a_hook_that_cannot_run_blocks_the_shell_call(
     assert resolved["decision"] == "deny" and resolved["by"] == "hook"
 
 
-def test_a_hook_that_exits_0_lets_the_call_run_without_a_notice(tmp_path: Path) -> None:
+def test_a_hook_that_exits_0_lets_the_call_run_without_a_notice(tmp_path: Path, preloaded_ketch: Preloaded) -> None:
     write_project_config(tmp_path, _config(tmp_path, "cat > /dev/null; exit 0"))
-    events, _, code, stderr = _run(tmp_path)
+    events, _, code, stderr = _run(tmp_path, forked_from=preloaded_ketch)
     assert code == 0, stderr
     assert (tmp_path / "shell-ran").exists()
     assert _notices(events) == []
 
 
-def test_on_failure_allow_runs_the_call_and_still_says_so(tmp_path: Path) -> None:
+def test_on_failure_allow_runs_the_call_and_still_says_so(tmp_path: Path, preloaded_ketch: Preloaded) -> None:
     write_project_config(tmp_path, _config(tmp_path, "/nonexistent/hook").replace(
         'matcher = "shell"\n', 'matcher = "shell"\non_failure = "allow"\n'))
-    events, _, code, stderr = _run(tmp_path)
+    events, _, code, stderr = _run(tmp_path, forked_from=preloaded_ketch)
     assert code == 0, stderr
     assert (tmp_path / "shell-ran").exists()
     (notice,) = _notices(events)
     assert "/nonexistent/hook" in notice and "ran anyway" in notice
 
 
-def test_a_failing_hook_of_another_event_is_a_notice(tmp_path: Path) -> None:
+def test_a_failing_hook_of_another_event_is_a_notice(tmp_path: Path, preloaded_ketch: Preloaded) -> None:
     write_project_config(tmp_path, '[permissions]\nshell = "allow"\n'
                          '[[hooks.prompt_submitted]]\ncommand = "/nonexistent/prompt-hook"\n'
                          '[[hooks.after_tool]]\ncommand = "exit 9"\n')
-    events, _, code, stderr = _run(tmp_path)
+    events, _, code, stderr = _run(tmp_path, forked_from=preloaded_ketch)
     assert code == 0, stderr
     assert (tmp_path / "shell-ran").exists()  # these hooks guard nothing
     texts = _notices(events)
@@ -108,11 +108,11 @@ def test_a_failing_hook_of_another_event_is_a_notice(tmp_path: Path) -> None:
     assert any("`exit 9` failed (exit 9)" in t for t in texts), texts
 
 
-def test_a_failing_user_hook_blocks_too(tmp_path: Path, isolated_home: Path) -> None:
+def test_a_failing_user_hook_blocks_too(tmp_path: Path, isolated_home: Path, preloaded_ketch: Preloaded) -> None:
     """The user's own config: trusted, and still fail-closed."""
     user = isolated_home / "config" / "config.toml"
     user.write_text(user.read_text() + _config(tmp_path, "/nonexistent/user-hook"))
-    events, _, code, stderr = _run(tmp_path)
+    events, _, code, stderr = _run(tmp_path, forked_from=preloaded_ketch)
     assert code == 0, stderr
     assert not (tmp_path / "shell-ran").exists()
     (notice,) = _notices(events)
