@@ -104,6 +104,15 @@ def subreaper():  # noqa: ANN201
                 continue
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (pyproject's addopts): two workers per usable core. Much of the suite waits on
+    the processes it runs (ketch, bash, git, tmux), so one worker per core leaves the cores
+    part idle; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still chooses (xdist reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return 2 * len(os.sched_getaffinity(0))
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--shuffle", metavar="SEED", type=int, default=None,
                      help="run the tests in a random order drawn from SEED (the same in every xdist worker)")

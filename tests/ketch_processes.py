@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -201,6 +202,14 @@ class Preloaded:
             return self._ask({"wait": pid})["code"]
 
         return KetchProcess(pid, stdout, stderr, wait)
+
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 180) -> tuple[int, str, str]:
+        """Start one ketch with ARGV and wait for its end: its exit code (negative: the signal
+        that ended it), stdout and stderr, as ``subprocess.run`` of the binary would give them."""
+        with tempfile.TemporaryDirectory(prefix="ketch-run-") as out:
+            proc = self.start(argv, cwd, env, Path(out))
+            code = proc.wait(timeout)
+            return code, (Path(out) / "stdout").read_text(encoding="utf-8"), (Path(out) / "stderr").read_text(encoding="utf-8")
 
     def close(self) -> None:
         """End the interpreter (its children were waited for; it holds nothing worth a clean exit)."""

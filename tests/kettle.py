@@ -32,13 +32,23 @@ def run_ketch(
     input: str | None = None,
     timeout: float = 180,  # a liveness limit for a loaded machine; a hang meets the per-test timeout
     subprocess_: bool = False,
+    forked_from: Any = None,
 ) -> Run:
     """Run ketch with ARGS in ``cwd`` and capture everything.
 
     By default in this process through ``ketch.frontends.cli.main`` (the same code path, without
-    paying the SDK import per test); ``subprocess_=True`` runs the real binary. A headless run's
-    stdout must fit the shipped JSON Schema of its output format (``headless_schema``)."""
-    run = _run_in_process(args, cwd, env=env, input=input) if not subprocess_ else _run_binary(args, cwd, env, input, timeout)
+    paying the SDK import per test); ``subprocess_=True`` runs the real binary; ``forked_from``
+    (the ``preloaded_ketch`` fixture) runs a real ketch process of its own forked from the
+    interpreter that already imported the SDKs (``ketch_processes.Preloaded``), for a matrix
+    that would otherwise pay the imports once per case. A headless run's stdout must fit the
+    shipped JSON Schema of its output format (``headless_schema``)."""
+    if forked_from is not None:
+        assert input is None, "a forked ketch reads /dev/null"
+        run = Run(*forked_from.run(list(args), cwd, ketch_env(env), timeout))
+    elif not subprocess_:
+        run = _run_in_process(args, cwd, env=env, input=input)
+    else:
+        run = _run_binary(args, cwd, env, input, timeout)
     from headless_schema import check_output
 
     check_output(list(args), run.stdout)

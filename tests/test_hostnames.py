@@ -1,7 +1,9 @@
 """Host names with NUL or other control characters are refused before any connection: raw,
 percent-encoded, IDNA-folded or inside a punycode label; in web_fetch URLs (the model's), base
 URLs, MCP URLs, the registry and the search endpoint (config). End-to-end: the real binary,
-a loopback listener the hostile URL would reach, and no connection at it."""
+a loopback listener the hostile URL would reach, and no connection at it. One host per surface
+runs ``python -m ketch`` itself; the others a ketch process forked from the preloaded
+interpreter (``ketch_processes``), which does not pay the SDK imports per case."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ketch_processes import Preloaded
 from kettle import adhoc, run_ketch
 
 from ketch.core.hostcheck import url_problem
@@ -105,20 +108,23 @@ SURFACES = {
     "registry_url": lambda url: f"registry_url = {json.dumps(url)}\n",
     "tavily_base_url": lambda url: f'[web_search]\nenabled = true\nsource = "tavily"\ntavily_base_url = {json.dumps(url)}\n',
 }
+REAL_EXEC_HOST = "nul"
+"""The host whose cases run the binary itself (the others: a preloaded fork)."""
 E2E_HOSTS = ["nul", "newline", "del", "zero-width", "pct-nul", "fullwidth-dots", "ideographic-dots", "punycode-nul"]
 
 
 @pytest.mark.parametrize("surface", list(SURFACES))
 @pytest.mark.parametrize("host", E2E_HOSTS)
 def test_a_config_url_with_a_hostile_host_is_an_error_before_any_connection(
-    tmp_path: Path, isolated_home: Path, listener, surface: str, host: str
+    tmp_path: Path, isolated_home: Path, listener, surface: str, host: str, preloaded_ketch: Preloaded
 ) -> None:
     sock, port = listener
     url = f"http://{HOSTILE_HOSTS[host]}:{port}/v1"
     user = isolated_home / "config" / "config.toml"
     user.write_text("titles = false\ncheckpoints = false\n" + SURFACES[surface](url))
     args = ["registry", "list"] if surface == "registry_url" else ["-p", "hello", "--output-format", "stream-json"]
-    run = run_ketch(args, tmp_path, env={"TAVILY_API_KEY": "tvly-x", "OPENAI_API_KEY": "sk-x"}, subprocess_=True)
+    run = run_ketch(args, tmp_path, env={"TAVILY_API_KEY": "tvly-x", "OPENAI_API_KEY": "sk-x"},
+                    subprocess_=True, forked_from=None if host == REAL_EXEC_HOST else preloaded_ketch)
     assert run.code != 0
     assert str(user) in run.stderr + run.stdout
     key = {"base_url": "connections.x.base_url", "mcp_url": "mcp.servers.m.url"}.get(surface, surface)
@@ -127,12 +133,13 @@ def test_a_config_url_with_a_hostile_host_is_an_error_before_any_connection(
 
 
 @pytest.mark.parametrize("host", list(HOSTILE_HOSTS))
-def test_web_fetch_refuses_a_hostile_host_the_model_sends(tmp_path: Path, listener, host: str) -> None:
+def test_web_fetch_refuses_a_hostile_host_the_model_sends(tmp_path: Path, listener, host: str, preloaded_ketch: Preloaded) -> None:
     sock, port = listener
     url = f"http://{HOSTILE_HOSTS[host]}:{port}/secret"
     with FakeProvider() as fake:
         fake.add(Turn(tool_calls=[ToolCall("web_fetch", {"url": url})]), Turn(text="done"))
-        run = run_ketch(["-p", "go", "--yolo", "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path, subprocess_=True)
+        run = run_ketch(["-p", "go", "--yolo", "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path,
+                        subprocess_=True, forked_from=None if host == REAL_EXEC_HOST else preloaded_ketch)
         ((_, result),) = tool_results(fake.model_requests[1])
     assert run.code == 0, run.stderr
     # Two layers may refuse: the argument byte check (core/arg_bytes.py) that runs before any
