@@ -11,7 +11,12 @@ kernel release). A change of the bytes a wire sends
 fails here; a change another issue asks for is made by regenerating the files
 (``KETCH_UPDATE_GOLDEN=1 pytest tests/test_wire_golden.py``) and naming it in CHANGES below.
 
-CHANGES (intended differences since the files were recorded): none.
+CHANGES (intended differences since the files were recorded):
+- issue 30: reminders lose their lead sentence; the task list a todo_write result shows is not
+  repeated as a reminder; git status and memory moved by the model's own work wait for the next
+  turn's start (one sentence of the system prompt says so).
+- issue 37: the diagnostics, shell_output and shell_kill tools (definitions and their lines in
+  the system prompt) and the shell tool's ``background`` argument.
 """
 
 from __future__ import annotations
