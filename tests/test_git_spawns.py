@@ -34,6 +34,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("sandbox/bwrap.py", "probe"): "bwrap probe: does an unprivileged namespace start",
     ("tools/search.py", "_run_rg"): "ripgrep",
     ("tools/shell.py", "shell"): "the shell tool: the model's command, in the sandbox",
+    ("tools/background.py", "start"): "a background command: the reaper launcher around the model's command, in the sandbox",
+    ("tools/reaper_exec.py", "main"): "fork, then exec of the background command under the subreaper",
+    ("lsp/client.py", "spawn"): "a language server the user configured or has on PATH, in the sandbox",
 }
 """Every other place a process starts, with what it starts (never git)."""
 

@@ -97,8 +97,12 @@ def test_harbor_installs_and_runs_ketch_and_the_task_check_passes(tmp_path: Path
                              "python": str(base_python), "max_cost": 5},
             "agent_env": {"OPENAI_API_KEY": "sk-fake-harbor", "UV_CACHE_DIR": cache, "UV_PYTHON_DOWNLOADS": "never",
                           "UV_LINK_MODE": "symlink"},  # the venv's files point into the cache: nothing to copy
+            # the host paths the environment sees: wherever the checkout and its venv live (a clone
+            # under /tmp included, which the environment's own /tmp would hide), uv, the lock
             "env_kwargs": {"bwrap": _bwrap(), "path_prepend": [str(Path(sys.executable).parent)],
-                           "host_paths": [[str(base_python.parents[1]), "ro"], [cache, "rw"], [str(source), "rw"]]},
+                           "host_paths": [[str(base_python.parents[1]), "ro"], [cache, "rw"], [str(source), "rw"],
+                                          [str(Path(sys.executable).parent), "ro"],
+                                          [str(ROOT / "requirements.lock"), "ro"]]},
         }
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
                "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HARBOR_TELEMETRY": "0"}
@@ -142,7 +146,7 @@ def test_harbor_installs_and_runs_ketch_and_the_task_check_passes(tmp_path: Path
 
 
 EXIT_CODES = r'''
-import asyncio, json, logging, sys
+import asyncio, json, logging, os, sys
 from pathlib import Path
 from harbor.models.task.config import EnvironmentConfig
 from harbor.models.trial.paths import TrialPaths
@@ -164,7 +168,7 @@ if [ "$1" = export ]; then printf '{"exported": "%s"}\\n' "$2"; exit 0; fi
 echo '{"type": "turn_started", "session_id": "s1"}'; echo why >&2; exit "$STUB_CODE"
 """)
     (stub / "ketch").chmod(0o755)
-    (stub / "python").symlink_to(sys.executable)
+    (stub / "python").symlink_to(os.path.realpath(sys.executable))  # the base Python the environment sees
     agent = Ketch(logs_dir=tmp / "agent-logs", model_name="openai/gpt-5", extra_env={"OPENAI_API_KEY": "k"},
                   time_limit_sec=60)
     seen = {}
