@@ -246,7 +246,7 @@ def test_a_server_in_the_background_is_read_reached_and_killed_and_quit_or_esc_l
             assert gone_within(running, 10) == [], "a process of the background command survived /quit"
 
         requests = [r for r in fake.model_requests if (r.body or {}).get("tools")]
-        results = [text for r in requests for _, text in tool_results(r)]
+        results = [(call_id, text) for r in requests for call_id, text in tool_results(r)]
 
     started, reached_first, read_one, reached_second, read_two, killed = _distinct(results)[:6]
     assert JOB_ID.search(started)
@@ -264,13 +264,13 @@ def _id_of(req: Any, index: int) -> str:
     return [m.group(1) for _, text in tool_results(req) for m in [JOB_ID.search(text)] if m][index]
 
 
-def _distinct(results: list[str]) -> list[str]:
-    """Each tool result once, in the order they were first sent (every request repeats the earlier ones)."""
-    out: list[str] = []
-    for text in results:
-        if text not in out:
-            out.append(text)
-    return out
+def _distinct(results: list[tuple[str, str]]) -> list[str]:
+    """Each tool result once (by its call id: two curls print the same text), in the order they
+    were first sent (every request repeats the earlier ones)."""
+    seen: dict[str, str] = {}
+    for call_id, text in results:
+        seen.setdefault(call_id, text)
+    return list(seen.values())
 
 
 # ------------------------------------------------------------------ kill -9 of ketch
