@@ -14,8 +14,6 @@ then; a declined or unanswered server is never spawned. Servers from the user's 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import shlex
 import time
 from collections.abc import Mapping
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ketch.core import strict_json
+from ketch.core.folder_records import read_folders, write_folders
 
 APPROVALS_FILE = "mcp_approvals.json"
 _VERSION = 1
@@ -122,22 +121,11 @@ def approvals_path() -> Path:
 
 
 def _read() -> dict[str, Any]:
-    try:
-        data = json.loads(approvals_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}  # an unreadable file approves nothing
-    folders = data.get("folders") if isinstance(data, dict) else None
-    return folders if isinstance(folders, dict) else {}
+    return read_folders(approvals_path())  # an unreadable file approves nothing
 
 
 def _write(folders: dict[str, Any]) -> None:
-    path = approvals_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(strict_json.dumps({"version": _VERSION, "folders": folders}, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    write_folders(approvals_path(), folders, _VERSION)
 
 
 def remember(approval: ServerApproval, approved: bool) -> None:

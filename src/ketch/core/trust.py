@@ -9,14 +9,12 @@ ignored (headless, without ``--trust``). A file that cannot be read trusts nothi
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ketch.core import strict_json
+from ketch.core.folder_records import read_folders, write_folders
 
 TRUST_FILE = "trust.json"
 _VERSION = 1
@@ -86,23 +84,11 @@ def trust_path() -> Path:
 
 
 def _read() -> dict[str, Any]:
-    path = trust_path()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    folders = data.get("folders") if isinstance(data, dict) else None
-    return folders if isinstance(folders, dict) else {}
+    return read_folders(trust_path())
 
 
 def _write(folders: dict[str, Any]) -> None:
-    path = trust_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(strict_json.dumps({"version": _VERSION, "folders": folders}, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    write_folders(trust_path(), folders, _VERSION)
 
 
 def _record(folder: str, entry: Any) -> TrustRecord | None:

@@ -297,12 +297,8 @@ def own_store_env(git_dir: Path | str, work_tree: Path | str | None, extra: dict
     return with_overrides(env, FIXED_OVERRIDES)
 
 
-def run_own_store(git_dir: Path | str, work_tree: Path | str | None, args: Sequence[str], *,
-                  cwd: Path | str, input: bytes | None = None, timeout_s: float = 300.0,
-                  extra_env: dict[str, str] | None = None) -> GitResult:
-    """``git <args>`` on ketch's own store ``git_dir`` (``work_tree`` None: no ``GIT_DIR`` yet,
-    as for ``init``), fed ``input``; killed with what it started at ``timeout_s``."""
-    process = launch(["git", *args], own_store_env(git_dir, work_tree, extra_env), cwd=str(cwd), stdin=input is not None)
+def _finish(process: subprocess.Popen[bytes], args: Sequence[str], input: bytes | None, timeout_s: float) -> GitResult:
+    """Feed ``input``, wait at most ``timeout_s``; a git that overruns is killed with what it started."""
     try:
         out, err = process.communicate(input, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -315,6 +311,15 @@ def run_own_store(git_dir: Path | str, work_tree: Path | str | None, args: Seque
     return GitResult(process.returncode, out, err)
 
 
+def run_own_store(git_dir: Path | str, work_tree: Path | str | None, args: Sequence[str], *,
+                  cwd: Path | str, input: bytes | None = None, timeout_s: float = 300.0,
+                  extra_env: dict[str, str] | None = None) -> GitResult:
+    """``git <args>`` on ketch's own store ``git_dir`` (``work_tree`` None: no ``GIT_DIR`` yet,
+    as for ``init``), fed ``input``; killed with what it started at ``timeout_s``."""
+    process = launch(["git", *args], own_store_env(git_dir, work_tree, extra_env), cwd=str(cwd), stdin=input is not None)
+    return _finish(process, args, input, timeout_s)
+
+
 def run_fetch_store(git_dir: Path | str, args: Sequence[str], *, protocols: Sequence[str], cwd: Path | str,
                     timeout_s: float = 120.0) -> GitResult:
     """``git <args>`` on a scratch bare store ketch made to fetch one pinned commit: the own
@@ -323,13 +328,4 @@ def run_fetch_store(git_dir: Path | str, args: Sequence[str], *, protocols: Sequ
     env = own_store_env(git_dir, None)
     env.update(GIT_DIR=str(git_dir), GIT_ALLOW_PROTOCOL=":".join(protocols))
     process = launch(["git", *args], env, cwd=str(cwd))
-    try:
-        out, err = process.communicate(None, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        stop(process)
-        process.communicate()
-        raise GitLaunchError(f"git {args[0] if args else ''} did not finish in {timeout_s:.0f} s") from None
-    except BaseException:
-        stop(process)
-        raise
-    return GitResult(process.returncode, out, err)
+    return _finish(process, args, None, timeout_s)
