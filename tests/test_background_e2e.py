@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -28,6 +26,7 @@ import pytest
 from fakeprovider import FakeProvider, Hold, ToolCall, Turn, tool_results
 from isolation import own_processes, reserved_port
 from kettle import adhoc, ketch_env
+from tmux_pane import tmux_pane
 
 pytestmark = pytest.mark.usefixtures("subreaper")
 
@@ -146,39 +145,8 @@ def curl(port: int, path: str) -> str:
 
 @pytest.fixture
 def pane(tmp_path: Path) -> Iterator[SimpleNamespace]:
-    if shutil.which("tmux") is None:
-        pytest.fail("tmux is required for the end-to-end background command test")
-    sock = f"ketch-bg-{os.getpid()}-{tmp_path.name}"
-
-    def tmux(*args: str) -> str:
-        return subprocess.run(["tmux", "-L", sock, *args], capture_output=True, text=True, timeout=10).stdout
-
-    env = {
-        "HOME": os.environ["HOME"], "KETCH_CONFIG_DIR": os.environ["KETCH_CONFIG_DIR"],
-        "KETCH_DATA_DIR": os.environ["KETCH_DATA_DIR"], "PYDANTIC_AI_NO_BANNER": "1",
-        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "TERM": "xterm-256color", "PS1": "$ ",
-    }
-    shell_cmd = "env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " bash --norc --noprofile"
-    tmux("new-session", "-d", "-s", "k", "-x", "160", "-y", "50", "-c", str(tmp_path), shell_cmd)
-
-    def screen() -> str:
-        return tmux("capture-pane", "-p", "-t", "k", "-S", "-")
-
-    def wait(text: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            shown = screen()
-            if text in shown:
-                return shown
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} never appeared:\n{screen()}")
-
-    try:
-        wait("$")
-        yield SimpleNamespace(keys=lambda *k: tmux("send-keys", "-t", "k", *k), wait=wait, screen=screen)
-    finally:
-        tmux("kill-server")
+    with tmux_pane(tmp_path, "bg", columns=160, rows=50) as opened:
+        yield opened
 
 
 def test_a_server_in_the_background_is_read_reached_and_killed_and_quit_or_esc_leaves_nothing(

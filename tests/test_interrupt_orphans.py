@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +19,7 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from isolation import own_processes_running
 from kettle import adhoc, ketch_env
+from tmux_pane import tmux_pane
 from pydantic_ai.exceptions import ToolFailed
 
 from ketch.tools.base import ToolDeps, ToolSettings
@@ -132,36 +131,8 @@ def test_sigint_of_a_headless_run_kills_the_orphaned_grandchild(tmp_path: Path) 
 
 @pytest.fixture
 def pane(tmp_path: Path) -> Iterator[SimpleNamespace]:
-    if shutil.which("tmux") is None:
-        pytest.fail("tmux is required for the end-to-end Ctrl-C test")
-    sock = f"ketch-ctrlc-{os.getpid()}-{tmp_path.name}"
-
-    def tmux(*args: str) -> str:
-        return subprocess.run(["tmux", "-L", sock, *args], capture_output=True, text=True, timeout=10).stdout
-
-    env = {
-        "HOME": os.environ["HOME"], "KETCH_CONFIG_DIR": os.environ["KETCH_CONFIG_DIR"],
-        "KETCH_DATA_DIR": os.environ["KETCH_DATA_DIR"], "PYDANTIC_AI_NO_BANNER": "1",
-        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "TERM": "xterm-256color", "PS1": "$ ",
-    }
-    shell_cmd = "env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " bash --norc --noprofile"
-    tmux("new-session", "-d", "-s", "k", "-x", "120", "-y", "40", "-c", str(tmp_path), shell_cmd)
-
-    def wait(text: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            screen = tmux("capture-pane", "-p", "-t", "k", "-S", "-")
-            if text in screen:
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} never appeared:\n{tmux('capture-pane', '-p', '-t', 'k', '-S', '-')}")
-
-    try:
-        wait("$")
-        yield SimpleNamespace(keys=lambda *k: tmux("send-keys", "-t", "k", *k), wait=wait)
-    finally:
-        tmux("kill-server")
+    with tmux_pane(tmp_path, "ctrlc", columns=120, rows=40) as opened:
+        yield opened
 
 
 def test_ctrl_c_in_the_ui_stops_a_real_command_and_the_session_goes_on(tmp_path: Path, pane: SimpleNamespace) -> None:

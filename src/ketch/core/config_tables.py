@@ -98,28 +98,25 @@ def _first_error(exc: ValidationError, table: str) -> ValueError:
     return ValueError(f"invalid value for '{where}': {err['msg'].removeprefix('Value error, ')}")
 
 
-def check_mcp(value: dict[str, Any]) -> dict[str, Any]:
+def _validated(model: type[BaseModel], table: str, value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` as it is, once ``model`` accepts it; the first problem as ``[table]``'s error."""
     try:
-        McpConfig.model_validate(value)
+        model.model_validate(value)
     except ValidationError as exc:
-        raise _first_error(exc, "mcp") from None
+        raise _first_error(exc, table) from None
     return value
+
+
+def check_mcp(value: dict[str, Any]) -> dict[str, Any]:
+    return _validated(McpConfig, "mcp", value)
 
 
 def check_lsp(value: dict[str, Any]) -> dict[str, Any]:
-    try:
-        LspConfig.model_validate(value)
-    except ValidationError as exc:
-        raise _first_error(exc, "lsp") from None
-    return value
+    return _validated(LspConfig, "lsp", value)
 
 
 def check_telemetry(value: dict[str, Any]) -> dict[str, Any]:
-    try:
-        TelemetryConfig.model_validate(value)
-    except ValidationError as exc:
-        raise _first_error(exc, "telemetry") from None
-    return value
+    return _validated(TelemetryConfig, "telemetry", value)
 
 
 def check_hooks(value: dict[str, Any]) -> dict[str, Any]:
