@@ -201,7 +201,8 @@ def sanitize_history(messages: Sequence[Any]) -> int:
 
 @dataclass
 class StrictToolArguments(AbstractCapability[Any]):
-    """Keeps unreadable tool arguments out of events, the store and every later request."""
+    """Keeps unreadable tool arguments out of events, the store and every later request, and
+    refuses arguments whose types differ from the schema the model was shown (``arg_types``)."""
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -220,6 +221,18 @@ class StrictToolArguments(AbstractCapability[Any]):
         if is_unreadable_call(call.args):
             reason = self._reasons.pop(call.tool_call_id, None)
             raise ModelRetry(retry_message(reason or unreadable_reason(call.args[UNREADABLE_KEY]) or "not one JSON object"))  # type: ignore[index]
+        if not getattr(ctx, "partial_output", False):
+            from ketch.providers import arg_types
+
+            value = args
+            if isinstance(args, str):
+                try:
+                    value = json.loads(args) if args.strip() else {}
+                except ValueError:
+                    return args  # the tool's own validation reports it
+            reason = arg_types.mismatch(value, getattr(tool_def, "parameters_json_schema", None))
+            if reason:
+                raise ModelRetry(arg_types.retry_message(reason))
         return args
 
 
