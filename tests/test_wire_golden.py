@@ -17,6 +17,8 @@ CHANGES (intended differences since the files were recorded):
   turn's start (one sentence of the system prompt says so).
 - issue 37: the diagnostics, shell_output and shell_kill tools (definitions and their lines in
   the system prompt) and the shell tool's ``background`` argument.
+- the task list follows the history: a resumed session holds the list its last todo_write wrote,
+  so the resume no longer tells the model the list is empty (``# Task list\n(none)``).
 """
 
 from __future__ import annotations

@@ -107,6 +107,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self.store = store
         self.session_id = session_id or uuid.uuid4().hex[:12]
         self.messages: list[ModelMessage] = list(history or [])
+        if self.messages:
+            self.restore_task_list()
         self.label = label
         self.compactor = compactor
         self._writer = HistoryWriter(store, self.session_id, self.messages)

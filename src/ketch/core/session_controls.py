@@ -88,6 +88,7 @@ class SessionControls:
             self.claim(session_id)  # one writer per session: refuses one open in another ketch
         self.session_id = session_id
         self.messages = list(history)
+        self.restore_task_list()
         self.prefix.forget()
         self._writer = HistoryWriter(self.store, session_id, self.messages)
         self._step_events = []
@@ -96,6 +97,12 @@ class SessionControls:
         self.cost_usd = 0.0 if price_known(self.model) else None
         self.input_tokens = self.output_tokens = self.last_request_tokens = 0
         self.cache_read_tokens = self.cache_write_tokens = 0
+
+    def restore_task_list(self) -> None:
+        """The task list follows the history: the one its last ``todo_write`` wrote."""
+        notebook = self.deps.extras.get("notebook")
+        if notebook is not None:
+            notebook.restore(self.messages)
 
     def status(self) -> SessionStatus:
         notebook = self.deps.extras.get("notebook")

@@ -7,12 +7,14 @@ by the next. Each write is published as a ``TodoUpdated`` event for the front en
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
 from pydantic_ai import RunContext
 from typing_extensions import NotRequired, TypedDict
 from pydantic_ai.exceptions import ToolFailed
+from pydantic_ai.messages import ToolCallPart, ToolReturnPart
 
 from ketch.core.events import TodoUpdated
 from ketch.tools.base import ToolDeps, ToolSpec
@@ -45,6 +47,12 @@ class Notebook:
     def write(self, items: list[TodoItem] | list[dict[str, Any]]) -> None:
         """Replace the list. Raises ``ValueError`` naming the first bad item; the list is then unchanged."""
         self._items = validate_items(items)
+
+    def restore(self, history: Sequence[Any]) -> None:
+        """Set the list the last successful ``todo_write`` of ``history`` wrote (empty when none
+        did), so a resumed, forked or rewound session holds the list its model was last shown.
+        A stored call whose arguments no longer validate is passed over for an earlier one."""
+        self._items = written_in(history)
 
     def as_dicts(self) -> list[dict[str, str]]:
         """The tasks as plain dicts (id, content, status), for events and storage."""
@@ -79,6 +87,24 @@ def validate_items(items: list[TodoItem] | list[dict[str, Any]]) -> list[TodoIte
         seen.add(item_id)
         result.append(TodoItem(id=item_id, content=content, status=status))
     return result
+
+
+def written_in(history: Sequence[Any]) -> list[TodoItem]:
+    """The task list the newest successful ``todo_write`` call of ``history`` wrote ([] if none)."""
+    succeeded: set[str] = set()
+    for message in reversed(history):
+        for part in reversed(getattr(message, "parts", ())):
+            if isinstance(part, ToolReturnPart) and part.tool_name == "todo_write" and part.outcome == "success":
+                succeeded.add(part.tool_call_id)
+            elif isinstance(part, ToolCallPart) and part.tool_name == "todo_write" and part.tool_call_id in succeeded:
+                try:
+                    todos = part.args_as_dict().get("todos")
+                    if isinstance(todos, list):
+                        return validate_items(todos)
+                except (ValueError, TypeError, AttributeError):
+                    pass
+                succeeded.discard(part.tool_call_id)
+    return []
 
 
 class TodoInput(TypedDict):
