@@ -1,7 +1,11 @@
 """No git ketch starts runs a program a hostile repository (or a nested one, or ``GIT_*`` in the
-environment) names: the real binary, a turn that uses every git tool, writes files (the
+environment) names: a real ketch process, a turn that uses every git tool, writes files (the
 checkpoint store snapshots the workspace) and is rewound, with the instructions' git summary
-made on every step. Every trap leaves a marker; each is first proven armed with plain git."""
+made on every step. Every trap leaves a marker; each is first proven armed with plain git. The
+nested-repository summary runs ``python -m ketch`` itself; the turn-and-rewind matrix runs
+ketch processes forked from the preloaded interpreter (``ketch_processes.Preloaded``: its own
+process, environment and cwd, only the imports done before), which spares that matrix an SDK
+import per run."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from pathlib import Path
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn
 from gittraps import Traps, git
+from ketch_processes import Preloaded
 from kettle import adhoc, run_ketch
 
 PROGRAM_KEYS = ("core.fsmonitor", "filter.t.clean", "filter.t.smudge", "filter.t.process", "diff.d.textconv",
@@ -97,19 +102,22 @@ def _git_turns(rel: str = "") -> list[Turn]:
 
 @pytest.mark.parametrize("where", ["outer", "nested"])
 @pytest.mark.parametrize("hostile_env", [False, True], ids=["clean-env", "hostile-env"])
-def test_a_turn_and_its_rewind_run_no_program_the_repositories_name(setup, where: str, hostile_env: bool) -> None:
+def test_a_turn_and_its_rewind_run_no_program_the_repositories_name(
+    setup, where: str, hostile_env: bool, preloaded_ketch: Preloaded
+) -> None:
     ws, traps = setup
     cwd = ws if where == "outer" else ws / "vendor" / "lib"
     env = _hostile_env(traps) if hostile_env else {}
     with FakeProvider(_git_turns()) as fake:
         run = run_ketch(["-p", "look around", "--yolo", "--output-format", "json", *adhoc(fake, "openai-chat")],
-                        cwd, env=env, subprocess_=True)
+                        cwd, env=env, subprocess_=True, forked_from=preloaded_ketch)
         assert run.code == 0, run.stderr
         results = [m for r in fake.model_requests for m in json.dumps(r.body).split("\\n") if "alpha" in m]
     assert results, "the git tools read nothing"
     assert (cwd / "new.txt").read_text() == "new\n"
     sid = json.loads(run.stdout)["session_id"]
-    rewound = run_ketch(["rewind", sid, "--to", "1", "--code", "--yes", "--output-format", "json"], cwd, env=env, subprocess_=True)
+    rewound = run_ketch(["rewind", sid, "--to", "1", "--code", "--yes", "--output-format", "json"], cwd, env=env,
+                       subprocess_=True, forked_from=preloaded_ketch)
     assert rewound.code == 0, rewound.stderr
     assert not (cwd / "new.txt").exists(), "the rewind did not run"
     assert traps.fired() == []

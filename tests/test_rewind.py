@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fakeprovider import FakeProvider, ToolCall, Turn, user_texts
+from ketch_processes import Preloaded
 from kettle import adhoc, run_ketch
 
 WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
@@ -155,15 +156,18 @@ def test_a_rewind_can_itself_be_undone(tmp_path: Path) -> None:
     assert (tmp_path / "created.txt").exists() and not (tmp_path / "doomed.txt").exists()
 
 
-def test_rewind_without_yes_and_without_a_terminal_refuses_and_changes_nothing(tmp_path: Path) -> None:
+def test_rewind_without_yes_and_without_a_terminal_refuses_and_changes_nothing(
+    tmp_path: Path, preloaded_ketch: Preloaded
+) -> None:
+    """Real ketch processes whose stdin is /dev/null (forked from the preloaded interpreter)."""
     make_repo(tmp_path)
     with FakeProvider(the_turn()) as fake:
         run = run_ketch(["-p", "change things", "--yolo", "--output-format", "json", *adhoc(fake, "openai-chat")], tmp_path)
     sid = session_id(run.stdout)
-    refused = run_ketch(["rewind", sid, "--to", "1"], tmp_path, subprocess_=True)
+    refused = run_ketch(["rewind", sid, "--to", "1"], tmp_path, subprocess_=True, forked_from=preloaded_ketch)
     assert refused.code == 2 and "--yes" in refused.stderr and "Traceback" not in refused.stderr
     assert (tmp_path / "edited.py").read_text() == "value = 2\n"
-    bad = run_ketch(["rewind", sid, "--to", "7", "--yes"], tmp_path, subprocess_=True)
+    bad = run_ketch(["rewind", sid, "--to", "7", "--yes"], tmp_path, subprocess_=True, forked_from=preloaded_ketch)
     assert bad.code == 2 and "prompt 7" in bad.stderr
 
 
