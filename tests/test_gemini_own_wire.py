@@ -265,7 +265,7 @@ def test_a_session_on_the_gemini_wire_imports_no_provider_sdk(tmp_path: Path) ->
 
 
 def test_unknown_parts_and_bad_types_are_errors() -> None:
-    from ketch.wire.gemini import GeminiStream
+    from ketch.wire.gemini_stream import GeminiStream
 
     async def run(chunks: list[dict[str, Any]]) -> None:
         async def gen() -> Any:
