@@ -282,3 +282,67 @@ def test_unknown_parts_and_bad_types_are_errors() -> None:
         asyncio.run(run([chunk({"text": 5}, finish="STOP")]))
     with pytest.raises(UnexpectedModelBehavior):
         asyncio.run(run([chunk({"somethingNew": {}}, finish="STOP")]))
+
+
+# ---------------------------------------------------------------- the same bytes as the SDK's model
+def _rich_history() -> list[Any]:
+    """A history with every part kind ketch replays: signed thinking, text with a signature, a
+    first call without one, parallel calls, an error result, an image, a hosted search under
+    Gemini's own id and one rebuilt from grounding metadata, a foreign provider's response."""
+    from pydantic_ai.messages import BinaryContent, NativeToolCallPart, NativeToolReturnPart, SystemPromptPart
+
+    png = bytes(range(256)) * 2  # URL-safe and standard base64 differ on these bytes
+    sig = {"thought_signature": "c2lnLTE+/w=="}
+    return [
+        ModelRequest(parts=[SystemPromptPart("be brief"), UserPromptPart(["look", BinaryContent(png, media_type="image/png")])]),
+        ModelResponse(parts=[ThinkingPart("plan", provider_name="google", provider_details=sig),
+                             ToolCallPart("read", {"p": "a"}, tool_call_id="c1"), ToolCallPart("read", {"p": "b"}, tool_call_id="c2")],
+                      provider_name="google"),
+        ModelRequest(parts=[ToolReturnPart("read", "A", tool_call_id="c1"),
+                            ToolReturnPart("read", "no such file", tool_call_id="c2", outcome="failed"),
+                            UserPromptPart("and then")]),
+        ModelResponse(parts=[NativeToolCallPart("web_search", {"queries": ["q"]}, tool_call_id="srv_1", provider_name="google"),
+                             NativeToolReturnPart("web_search", {"sources": [{"uri": "u"}]}, tool_call_id="srv_1",
+                                                  provider_name="google"),
+                             NativeToolCallPart("web_search", {"queries": ["q"]}, tool_call_id="pyd_ai_x", provider_name="google"),
+                             TextPart("found [1]", provider_name="google", provider_details={"thought_signature": "c2ln"})],
+                      provider_name="google"),
+        ModelRequest(parts=[UserPromptPart("more")]),
+        ModelResponse(parts=[TextPart("from elsewhere"), ToolCallPart("read", {"p": "c"}, tool_call_id="c3")],
+                      provider_name="anthropic"),
+        ModelRequest(parts=[ToolReturnPart("read", {"$ref": "x"}, tool_call_id="c3")]),
+    ]
+
+
+@pytest.mark.parametrize("name", ["gemini-2.5-flash", "gemini-2.5-pro", "gemini-3-pro-preview", "gemini-3-flash-preview"])
+@pytest.mark.parametrize("thinking", [None, False, "low", "high"])
+@pytest.mark.parametrize("search", [False, True])
+async def test_the_request_bytes_are_the_sdk_models(name: str, thinking: Any, search: bool) -> None:
+    """While google-genai is installed (the fake's own tests read with it), pydantic-ai's
+    GoogleModel and this model must send the same bytes for the same history and settings."""
+    pytest.importorskip("google.genai")
+    from fakeprovider import FakeProvider, Turn
+    from pydantic_ai.models.google import GoogleModel
+    from pydantic_ai.native_tools import WebSearchTool
+    from pydantic_ai.providers.google import GoogleProvider
+    from pydantic_ai.tools import ToolDefinition
+
+    if search and name.startswith("gemini-2"):
+        pytest.skip("Gemini 2 takes no hosted search beside function tools (neither model sends it)")
+    tool = ToolDefinition(name="read", description="Read a file.", parameters_json_schema={
+        "type": "object", "properties": {"p": {"type": "string", "default": None}}, "required": ["p"],
+        "additionalProperties": False})
+    params = ModelRequestParameters(function_tools=[tool], native_tools=[WebSearchTool()] if search else [],
+                                    thinking=thinking)
+    settings = {"max_tokens": 1000, "temperature": 0.5}
+    with FakeProvider([Turn(text="ok"), Turn(text="ok")]) as fake:
+        base = fake.base_url.removesuffix("/v1")
+        sdk = GoogleModel(name, provider=GoogleProvider(api_key="k", base_url=base))
+        ours = GeminiModel(name, base_url=base, api_key="k", max_retries=0)
+        for m in (sdk, ours):
+            async with model_request_stream(m, _rich_history(), model_settings=settings,
+                                            model_request_parameters=params) as response:
+                async for _ in response:
+                    pass
+        sent_sdk, sent_ours = (r.raw for r in fake.model_requests)
+    assert sent_ours == sent_sdk
