@@ -9,7 +9,8 @@ master side until the prompt marker appears. Then it types a key and times its e
 into the app's input), the app's first frame, and (real entry) the session being ready.
 Targets: the app's first frame < 0.3 s, the session ready < 1.0 s (medians; the prompt
 glyph drawn before the UI imports is reported, not judged).
-Usage: .venv/bin/python bench/startup.py [--demo] [--runs N]
+``--wire gemini`` starts the real entry on the gemini wire instead of Chat Completions.
+Usage: .venv/bin/python bench/startup.py [--demo] [--runs N] [--wire openai-chat|gemini]
 """
 
 from __future__ import annotations
@@ -94,8 +95,9 @@ def demo_command(*extra: str) -> list[str]:
     return [sys.executable, "-m", "ketch.ui.demo", *extra]
 
 
-def real_command(base_url: str) -> list[str]:
-    return [sys.executable, "-m", "ketch", "--base-url", base_url, "--wire", "openai-chat", "--model", "fake-model"]
+def real_command(base_url: str, wire: str = "openai-chat") -> list[str]:
+    base = base_url.removesuffix("/v1") if wire == "gemini" else base_url  # the gemini wire adds /v1beta itself
+    return [sys.executable, "-m", "ketch", "--base-url", base, "--wire", wire, "--model", "fake-model"]
 
 
 def isolate() -> None:
@@ -113,6 +115,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--real", action="store_true", help="the real ketch entry (the default)")
     parser.add_argument("--demo", action="store_true", help="python -m ketch.ui.demo (a fake session) instead")
+    parser.add_argument("--wire", choices=["openai-chat", "gemini"], default="openai-chat", help="the real entry's wire")
     args = parser.parse_args()
     marks: list[float] = []
     frames: list[float] = []
@@ -125,7 +128,8 @@ def main() -> None:
 
         fake = FakeProvider().start()
         isolate()
-    argv = real_command(fake.base_url) if fake is not None else demo_command()
+        os.environ.setdefault("GEMINI_API_KEY", "bench")
+    argv = real_command(fake.base_url, args.wire) if fake is not None else demo_command()
     status = b"fake-model" if fake is not None else STATUS
     for _ in range(args.runs):
         child = PtyChild(argv)

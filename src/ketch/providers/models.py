@@ -121,10 +121,14 @@ def build_model(
         if history_scans.enabled() and anthropic_memo.usable():
             AnthropicModel = anthropic_memo.MemoizedAnthropicModel  # noqa: N806 - maps each tool result once
         return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
-    if wire == "gemini":
-        from ketch.providers.gemini import gemini_model
+    if wire == "gemini":  # ketch's own wire (wire.gemini): no Google SDK
+        from ketch.providers import coalesce
+        from ketch.wire.gemini import GeminiModel
 
-        return gemini_model(conn, _response_hooks(wire), **extra)
+        # text coalescing only: the model checks the end of its stream itself (wire.sse)
+        return GeminiModel(conn.model_name, base_url=conn.base_url, api_key=conn.api_key or "",
+                           timeout=conn.timeout, max_retries=conn.max_retries,
+                           response_hooks=[coalesce.response_hook()], **extra)
     if wire == "mistral-conversations":  # only a Mistral session whose route searches (websearch.wiring)
         from ketch.providers.mistral_conversations import MistralConversationsModel
 
