@@ -17,6 +17,8 @@ CHANGES (intended differences since the files were recorded):
   turn's start (one sentence of the system prompt says so).
 - issue 37: the diagnostics, shell_output and shell_kill tools (definitions and their lines in
   the system prompt) and the shell tool's ``background`` argument.
+- issue 30 (Anthropic): after a compaction, a fourth ``cache_control`` on the newest placeholdered
+  tool result (or the summary), the end of the settled history the next compaction reads back.
 """
 
 from __future__ import annotations
