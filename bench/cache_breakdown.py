@@ -14,9 +14,9 @@ caching fake's accounting) are split into:
   (their frame and lead sentence, and each section by title), and the wire's framing (the JSON
   structure, roles and ids around that text).
 
-Segments are cut and serialized as ``tests/fake_cache.py`` does (the same canonical JSON, 4
-characters a token), so the parts add up to the fake's own counts; a category's tokens are its
-share of the characters of the new segments.
+Segments are cut and serialized as ``tests/fake_cache.py`` does (the same canonical JSON, its
+characters counted as text, 4 a token), so the parts add up to the fake's own counts; a
+category's tokens are its share of the characters of the new segments.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fake_cache import Counts, anthropic_segments, gemini_segments, openai_segments, tokens
+from fake_cache import Counts, anthropic_segments, gemini_segments, openai_segments, text_chars, tokens
 
 REMINDER_OPEN = "<system-reminder>"
 ID_KEYS = frozenset({"id", "call_id", "tool_call_id", "tool_use_id", "type", "role", "status", "m"})
@@ -57,11 +57,6 @@ class Breakdown:
         return self.total - self.read
 
 
-def _escaped(text: str) -> int:
-    """Characters of ``text`` inside the canonical JSON (escapes included, quotes not)."""
-    return len(json.dumps(text, ensure_ascii=False)) - 2
-
-
 def _owner(value: dict[str, Any], inherited: str) -> str:
     """Who wrote the text under ``value``: a tool, the model, or the user side (the default)."""
     role, kind = value.get("role"), value.get("type")
@@ -78,7 +73,7 @@ def _reminder_parts(text: str, out: Counter[str], sections: Counter[str]) -> Non
     frame = 0
     current = ""
     for n, line in enumerate(body):
-        size = _escaped(line) + (2 if n < len(body) - 1 else 0)  # "\n" escaped is two characters
+        size = len(line) + (1 if n < len(body) - 1 else 0)  # the "\n" after it
         if line.startswith("# "):
             current = line[2:]
             sections[current] += 1
@@ -103,7 +98,7 @@ def _walk(value: Any, owner: str, key: str, out: Counter[str], sections: Counter
         if owner == USER and value.startswith(REMINDER_OPEN):
             _reminder_parts(value, out, sections)
             return 1
-        out[owner] += _escaped(value)
+        out[owner] += len(value)  # as text, as the fake counts it
     elif isinstance(value, (int, float)) and not isinstance(value, bool) and key not in ID_KEYS and owner == MODEL:
         out[owner] += len(json.dumps(value))
     return found
@@ -146,21 +141,22 @@ def breakdown(wire: str, bodies: Sequence[dict[str, Any]], counts: Sequence[Coun
         before = set(previous[common:])
         result.total += count.total
         result.read += count.read
-        prefix = tokens(sum(len(t) for t in texts[:common]))
+        prefix = tokens(sum(text_chars(t) for t in texts[:common]))
         result.parts[LOST] += max(0, prefix - count.read)
         chars: Counter[str] = Counter()
         for label, text in zip(labels[common:], texts[common:]):
+            as_text = text_chars(text)
             if text in before:  # held by the previous request, after the point where this one departs
-                chars[BREAK] += len(text)
+                chars[BREAK] += as_text
                 continue
             if _is_prefix(label):
-                chars[PREFIX] += len(text)
+                chars[PREFIX] += as_text
                 continue
             content: Counter[str] = Counter()
             result.reminders += _walk(json.loads(text), USER, "", content, result.reminder_sections)
             chars.update(content)
             only_reminder = bool(content) and all(k == WORDING or k.startswith("reminder: ") for k in content)
-            chars[REMINDER_FRAMING if only_reminder else FRAMING] += len(text) - sum(content.values())
+            chars[REMINDER_FRAMING if only_reminder else FRAMING] += as_text - sum(content.values())
         new_tokens = count.total - max(prefix, count.read)
         size = sum(chars.values())
         shares = _apportion(new_tokens, chars, size)

@@ -5,8 +5,9 @@ Run: ``.venv/bin/python bench/prompt_cache.py [--scenario session|long200k|long3
 
 The real ``ketch -p --yolo`` (a child process) runs scripted sessions against the fake provider
 with prompt-cache accounting on (``tests/fake_cache.py``: each provider's documented rules, the
-fake's own tokenizer of 4 characters a token over a canonical serialization). The project is a
-git repository, so the state a request describes moves as in real work. Titles and checkpoints
+fake's own tokenizer: 4 characters a token of a canonical serialization, each JSON escape counted
+as the one character it stands for). The project is a git repository, so the state a request
+describes moves as in real work. Titles and checkpoints
 are off (an extra small request; no effect on requests).
 
 Scenarios:

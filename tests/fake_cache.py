@@ -1,4 +1,4 @@
-"""Prompt-cache accounting of the fake provider, each wire by its provider's documented rules.
+r"""Prompt-cache accounting of the fake provider, each wire by its provider's documented rules.
 
 A `PromptCache` given to `FakeProvider(cache=...)` keeps, per provider and model (and, on
 OpenAI, per `prompt_cache_key` + prefix route), the prefixes earlier requests left in the
@@ -8,8 +8,11 @@ the turn's scripted usage as before.
 Tokens: the fake's own deterministic tokenizer, not the providers': a request is cut into
 segments in the order the provider caches them, each segment is its canonical JSON (sorted keys,
 no spaces, `cache_control` markers removed: moving a marker changes no content), and a prefix
-of N characters of their concatenation is ceil(N / 4) tokens. Input totals in the rewritten usage
-are counted the same way, so shares and costs are consistent.
+of N characters of their concatenation is ceil(N / 4) tokens. The characters are counted as text,
+as a provider tokenizes what the model reads: a JSON escape (`\n`, `\"`, `\t`, `\uXXXX`) is the
+one character it stands for, not the two or six bytes of the request body. Identity (what is a
+cached prefix) stays the canonical JSON. Input totals in the rewritten usage are counted the
+same way, so shares and costs are consistent.
 
 Rules (checked against the providers' caching guides; the parts the guides leave open are
 marked "assumed"):
@@ -66,6 +69,15 @@ FIVE_MINUTES, ONE_HOUR, ONE_DAY = 300.0, 3600.0, 86400.0
 def tokens(chars: int) -> int:
     """The fake tokenizer: ceil(chars / 4)."""
     return -(-chars // CHARS_PER_TOKEN)
+
+
+_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|.)')
+"""A JSON string escape in canonical text (a backslash never occurs outside one there)."""
+
+
+def text_chars(text: str) -> int:
+    """Characters of a canonical segment as text: each JSON escape counts as the one character it stands for."""
+    return len(text) - sum(len(m.group()) - 1 for m in _ESCAPE.finditer(text))
 
 
 def anthropic_minimum(model: str) -> int:
@@ -127,10 +139,14 @@ class _Segments:
     labels: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     marks: list[str] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    """Each segment's characters as text (`text_chars`): what its tokens are counted from."""
 
     def add(self, label: str, value: Any, mark: str = '') -> None:
         self.labels.append(label)
-        self.texts.append(canonical(value))
+        text = canonical(value)
+        self.texts.append(text)
+        self.sizes.append(text_chars(text))
         self.marks.append(mark)
 
 
@@ -239,24 +255,39 @@ def _kind(item: Any) -> str:
     return str(item.get('role') or item.get('type') or '?')
 
 
-def _digests(texts: list[str], seed: str) -> tuple[list[bytes], list[int]]:
-    """The chained digest and the character count of the prefix ending at each segment."""
+def _digests(seg: _Segments, seed: str) -> tuple[list[bytes], list[int]]:
+    """The chained digest and the character count (as text) of the prefix ending at each segment."""
     h = hashlib.blake2b(seed.encode(), digest_size=16)
     digests, ends, chars = [], [], 0
-    for text in texts:
+    for text, size in zip(seg.texts, seg.sizes):
         h.update(text.encode())
-        chars += len(text)
+        chars += size
         digests.append(h.copy().digest())
         ends.append(chars)
     return digests, ends
 
 
 def _boundaries(text: str, step: int, seed: str) -> Iterator[tuple[int, bytes]]:
-    """(chars, digest) of every prefix of `text` that is a whole number of `step` characters."""
+    """(chars, digest) of every prefix of `text` that is a whole number of `step` characters as
+    text (an escape is one character); the digest is of the canonical prefix, escapes whole."""
     h = hashlib.blake2b(seed.encode(), digest_size=16)
-    for start in range(0, len(text) - step + 1, step):
-        h.update(text[start:start + step].encode())
-        yield start + step, h.copy().digest()
+    done = 0  # canonical characters hashed so far
+    counted = 0  # characters as text up to `done`
+    cuts = [(m.start(), m.end()) for m in _ESCAPE.finditer(text)]
+    cuts.append((len(text), len(text)))
+    for start, end in cuts:
+        # plain characters from `done` to `start`, then one escape from `start` to `end`
+        while counted + (start - done) >= (counted // step + 1) * step:
+            at = done + (counted // step + 1) * step - counted
+            h.update(text[done:at].encode())
+            counted += at - done
+            done = at
+            yield counted, h.copy().digest()
+        h.update(text[done:end].encode())
+        counted += (start - done) + (1 if end > start else 0)
+        done = end
+        if end > start and counted % step == 0:
+            yield counted, h.copy().digest()
 
 
 @dataclass
@@ -332,7 +363,7 @@ class PromptCache:
             error = {'type': 'error', 'error': {'type': 'invalid_request_error', 'message': message}}
             return _Plan(Counts('anthropic', model, 0, error=error))
         route = ('anthropic', model)
-        digests, ends = _digests(seg.texts, '|'.join(route))
+        digests, ends = _digests(seg, '|'.join(route))
         at = [tokens(c) for c in ends]
         total = at[-1] if at else 0
         extends, diverged = self._compare(('compare', *route), seg, digests, bool(body.get('tools')))
@@ -372,11 +403,11 @@ class PromptCache:
         model = str(body.get('model', ''))
         seg = openai_segments(wire, body)
         text = ''.join(seg.texts)
-        total = tokens(len(text))
+        total = tokens(sum(seg.sizes))
         route_head = hashlib.blake2b(text[:OPENAI_ROUTE_TOKENS * CHARS_PER_TOKEN].encode(), digest_size=8).hexdigest()
         key = body.get('prompt_cache_key')
         route = ('openai', model, key if isinstance(key, str) else '', route_head)
-        digests, _ = _digests(seg.texts, 'compare')
+        digests, _ = _digests(seg, 'compare')
         extends, diverged = self._compare(('compare', wire, model, route[2]), seg, digests, bool(body.get('tools')))
         ttl = ONE_DAY if body.get('prompt_cache_retention') == '24h' else FIVE_MINUTES
         plan = _Plan(Counts(wire, model, total), route)
@@ -397,7 +428,7 @@ class PromptCache:
         model = match.group(1) if match else ''
         seg = gemini_segments(body)
         route = ('gemini', model)
-        digests, ends = _digests(seg.texts, '|'.join(route))
+        digests, ends = _digests(seg, '|'.join(route))
         at = [tokens(c) for c in ends]
         total = at[-1] if at else 0
         extends, diverged = self._compare(('compare', *route), seg, digests, bool(body.get('tools')))

@@ -175,6 +175,30 @@ def test_openai_hits_come_in_128_token_increments() -> None:
     assert counts.total - counts.read < 128 + len(canonical({'role': 'user', 'content': 'second question, longer'}))
 
 
+def test_tokens_are_counted_on_the_text_not_on_its_json_escapes() -> None:
+    """A provider tokenizes the text the model reads: a newline, quote or tab in a tool output is
+    one character, not the two of its JSON escape in the request body."""
+    plain, escaped = 'ab' * 3000, '\n"' * 2500 + '\t\\' * 500
+    assert len(plain) == len(escaped) and len(canonical(escaped)) > len(canonical(plain)) + 5000
+    for wire, body in (('chat', chat_body), ('gemini', lambda s, u: gemini_body(s, 1) | {'contents': [
+            {'role': 'user', 'parts': [{'text': u}]}]}), ('anthropic', lambda s, u: {
+            'model': 'claude-sonnet-4-5', 'system': s, 'messages': [{'role': 'user', 'content': u}]})):
+        counts = [run(PromptCache(clock=ManualClock()), wire, body('s', text), '/v1beta/models/gemini-2.5-flash:x')
+                  for text in (plain, escaped)]
+        assert counts[0].total == counts[1].total > 1500, wire
+
+
+def test_openai_increments_count_escaped_text_as_text() -> None:
+    """The 128-token increments fall on the text's characters: a prefix full of escapes is read
+    back to the last whole increment of it, as a plain one is."""
+    for filler in ('x' * 12000, '\n' * 6000 + '"' * 6000):
+        cache = PromptCache(clock=ManualClock())
+        first = run(cache, 'chat', chat_body(filler, 'first question'))
+        counts = run(cache, 'chat', chat_body(filler, 'second question, longer'))
+        assert first.total > 3000 and counts.read % 128 == 0
+        assert first.total - 128 < counts.read <= first.total
+
+
 def test_openai_routes_by_prompt_cache_key() -> None:
     cache = PromptCache(clock=ManualClock())
     system = text_of_tokens(3000)

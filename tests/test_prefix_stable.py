@@ -301,3 +301,66 @@ def test_the_task_list_stays_in_view_when_compaction_drops_its_result(wire: str,
         assert in_result or in_reminder, f"request {n} does not show the task list"
         shown_by.append("result" if in_result else "reminder")
     assert shown_by[0] == "result" and "reminder" in shown_by, shown_by  # said again once the result was pruned
+
+
+def _marked_blocks(body: dict[str, Any]) -> list[tuple[int, int, dict[str, Any]]]:
+    """(message index, block index, block) of every message block carrying a ``cache_control``."""
+    return [(m, b, block) for m, message in enumerate(body["messages"]) if isinstance(message["content"], list)
+            for b, block in enumerate(message["content"]) if "cache_control" in block]
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    content = block.get("content")
+    return content if isinstance(content, str) else "".join(c.get("text", "") for c in content or [])
+
+
+def _without_markers(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_markers(v) for k, v in value.items() if k != "cache_control"}
+    return [_without_markers(v) for v in value] if isinstance(value, list) else value
+
+
+def test_anthropic_reads_the_settled_history_back_after_each_compaction(tmp_path: Path) -> None:
+    """Anthropic reads a cache entry only at a breakpoint or up to 20 blocks before one, so when a
+    compaction placeholders results the history before them would be prefilled again: a fourth
+    breakpoint at the end of what a compaction already rewrote (the newest placeholdered result, or
+    the summary) is what the next compaction's request reads back. Between compactions every
+    request only appends, markers included."""
+    from fake_cache import ManualClock, PromptCache
+    from kettle import write_project_config
+
+    for n in range(FILES):
+        (tmp_path / f"f{n:02}.txt").write_text("".join(f"file {n} line {i}: {'x' * 60}\n" for i in range(40)))
+    cache = PromptCache(clock=ManualClock())
+    with FakeProvider([_reader] * (FILES + 20), cache=cache) as fake:
+        args, env = _preset_args(fake, tmp_path, "anthropic", "anthropic-messages")
+        config = (tmp_path / ".ketch" / "config.toml").read_text()
+        write_project_config(tmp_path, config + "context_window = 25000\n")
+        run = run_ketch(["-p", "Read every file in order.", "--yolo", *args], tmp_path, env=env)
+    assert run.code == 0, run.stderr
+    bodies = bodies_of(fake)
+    assert len(cache.log) == len(bodies)
+    steps = [n for n, body in enumerate(bodies) if body.get("tools")]  # side requests (a summary) aside
+    breaks = [n for p, n in zip(steps, steps[1:]) if not extends("anthropic-messages", bodies[p], bodies[n])]
+    first_read = cache.log[steps[1]].read  # tools + system + the prompt, written by the first request
+    reread = 0
+    for p, n in zip(steps, steps[1:]):
+        body, marked = bodies[n], _marked_blocks(bodies[n])
+        assert _dump(body).count('"cache_control"') <= 4
+        if n < breaks[0]:
+            assert marked == [], f"request {n + 1}: a breakpoint before any compaction"
+            continue
+        [(m, _, block)] = marked
+        settled = _result_text(block).startswith("[pruned: ") or block.get("text", "").startswith("[Summary of")
+        assert settled and m < len(body["messages"]) - 1, block  # the newest message has the automatic one
+        later = [b for msg in body["messages"][m + 1:] if isinstance(msg["content"], list) for b in msg["content"]]
+        assert not any(_result_text(b).startswith("[pruned: ") for b in later if b.get("type") == "tool_result")
+        if n not in breaks:
+            assert extends("anthropic-messages", bodies[p], body), f"request {n + 1} does not extend {p + 1}"
+            continue
+        before = _marked_blocks(bodies[p])
+        if before and _without_markers(body["messages"][: before[0][0] + 1]) == _without_markers(bodies[p]["messages"][: before[0][0] + 1]):
+            # a pruning after another: the history up to the previous settled point is read back
+            assert cache.log[n].read > first_read, (n, [c.read for c in cache.log])
+            reread += 1
+    assert len(breaks) >= 3 and reread >= 2, (breaks, reread)

@@ -19,6 +19,8 @@ CHANGES (intended differences since the files were recorded):
   the system prompt) and the shell tool's ``background`` argument.
 - the task list follows the history: a resumed session holds the list its last todo_write wrote,
   so the resume no longer tells the model the list is empty (``# Task list\n(none)``).
+- issue 30 (Anthropic): after a compaction, a fourth ``cache_control`` on the newest placeholdered
+  tool result (or the summary), the end of the settled history the next compaction reads back.
 """
 
 from __future__ import annotations

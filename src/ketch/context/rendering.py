@@ -165,6 +165,21 @@ def is_summary_part(part: Any) -> bool:
     return isinstance(part, UserPromptPart) and isinstance(part.content, str) and part.content.startswith(SUMMARY_HEADER)
 
 
+def compacted(message: ModelMessage) -> bool:
+    """Whether a compaction rewrote ``message``: it holds a placeholdered tool result or a summary.
+    A later pruning placeholders only newer results, so the history through the newest such message
+    stays as it is until a summary replaces the start: a prefix a prompt cache can keep."""
+    if message.__class__ is not ModelRequest:
+        return False
+    for part in message.parts:
+        content = getattr(part, "content", None)
+        if isinstance(part, ToolReturnPart) and content.__class__ is str and content.startswith(PLACEHOLDER_PREFIX):
+            return True
+        if is_summary_part(part):
+            return True
+    return False
+
+
 def earlier_summary(message: ModelMessage) -> str | None:
     """The text of a summary an earlier compaction left in ``message``, or None. The summary
     is the message alone, or follows the prompt of a turn whose older steps it replaced."""

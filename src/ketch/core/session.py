@@ -183,7 +183,10 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         toolset: FunctionToolset[ToolDeps] = FunctionToolset(tools)
         hooks: Hooks[ToolDeps] = Hooks()
         hooks.on.before_tool_execute(self._gate_hook)
+        from ketch.providers.prompt_cache import mark_settled_history
+
         hooks.on.before_model_request(self._before_request)
+        hooks.on.prepare_model_request(mark_settled_history)
         hooks.on.after_model_request(self._after_request)
         return Agent(
             self.model,

@@ -5,7 +5,11 @@ settings tell the providers that take a marker where to cache and how to route:
 
 - Anthropic (the ``anthropic`` preset): automatic caching (a top-level ``cache_control`` the
   server moves to the newest block) plus breakpoints after the tool definitions and after the
-  system prompt, three of Anthropic's four (``anthropic_cache*`` settings of pydantic-ai).
+  system prompt (``anthropic_cache*`` settings of pydantic-ai), and the fourth at the end of the
+  settled history (:func:`settled_cache_point`). Anthropic reads a cache entry only at a
+  breakpoint or up to 20 blocks before one, so when a compaction placeholders older results the
+  history up to the change would otherwise be prefilled again: the entry at the end of what the
+  compaction had already rewritten is what the next one reads back.
 - OpenAI (the ``openai`` preset, Chat and Responses): ``prompt_cache_key``, the session's cache
   key, so the requests of one conversation reach the machine holding its prefix; and the SDK's
   unified ``cache`` setting, which places breakpoints on the models that take them (GPT-5.6 on)
@@ -19,7 +23,13 @@ settings tell the providers that take a marker where to cache and how to route:
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from typing import Any
+
+from pydantic_ai.messages import CachePoint, ModelMessage, UserPromptPart
+
+from ketch.context.rendering import compacted
 
 CACHE_KEY_PREFIX = "ketch-"
 
@@ -37,6 +47,31 @@ def cache_settings(connection: Any, cache_key: str) -> dict[str, Any]:
     if preset == "openrouter" and wire == "openai-chat":
         return {"cache": True}
     return {}
+
+
+def settled_cache_point(messages: Sequence[ModelMessage]) -> list[ModelMessage] | None:
+    """``messages`` with a cache breakpoint after the newest message a compaction rewrote (a copy
+    of that message ending in a ``CachePoint``; the others shared), or None when there is none
+    before the newest message (the automatic breakpoint then covers what there is). For one
+    request only: the history keeps no marker, and a wire without breakpoints never sees one."""
+    for index in range(len(messages) - 2, -1, -1):
+        message = messages[index]
+        if compacted(message):
+            marked = dataclasses.replace(message, parts=[*message.parts, UserPromptPart([CachePoint()])])  # type: ignore[arg-type]
+            return [*messages[:index], marked, *messages[index + 1 :]]
+    return None
+
+
+async def mark_settled_history(ctx: Any, request_context: Any) -> Any:
+    """The ``prepare_model_request`` hook: on a model served with Anthropic's breakpoints (this
+    connection's ``anthropic_cache`` setting, an Anthropic model serving this attempt), one more
+    at the end of the settled history, for this attempt only (:func:`settled_cache_point`)."""
+    settings = request_context.model_settings or {}
+    if settings.get("anthropic_cache") and getattr(request_context.model, "system", None) == "anthropic":
+        marked = settled_cache_point(request_context.messages)
+        if marked is not None:
+            request_context.messages = marked
+    return request_context
 
 
 def root_session(store: Any, session_id: str, *, hops: int = 64) -> str:
@@ -59,4 +94,4 @@ def root_session(store: Any, session_id: str, *, hops: int = 64) -> str:
     return current
 
 
-__all__ = ["cache_settings", "root_session"]
+__all__ = ["cache_settings", "mark_settled_history", "root_session", "settled_cache_point"]
