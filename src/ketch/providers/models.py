@@ -100,27 +100,12 @@ def build_model(
     settled_history.install()  # its per-step repair of the whole history, skipped where there is nothing to repair
     ordered_results.install()  # its per-step reorderings of tool results, skipped where nothing would move
     extra: dict[str, Any] = {"profile": profile} if profile else {}
-    if wire == "anthropic-messages":
-        from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
-        from pydantic_ai.models.anthropic import AnthropicModel
-        from pydantic_ai.providers.anthropic import AnthropicProvider
+    if wire == "anthropic-messages":  # ketch's own Messages model: no SDK on this wire
+        from ketch.wire.messages import AnthropicMessagesModel
 
-        from ketch.providers import anthropic_body, anthropic_memo, anthropic_scans, history_scans
-
-        anthropic_scans.install()  # its scans for native tool use, skipped where there is none
-        client_class = AsyncAnthropic
-        if history_scans.enabled() and anthropic_body.usable():
-            client_class = anthropic_body.OnceEncodedAnthropic  # serializes a plain JSON body without copying it
-        client = client_class(
-            base_url=conn.base_url,
-            api_key=conn.api_key or _NO_KEY,
-            max_retries=conn.max_retries,
-            timeout=_timeout(conn),
-            http_client=DefaultAsyncHttpxClient(event_hooks={"response": _response_hooks(wire)}),
-        )
-        if history_scans.enabled() and anthropic_memo.usable():
-            AnthropicModel = anthropic_memo.MemoizedAnthropicModel  # noqa: N806 - maps each tool result once
-        return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
+        return AnthropicMessagesModel(conn.model_name, base_url=conn.base_url, api_key=conn.api_key or _NO_KEY,
+                                      timeout=conn.timeout, max_retries=conn.max_retries,
+                                      response_hooks=_response_hooks(wire), **extra)
     if wire == "gemini":
         from ketch.providers.gemini import gemini_model
 
