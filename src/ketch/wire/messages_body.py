@@ -308,5 +308,63 @@ def iter_blocks_newest_first(turns: list[dict[str, Any]]) -> Iterator[tuple[int,
                 yield t, b, content[b]
 
 
+# ---------------------------------------------------------------- cache breakpoints
+def _last_block(turns: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """Where automatic caching (and ``anthropic_cache_messages``) puts its breakpoint: the last
+    cacheable block of the last turn."""
+    if not turns:
+        return None
+    content = turns[-1]["content"]
+    for b in range(len(content) - 1, -1, -1):
+        if "cache_control" in content[b] or content[b].get("type") in CACHEABLE:
+            return len(turns) - 1, b
+    return None
+
+
+def last_block_marked(turns: list[dict[str, Any]]) -> bool:
+    at = _last_block(turns)
+    return at is not None and "cache_control" in turns[at[0]]["content"][at[1]]
+
+
+def _set_block(turns: list[dict[str, Any]], texts: list[str | None], t: int, b: int, block: dict[str, Any]) -> None:
+    """Replace one block without touching the memo's copy (the turn is encoded again)."""
+    content = list(turns[t]["content"])
+    content[b] = block
+    turns[t] = {**turns[t], "content": content}
+    texts[t] = None
+
+
+def mark_last_block(turns: list[dict[str, Any]], texts: list[str | None], ttl: str) -> None:
+    at = _last_block(turns)
+    if at is not None and "cache_control" not in turns[at[0]]["content"][at[1]]:
+        _set_block(turns, texts, *at, {**turns[at[0]]["content"][at[1]], "cache_control": cache_control(ttl)})
+
+
+def limit_cache_points(system: Any, turns: list[dict[str, Any]], texts: list[str | None], tools: list[dict[str, Any]],
+                        *, automatic: bool) -> None:
+    """At most four breakpoints (one fewer with automatic caching): the tools' and the first
+    system one are kept; the oldest message ones go first, then a second system one."""
+    budget = 4 - (1 if automatic else 0)
+    system_points = [b for b in system if "cache_control" in b] if isinstance(system, list) else []
+    reserved = min(1, len(system_points)) + sum(1 for t in tools if "cache_control" in t)
+    points = [(t, b) for t, b, block in iter_blocks_newest_first(turns) if "cache_control" in block]
+    extra_system = system_points[1:]
+    if reserved + len(points) + len(extra_system) <= budget:
+        return
+    if reserved > budget:
+        from pydantic_ai.exceptions import UserError
+
+        raise UserError(f"the Anthropic request asks for more than {budget} cache points in its system prompt and tools")
+    keep = budget - reserved
+    for t, b in points[keep:]:
+        block = dict(turns[t]["content"][b])
+        del block["cache_control"]
+        _set_block(turns, texts, t, b, block)
+    for block in extra_system[max(0, keep - len(points)):]:
+        del block["cache_control"]
+
+
+
 __all__ = ["CACHEABLE", "MessageMemo", "cache_control", "drop_unpaired_searches", "dumps", "file_block",
-           "iter_blocks_newest_first", "map_history", "request_turns", "response_turns", "tool_result"]
+           "iter_blocks_newest_first", "last_block_marked", "limit_cache_points", "map_history", "mark_last_block",
+           "request_turns", "response_turns", "tool_result"]
