@@ -9,7 +9,7 @@ master side until the prompt marker appears. Then it types a key and times its e
 into the app's input), the app's first frame, and (real entry) the session being ready.
 Targets: the app's first frame < 0.3 s, the session ready < 1.0 s (medians; the prompt
 glyph drawn before the UI imports is reported, not judged).
-Usage: .venv/bin/python bench/startup.py [--demo] [--runs N]
+Usage: .venv/bin/python bench/startup.py [--demo] [--runs N] [--wire WIRE]
 """
 
 from __future__ import annotations
@@ -94,8 +94,11 @@ def demo_command(*extra: str) -> list[str]:
     return [sys.executable, "-m", "ketch.ui.demo", *extra]
 
 
-def real_command(base_url: str) -> list[str]:
-    return [sys.executable, "-m", "ketch", "--base-url", base_url, "--wire", "openai-chat", "--model", "fake-model"]
+def real_command(base_url: str, wire: str = "openai-chat") -> list[str]:
+    """The real entry on ``wire`` (Anthropic's base URL is the server root, without ``/v1``)."""
+    if wire == "anthropic-messages":
+        base_url = base_url.removesuffix("/v1")
+    return [sys.executable, "-m", "ketch", "--base-url", base_url, "--wire", wire, "--model", "fake-model"]
 
 
 def isolate() -> None:
@@ -113,6 +116,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--real", action="store_true", help="the real ketch entry (the default)")
     parser.add_argument("--demo", action="store_true", help="python -m ketch.ui.demo (a fake session) instead")
+    parser.add_argument("--wire", default="openai-chat", help="the wire of the real entry's session")
     args = parser.parse_args()
     marks: list[float] = []
     frames: list[float] = []
@@ -125,7 +129,7 @@ def main() -> None:
 
         fake = FakeProvider().start()
         isolate()
-    argv = real_command(fake.base_url) if fake is not None else demo_command()
+    argv = real_command(fake.base_url, args.wire) if fake is not None else demo_command()
     status = b"fake-model" if fake is not None else STATUS
     for _ in range(args.runs):
         child = PtyChild(argv)
@@ -138,7 +142,7 @@ def main() -> None:
         child.close()
     if fake is not None:
         fake.stop(check=False)
-    ready = "session ready (model in the status line)" if fake is not None else "first full frame (status line)"
+    ready = f"session ready on {args.wire} (model in the status line)" if fake is not None else "first full frame (status line)"
     for label, values in (("prompt marker drawn", marks),
                           ("key typed at the marker echoed on the prompt line", echoes),
                           ("first frame of the app (typed keys replayed into its input)", apps),

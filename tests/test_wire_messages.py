@@ -139,6 +139,17 @@ async def test_thinking_and_a_search_go_back_as_the_provider_sent_them() -> None
                               "allowed_domains": None, "blocked_domains": None, "user_location": None}]
 
 
+def test_the_search_tool_follows_the_profile_and_the_caller_setting() -> None:
+    m = AnthropicMessagesModel("claude-sonnet-4-6", base_url="http://a.test", api_key="k",
+                               profile={"anthropic_supports_dynamic_filtering": True})
+    params = ModelRequestParameters(native_tools=[WebSearchTool(max_uses=2)])
+    tool = json.loads(m.encode(list(HISTORY), {}, params, stream=True))["tools"][0]
+    assert tool["type"] == "web_search_20260209" and tool["max_uses"] == 2 and "allowed_callers" not in tool
+    tool = json.loads(m.encode(list(HISTORY), {"anthropic_web_tools_allowed_callers": ["direct"]}, params,
+                               stream=True))["tools"][0]
+    assert tool["allowed_callers"] == ["direct"]
+
+
 async def test_a_stream_cut_before_message_stop_is_an_error_not_an_answer() -> None:
     server = Server(streamed(sse(
         START, {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},

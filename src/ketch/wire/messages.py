@@ -206,7 +206,7 @@ class AnthropicMessagesModel(Model[Any]):
                 from pydantic_ai.exceptions import UserError
 
                 raise UserError(f"{type(native).__name__} is not offered on ketch's Anthropic wire")
-            tools.append(self._web_search(native))
+            tools.append(self._web_search(native, settings, params))
         return tools, (choice if defs else None)
 
     def _forces_tools(self, settings: dict[str, Any], params: ModelRequestParameters) -> bool:
@@ -217,11 +217,19 @@ class AnthropicMessagesModel(Model[Any]):
         return not (thinking and thinking.get("type") in ("enabled", "adaptive")
                     and self.profile.get("forced_tool_choice_disables_thinking", True))
 
-    def _web_search(self, tool: WebSearchTool) -> dict[str, Any]:
+    def _web_search(self, tool: WebSearchTool, settings: dict[str, Any], params: ModelRequestParameters) -> dict[str, Any]:
+        """The hosted search tool; the dynamic-filtering version where the model has it, called
+        directly when the answer is to be cited (code execution's reads come back uncited)."""
         location = {"type": "approximate", **tool.user_location} if tool.user_location else None
         kind = "web_search_20260209" if self.profile.get("anthropic_supports_dynamic_filtering", False) else "web_search_20250305"
-        return {"name": "web_search", "type": kind, "max_uses": tool.max_uses, "allowed_domains": tool.allowed_domains,
-                "blocked_domains": tool.blocked_domains, "user_location": location}
+        entry: dict[str, Any] = {"name": "web_search", "type": kind, "max_uses": tool.max_uses,
+                                 "allowed_domains": tool.allowed_domains, "blocked_domains": tool.blocked_domains,
+                                 "user_location": location}
+        if (callers := settings.get("anthropic_web_tools_allowed_callers")) is not None:
+            entry["allowed_callers"] = callers
+        elif kind == "web_search_20260209" and settings.get("citations") and params.output_mode == "text":
+            entry["allowed_callers"] = ["direct"]
+        return entry
 
     def _system(self, parts: list[str], messages: list[ModelMessage], params: ModelRequestParameters,
                 settings: dict[str, Any]) -> str | list[dict[str, Any]]:
