@@ -101,11 +101,13 @@ def build_model(
     ordered_results.install()  # its per-step reorderings of tool results, skipped where nothing would move
     extra: dict[str, Any] = {"profile": profile} if profile else {}
     if wire == "anthropic-messages":  # ketch's own Messages model: no SDK on this wire
+        from ketch.providers import coalesce
         from ketch.wire.messages import AnthropicMessagesModel
 
+        # text coalescing only: wire.sse itself fails a stream without its message_stop
         return AnthropicMessagesModel(conn.model_name, base_url=conn.base_url, api_key=conn.api_key or _NO_KEY,
                                       timeout=conn.timeout, max_retries=conn.max_retries,
-                                      response_hooks=_response_hooks(wire), **extra)
+                                      response_hooks=[coalesce.response_hook()], **extra)
     if wire == "gemini":
         from ketch.providers.gemini import gemini_model
 
