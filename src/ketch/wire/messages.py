@@ -314,10 +314,15 @@ class AnthropicMessagesModel(Model[Any]):
 
     async def _post(self, path: str, body: bytes, *, stream: bool, headers: dict[str, str],
                     client: WireClient | None = None) -> Any:
+        url = f"{self._base_url}{path}"
         try:
-            return await (client or self._http()).post(f"{self._base_url}{path}", body, stream=stream, headers=headers)
+            return await (client or self._http()).post(url, body, stream=stream, headers=headers)
         except ModelHTTPError as exc:
-            raise http_error(exc.status_code, self._model_name, exc.body, exc.headers, in_stream=False) from exc
+            error = http_error(exc.status_code, self._model_name, exc.body, exc.headers, in_stream=False)
+            import httpx
+
+            error.request = httpx.Request("POST", url)  # type: ignore[attr-defined]  # the path tried, for the advice
+            raise error from exc
 
     async def request(self, messages: list[ModelMessage], model_settings: Any,
                       model_request_parameters: ModelRequestParameters) -> ModelResponse:
