@@ -85,14 +85,15 @@ WIRES = {
 
 
 _REQUEST_BUILDING = frozenset({"_map_messages", "_map_message", "async_maybe_transform", "_build_request", "_prepare_responses_create",
-                               "_build_content_and_config", "_GenerateContentParameters_to_mldev", "body"})
+                               "_build_content_and_config", "_GenerateContentParameters_to_mldev", "body", "encode"})
 """Where the SDK builds a request: pydantic-ai's message mapping, the provider SDK's
 parameter transform and its HTTP request build."""
 
 
-_SDK_SHIMS = ("passthrough.py", "responses_memo.py", "anthropic_memo.py", "anthropic_body.py", "anthropic_scans.py", "lookalike_memo.py", "history_scans.py", "settled_history.py", "ordered_results.py", "encoded_items.py")
+_SDK_SHIMS = ("passthrough.py", "responses_memo.py", "lookalike_memo.py", "history_scans.py", "settled_history.py", "ordered_results.py", "encoded_items.py")
 """ketch's modules that stand in for parts of the SDK (``src/ketch/providers/``): their time, and
-that of the SDK code they call, is the SDK's, not ketch's own."""
+that of the SDK code they call, is the SDK's, not ketch's own. ketch's own wire models
+(``src/ketch/wire/``) replace the SDK on their wire, so they count the same way."""
 
 
 def _is_shim(func: tuple[str, int, str]) -> bool:

@@ -9,8 +9,8 @@ master side until the prompt marker appears. Then it types a key and times its e
 into the app's input), the app's first frame, and (real entry) the session being ready.
 Targets: the app's first frame < 0.3 s, the session ready < 1.0 s (medians; the prompt
 glyph drawn before the UI imports is reported, not judged).
-``--wire gemini`` starts the real entry on the gemini wire instead of Chat Completions.
-Usage: .venv/bin/python bench/startup.py [--demo] [--runs N] [--wire openai-chat|gemini]
+``--wire WIRE`` starts the real entry on that wire instead of Chat Completions.
+Usage: .venv/bin/python bench/startup.py [--demo] [--runs N] [--wire WIRE]
 """
 
 from __future__ import annotations
@@ -96,8 +96,10 @@ def demo_command(*extra: str) -> list[str]:
 
 
 def real_command(base_url: str, wire: str = "openai-chat") -> list[str]:
-    base = base_url.removesuffix("/v1") if wire == "gemini" else base_url  # the gemini wire adds /v1beta itself
-    return [sys.executable, "-m", "ketch", "--base-url", base, "--wire", wire, "--model", "fake-model"]
+    """The real entry on ``wire`` (the Anthropic and Gemini base URLs are the server root, without ``/v1``)."""
+    if wire in ("anthropic-messages", "gemini"):
+        base_url = base_url.removesuffix("/v1")
+    return [sys.executable, "-m", "ketch", "--base-url", base_url, "--wire", wire, "--model", "fake-model"]
 
 
 def isolate() -> None:
@@ -115,7 +117,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--real", action="store_true", help="the real ketch entry (the default)")
     parser.add_argument("--demo", action="store_true", help="python -m ketch.ui.demo (a fake session) instead")
-    parser.add_argument("--wire", choices=["openai-chat", "gemini"], default="openai-chat", help="the real entry's wire")
+    parser.add_argument("--wire", default="openai-chat", help="the wire of the real entry's session")
     args = parser.parse_args()
     marks: list[float] = []
     frames: list[float] = []
@@ -142,7 +144,7 @@ def main() -> None:
         child.close()
     if fake is not None:
         fake.stop(check=False)
-    ready = "session ready (model in the status line)" if fake is not None else "first full frame (status line)"
+    ready = f"session ready on {args.wire} (model in the status line)" if fake is not None else "first full frame (status line)"
     for label, values in (("prompt marker drawn", marks),
                           ("key typed at the marker echoed on the prompt line", echoes),
                           ("first frame of the app (typed keys replayed into its input)", apps),

@@ -145,15 +145,8 @@ def test_the_scans_are_wrapped_where_the_sdk_binds_them_and_put_back() -> None:
     assert agent_graph._parse_loaded_capabilities is deferred._parse_loaded_capabilities
     sdk_window_scan = history_scans.original(tool_search, "discovered_tool_names_in_order")
     assert sdk_window_scan is not None and tool_search.discovered_tool_names_in_order is not sdk_window_scan
-    import pydantic_ai.models.anthropic as anthropic_adapter
-
-    from ketch.providers import anthropic_scans
-
-    assert anthropic_scans.install()
-    assert anthropic_adapter.discovered_tool_names_in_order is tool_search.discovered_tool_names_in_order
     history_scans.uninstall()
     assert tool_search.discovered_tool_names_in_order is sdk_window_scan
-    assert anthropic_adapter.discovered_tool_names_in_order is sdk_window_scan
     for owner in (messages_module, instructions, models_module):
         assert owner._post_compaction_window_start is ORIGINALS["window"]
     assert agent_graph._discovered_tool_names_in_order is ORIGINALS["discovered"]
@@ -199,11 +192,10 @@ def test_an_sdk_that_binds_a_scan_elsewhere_is_left_as_it_is(monkeypatch: pytest
 def test_the_switch_turns_everything_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KETCH_SDK_FASTPATHS", "0")
     assert not history_scans.install()
-    from pydantic_ai.models.anthropic import AnthropicModel
-
     from ketch.providers.models import build_model
+    from ketch.wire.messages import AnthropicMessagesModel
 
-    assert type(build_model(_claude())) is AnthropicModel
+    assert type(build_model(_claude())) is AnthropicMessagesModel  # ketch's own: no SDK fast path to switch
 
 
 def test_the_model_memos_step_aside_for_other_signatures() -> None:
@@ -212,15 +204,7 @@ def test_the_model_memos_step_aside_for_other_signatures() -> None:
 
     from ketch.providers import lookalike_memo, responses_memo
 
-    from ketch.providers import anthropic_memo
-
-    assert responses_memo.usable() and lookalike_memo.usable(AnthropicModel) and anthropic_memo.usable()
-
-    class Retyped(AnthropicModel):
-        async def _map_tool_return_part(self, part: Any, context: Any, *, extra: Any = None) -> Any:  # type: ignore[override]
-            return None
-
-    assert not anthropic_memo.usable(Retyped)
+    assert responses_memo.usable() and lookalike_memo.usable(AnthropicModel)
 
     class Reshaped(OpenAIResponsesModel):
         async def _map_model_request(self, message: Any, context: Any, extra: Any = None) -> None:  # type: ignore[override]
@@ -232,7 +216,6 @@ def test_the_model_memos_step_aside_for_other_signatures() -> None:
 
     assert not responses_memo.usable(Reshaped)
     assert not lookalike_memo.usable(Renamed)
-    assert not anthropic_memo.usable(Renamed)
 
 
 def _claude() -> Any:
@@ -257,11 +240,3 @@ def test_build_model_uses_the_sdk_class_when_the_memo_cannot_be_used(monkeypatch
     monkeypatch.setattr(responses_memo, "usable", lambda cls=OpenAIResponsesModel: False)
     assert type(build_model(conn)) is OpenAIResponsesModel
 
-    from pydantic_ai.models.anthropic import AnthropicModel
-
-    from ketch.providers import anthropic_memo
-
-    claude = _claude()
-    assert type(build_model(claude)) is anthropic_memo.MemoizedAnthropicModel
-    monkeypatch.setattr(anthropic_memo, "usable", lambda cls=AnthropicModel: False)
-    assert type(build_model(claude)) is AnthropicModel

@@ -101,19 +101,17 @@ def test_usage_events_carry_the_wire_cache_tokens_and_cost_by_the_billing_rules(
 @pytest.mark.parametrize("ttl", ["5m", "1h"])
 def test_anthropic_cache_writes_and_reads_are_priced_by_their_rule(ttl: str) -> None:
     """ketch's pricing of a response that wrote (5 minutes or 1 hour) and read Anthropic's cache,
-    through the SDK's Anthropic model with its cache markers on."""
+    through ketch's own Anthropic Messages model with its cache markers on."""
     import asyncio
 
     from pydantic_ai import Agent
-    from pydantic_ai.models.anthropic import AnthropicModel
-    from pydantic_ai.providers.anthropic import AnthropicProvider
-
     from ketch.providers.pricing import response_cost
+    from ketch.wire.messages import AnthropicMessagesModel
 
     cache = PromptCache(clock=ManualClock())
     with FakeProvider([Turn(text="one", usage=(0, 7)), Turn(text="two", usage=(0, 9))], cache=cache) as fake:
-        model = AnthropicModel("claude-sonnet-4-5", provider=AnthropicProvider(
-            api_key="sk-ant-test", base_url=fake.base_url.removesuffix("/v1")))
+        model = AnthropicMessagesModel("claude-sonnet-4-5", api_key="sk-ant-test",
+                                       base_url=fake.base_url.removesuffix("/v1"))
         agent = Agent(model, instructions="You review code. " + "Follow the house rules carefully. " * 200,
                       model_settings={"anthropic_cache": ttl, "anthropic_cache_instructions": ttl})
 

@@ -1,11 +1,12 @@
 """ketch's fast paths around the SDK change nothing that is sent.
 
 ``providers/history_scans.py``, ``settled_history.py``, ``ordered_results.py``, ``lookalike_memo.py``,
-``responses_memo.py``, ``anthropic_memo.py``, ``anthropic_scans.py``, ``anthropic_body.py``, ``passthrough.py`` and
+``responses_memo.py``, ``passthrough.py`` and
 ``encoded_items.py`` skip or remember per-step work of pydantic-ai and the provider SDKs (issue 17, cost per step). Here one scripted session
 runs through the real wiring (``build_session``) against the fake provider twice, once with them
-and once without (``KETCH_SDK_FASTPATHS=0``, and the scans put back), on Responses, Anthropic and
-Chat (which gets the scans only):
+and once without (``KETCH_SDK_FASTPATHS=0``, and the scans put back), on Responses and
+Chat (which gets the scans only; Anthropic has ketch's own model, whose memo
+``tests/test_wire_messages.py`` checks the same way):
 a long first turn that is pruned and summarized (a small window), a second turn cancelled while
 its answer streams, a third prompt, then the session resumed from the store for a fourth. Every
 request body the provider received must be the same JSON text, key order included (the body as
@@ -19,14 +20,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models.anthropic  # noqa: F401  (paid at collection)
 import pydantic_ai.models.openai  # noqa: F401
 import pytest
 from durable_session import open_session, run
 from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn
 
 from ketch.core import events as ev
-from ketch.providers import anthropic_body, encoded_items, history_scans
+from ketch.providers import encoded_items, history_scans
 
 STEPS = 24
 _SAME_HEADERS = ("content-length", "content-type", "user-agent", "accept")
@@ -98,7 +98,7 @@ async def _session_bodies(wire: str, cwd: Path, data: Path, monkeypatch: pytest.
     return bodies, [type(model), remembered, type(model.client).__name__]
 
 
-@pytest.mark.parametrize("wire", ["openai-responses", "anthropic-messages", "openai-chat"])
+@pytest.mark.parametrize("wire", ["openai-responses", "openai-chat"])
 async def test_request_bodies_are_the_same_with_and_without_the_fast_paths(
     tmp_path: Path, wire: str, monkeypatch: pytest.MonkeyPatch, isolated_home: Path
 ) -> None:
@@ -107,15 +107,6 @@ async def test_request_bodies_are_the_same_with_and_without_the_fast_paths(
     )
     monkeypatch.setenv("KETCH_COALESCE_MS", "0")
     cwd = _project(tmp_path / "work")
-    encoded: list[int] = []
-    real_encode = anthropic_body.encoded_plain_body
-
-    def counting_encode(json_data: Any, extra_json: Any, *messages: Any) -> bytes | None:
-        body = real_encode(json_data, extra_json, *messages)
-        encoded.append(body is not None)
-        return body
-
-    monkeypatch.setattr(anthropic_body, "encoded_plain_body", counting_encode)
     pieced: list[str] = []
     real_encode_body = encoded_items.encode_body
 
@@ -131,11 +122,8 @@ async def test_request_bodies_are_the_same_with_and_without_the_fast_paths(
         if wire != "openai-chat":  # Chat gets the history-scan fast paths only
             assert fast_class.__name__.startswith("Memoized"), fast_class
             assert remembered > 0, "the memo was never used"
-        if wire == "anthropic-messages":
-            assert fast_client == "OnceEncodedAnthropic", fast_client
-            assert encoded and all(encoded), f"{encoded.count(False)} of {len(encoded)} bodies took the SDK's copy"
         if wire != "openai-chat":  # each body's history items pieced from the last body's text
-            assert pieced and set(pieced) == {"messages" if wire == "anthropic-messages" else "input"}, pieced
+            assert pieced and set(pieced) == {"input"}, pieced
         pieced.clear()
         history_scans.uninstall()
         monkeypatch.setenv("KETCH_SDK_FASTPATHS", "0")
@@ -143,8 +131,6 @@ async def test_request_bodies_are_the_same_with_and_without_the_fast_paths(
         assert not history_scans.installed()
         assert not plain_class.__name__.startswith("Memoized"), plain_class
         assert not pieced, pieced
-        if wire == "anthropic-messages":
-            assert plain_client == "AsyncAnthropic", plain_client
     finally:
         history_scans.uninstall()
     assert len(fast) == len(plain) > 2 * (STEPS + 4)

@@ -271,19 +271,17 @@ async def test_responses_route_sends_web_search_and_normalizes_url_only_sources(
 async def test_anthropic_route_sends_the_pinned_tool_version_and_keeps_provider_rows(
     fake_provider, metadata, tool_type
 ):
-    from pydantic_ai.models.anthropic import AnthropicModel
-    from pydantic_ai.providers.anthropic import AnthropicProvider
-
     from ketch.websearch.capability import normalize_native_result
+    from ketch.wire.messages import AnthropicMessagesModel
 
     fake = fake_provider([
         Turn(text="Ketch is a terminal agent.", native_search=NativeSearch("what is ketch", SOURCES)),
         Turn(text="Still true."),
     ])
     route, cap = _route_for("anthropic", "anthropic", None, "claude-sonnet-4-6", metadata)
-    model = AnthropicModel(
+    model = AnthropicMessagesModel(
         "claude-sonnet-4-6",
-        provider=AnthropicProvider(base_url=f"http://127.0.0.1:{fake.port}", api_key="k"),
+        base_url=f"http://127.0.0.1:{fake.port}", api_key="k",
         profile=model_profile_overrides(cap),
     )
     agent = Agent(model, capabilities=route.capabilities())

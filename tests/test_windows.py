@@ -37,10 +37,9 @@ def test_claude_reserves_its_output_inside_the_window():
 
 
 def test_the_sdk_profile_and_genai_prices_are_read_from_a_built_model():
-    from pydantic_ai.models.anthropic import AnthropicModel
-    from pydantic_ai.providers.anthropic import AnthropicProvider
+    from ketch.wire.messages import AnthropicMessagesModel
 
-    model = AnthropicModel("claude-haiku-4-5", provider=AnthropicProvider(api_key="x"))
+    model = AnthropicMessagesModel("claude-haiku-4-5", base_url="https://api.anthropic.com", api_key="x")
     limits = limits_for("claude-haiku-4-5", model=model)
     assert limits.source == "profile" and limits.window == 200_000
     assert limits.max_output == min(DEFAULT_OUTPUT_CAP, model.profile["anthropic_max_output_tokens"])

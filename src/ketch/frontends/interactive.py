@@ -58,7 +58,7 @@ def _preload(args: Any, cwd: Path) -> None:
 
     config = config_from_args(args, cwd)
     conn = connection_from_args(args, config)
-    wire_module = {"anthropic-messages": "pydantic_ai.models.anthropic", "gemini": "ketch.wire.gemini"}.get(
+    wire_module = {"anthropic-messages": "ketch.wire.messages", "gemini": "ketch.wire.gemini"}.get(
         conn.wire, "pydantic_ai.models.openai")
     importlib.import_module(wire_module)
     from types import SimpleNamespace

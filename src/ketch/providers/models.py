@@ -100,27 +100,14 @@ def build_model(
     settled_history.install()  # its per-step repair of the whole history, skipped where there is nothing to repair
     ordered_results.install()  # its per-step reorderings of tool results, skipped where nothing would move
     extra: dict[str, Any] = {"profile": profile} if profile else {}
-    if wire == "anthropic-messages":
-        from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
-        from pydantic_ai.models.anthropic import AnthropicModel
-        from pydantic_ai.providers.anthropic import AnthropicProvider
+    if wire == "anthropic-messages":  # ketch's own Messages model: no SDK on this wire
+        from ketch.providers import coalesce
+        from ketch.wire.messages import AnthropicMessagesModel
 
-        from ketch.providers import anthropic_body, anthropic_memo, anthropic_scans, history_scans
-
-        anthropic_scans.install()  # its scans for native tool use, skipped where there is none
-        client_class = AsyncAnthropic
-        if history_scans.enabled() and anthropic_body.usable():
-            client_class = anthropic_body.OnceEncodedAnthropic  # serializes a plain JSON body without copying it
-        client = client_class(
-            base_url=conn.base_url,
-            api_key=conn.api_key or _NO_KEY,
-            max_retries=conn.max_retries,
-            timeout=_timeout(conn),
-            http_client=DefaultAsyncHttpxClient(event_hooks={"response": _response_hooks(wire)}),
-        )
-        if history_scans.enabled() and anthropic_memo.usable():
-            AnthropicModel = anthropic_memo.MemoizedAnthropicModel  # noqa: N806 - maps each tool result once
-        return AnthropicModel(conn.model_name, provider=AnthropicProvider(anthropic_client=client), **extra)
+        # text coalescing only: wire.sse itself fails a stream without its message_stop
+        return AnthropicMessagesModel(conn.model_name, base_url=conn.base_url, api_key=conn.api_key or _NO_KEY,
+                                      timeout=conn.timeout, max_retries=conn.max_retries,
+                                      response_hooks=[coalesce.response_hook()], **extra)
     if wire == "gemini":  # ketch's own wire (wire.gemini): no Google SDK
         from ketch.providers import coalesce
         from ketch.wire.gemini import GeminiModel

@@ -68,6 +68,7 @@ class WireClient:
         response_hooks: Sequence[Callable[[httpx.Response], Any]] = (),
         sleep: Callable[[float], Any] = asyncio.sleep,
         transport: httpx.AsyncBaseTransport | None = None,
+        retry_status: frozenset[int] = RETRY_STATUS,
     ) -> None:
         self.model_name = model_name
         self._headers = dict(headers)
@@ -76,6 +77,7 @@ class WireClient:
         self._hooks = list(response_hooks)
         self._sleep = sleep
         self._transport = transport
+        self._retry_status = retry_status
         self._client: httpx.AsyncClient | None = None
 
     def _http(self) -> httpx.AsyncClient:
@@ -86,7 +88,7 @@ class WireClient:
 
     async def post(self, url: str, body: bytes, *, stream: bool, headers: Mapping[str, str] | None = None) -> httpx.Response:
         """Send ``body``; a 2xx/3xx response is returned open (``stream``: unread). Retried: the
-        statuses of :data:`RETRY_STATUS` and failed connects, up to ``max_retries`` times."""
+        statuses of ``retry_status`` (default :data:`RETRY_STATUS`) and failed connects, up to ``max_retries`` times."""
         client = self._http()
         sent = {**self._headers, "content-type": "application/json", **(headers or {})}
         if stream:
@@ -114,7 +116,7 @@ class WireClient:
                 return response
             raw = await response.aread()
             await response.aclose()
-            if response.status_code in RETRY_STATUS and not last:
+            if response.status_code in self._retry_status and not last:
                 await self._sleep(backoff(attempt, response.headers))
                 continue
             raise ModelHTTPError(response.status_code, self.model_name, _error_body(raw), headers=dict(response.headers))
