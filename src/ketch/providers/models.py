@@ -131,18 +131,15 @@ def build_model(
         return MistralConversationsModel(conn.model_name, base_url=conn.base_url, api_key=conn.api_key or "",
                                          timeout=conn.timeout, max_retries=conn.max_retries,
                                          response_hooks=_response_hooks(wire), **extra)
-    if wire == "openai-responses":
-        from pydantic_ai.models.openai import OpenAIResponsesModel
+    if wire == "openai-responses":  # ketch's own model: no SDK on this wire (wire.responses)
+        from ketch.providers import coalesce
+        from ketch.wire.responses import ResponsesModel
 
-        from ketch.providers import history_scans, responses_memo
-
-        if history_scans.enabled() and responses_memo.usable():
-            OpenAIResponsesModel = responses_memo.MemoizedResponsesModel  # noqa: N806 - maps each message once
-        if warm_up_now:
-            from ketch.providers import sdk_warmup
-
-            sdk_warmup.start()
-        return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
+        official = conn.preset.official_openai
+        name = "openai" if official else (conn.preset.name if conn.preset.name != "openai-compatible" else conn.name)
+        return ResponsesModel(conn.model_name, base_url=conn.base_url, api_key=conn.api_key or "",
+                              provider_name=name, official=official, timeout=conn.timeout,
+                              max_retries=conn.max_retries, response_hooks=[coalesce.response_hook()], **extra)
     if speaks_openrouter(conn.preset.name, wire, conn.base_url):
         return openrouter_model(conn.model_name, _openai_client(conn, wire), profile)
     from ketch.providers.groq import speaks_groq
