@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from pydantic_ai.exceptions import ModelAPIError, UnexpectedModelBehavior
+from pydantic_ai.exceptions import ModelAPIError, ModelConnectionError, ModelTimeoutError, UnexpectedModelBehavior
 from pydantic_ai.messages import (
     Citation,
     MarkerCitationAnchor,
@@ -174,6 +174,14 @@ class ResponsesStream(StreamedResponse):
             self._first = await self._events.__anext__()
         except StopAsyncIteration:
             raise UnexpectedModelBehavior("Streamed response ended without content or tool calls") from None
+        except ModelTimeoutError:
+            raise
+        except ModelConnectionError as exc:
+            # closed before any event (SSE comments do not count): what a server that cannot stream
+            # tool calls does, which ``stream_refusal`` reads by this text
+            from ketch.providers.stream_end import EMPTY_STREAM
+
+            raise ModelConnectionError(self._model_name, f"{EMPTY_STREAM} ({exc.message})", phase="read") from exc
         frame, event = self._first
         if _kind(frame, event) == "error":
             raise error_for(self._model_name, event.get("code"), event.get("message"), in_stream=True)
