@@ -8,6 +8,10 @@ with the item's encrypted content as signature, and each ``web_search_call`` as 
 and return. The stream must end with ``response.completed``, ``.incomplete`` or ``.failed`` (or
 an ``error`` event); a body that stops before is a broken connection (``wire.sse``). Events of
 hosted tools ketch does not offer are ignored.
+
+It is one thing at this length: one reading of the Responses output (items, usage, finish and
+error shapes) for both a stream and a whole answer, which must make the same parts of the same
+output, since a server that cannot stream gets the whole-answer path for the same turns.
 """
 
 from __future__ import annotations
