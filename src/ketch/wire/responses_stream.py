@@ -321,7 +321,7 @@ class ResponsesStream(StreamedResponse):
         arguments = _str(item.get("arguments")) or ""
         name, call_id = _str(item.get("name")), _str(item.get("call_id"))
         if not name or not call_id:
-            raise UnexpectedModelBehavior("the provider sent a function call without a name or call id", json.dumps(item)[:500])
+            raise UnexpectedModelBehavior("the provider sent a function call without a name or call id", json.dumps(item, allow_nan=False, default=str)[:500])
         if item_id is not None:
             self._args[item_id] = arguments
         details = {"namespace": item["namespace"]} if _str(item.get("namespace")) else None
