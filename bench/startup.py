@@ -9,7 +9,7 @@ master side until the prompt marker appears. Then it types a key and times its e
 into the app's input), the app's first frame, and (real entry) the session being ready.
 Targets: the app's first frame < 0.3 s, the session ready < 1.0 s (medians; the prompt
 glyph drawn before the UI imports is reported, not judged).
-Usage: .venv/bin/python bench/startup.py [--demo] [--runs N]
+Usage: .venv/bin/python bench/startup.py [--demo] [--runs N] [--wire openai-chat|openai-responses]
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ SYNC_FRAME = b"\x1b[?2026h"
 STATUS = b"demo-model"
 FIRST_FRAME_TARGET_S = 0.3
 READY_TARGET_S = 1.0
+WIRE = ["openai-chat"]
+"""The wire of the real entry (``--wire``)."""
 
 
 class PtyChild:
@@ -95,7 +97,7 @@ def demo_command(*extra: str) -> list[str]:
 
 
 def real_command(base_url: str) -> list[str]:
-    return [sys.executable, "-m", "ketch", "--base-url", base_url, "--wire", "openai-chat", "--model", "fake-model"]
+    return [sys.executable, "-m", "ketch", "--base-url", base_url, "--wire", WIRE[0], "--model", "fake-model"]
 
 
 def isolate() -> None:
@@ -113,7 +115,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--real", action="store_true", help="the real ketch entry (the default)")
     parser.add_argument("--demo", action="store_true", help="python -m ketch.ui.demo (a fake session) instead")
+    parser.add_argument("--wire", default="openai-chat", choices=("openai-chat", "openai-responses"))
     args = parser.parse_args()
+    WIRE[0] = args.wire
     marks: list[float] = []
     frames: list[float] = []
     echoes: list[float] = []
