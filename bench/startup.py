@@ -32,6 +32,7 @@ SYNC_FRAME = b"\x1b[?2026h"
 STATUS = b"demo-model"
 FIRST_FRAME_TARGET_S = 0.3
 READY_TARGET_S = 1.0
+"""The wire of the real entry (``--wire``)."""
 
 
 class PtyChild:

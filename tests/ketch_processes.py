@@ -6,10 +6,9 @@ matrix that stops one process per boundary per wire cannot pay that each time. T
 child is a process of its own (own pid, own session and process group, its own stdout and
 stderr, no stdin) that runs ``ketch/__main__.py`` from its first line with the given
 arguments, environment and cwd, and exits as ``python -m ketch`` would (a ``SystemExit`` code,
-or death by the signal a ``KeyboardInterrupt`` stands for). Only the imports happened before,
-and the build of the openai SDK's Responses event models that ketch's own warm-up
-(``providers/sdk_warmup.py``) does in every process: the server does nothing else (no thread,
-no event loop, no file open), and refuses to fork if a thread exists.
+or death by the signal a ``KeyboardInterrupt`` stands for). Only the imports happened before:
+the server does nothing else (no thread, no event loop, no file open), and refuses to fork if a
+thread exists.
 
 Both kinds lead their own process group, so ``interrupt()`` sends SIGINT to the group, as a
 terminal's Ctrl-C does (the commands ketch runs lead groups of their own).
@@ -32,8 +31,6 @@ _SERVER = r"""
 import json, os, runpy, signal, sys, threading
 import ketch.frontends.cli, ketch.frontends.headless, ketch.frontends.assemble  # noqa: F401
 import pydantic_ai.models.openai, pydantic_ai.models.anthropic  # noqa: F401
-from ketch.providers import sdk_warmup
-sdk_warmup.warm_responses_events()  # what a process's first Responses turn would build (on this thread: no fork with threads)
 if threading.active_count() != 1:
     raise SystemExit(f"the preloaded interpreter has {threading.active_count()} threads: no fork")
 control_in, control_out = os.fdopen(0, "r", closefd=False), os.fdopen(1, "w", closefd=False)

@@ -1,6 +1,6 @@
 """The fast paths of ``providers/history_scans.py`` give the SDK's own answers, see changes, stay
 bounded, and step aside for an SDK they were not written against; the model memos
-(``lookalike_memo``, ``responses_memo``) step aside the same way."""
+(``lookalike_memo``) step aside the same way."""
 
 from __future__ import annotations
 
@@ -194,27 +194,24 @@ def test_the_switch_turns_everything_off(monkeypatch: pytest.MonkeyPatch) -> Non
     assert not history_scans.install()
     from ketch.providers.models import build_model
     from ketch.wire.messages import AnthropicMessagesModel
+    from ketch.wire.responses import ResponsesModel
 
     assert type(build_model(_claude())) is AnthropicMessagesModel  # ketch's own: no SDK fast path to switch
+    assert type(build_model(_claude(), "openai-responses")) is ResponsesModel
 
 
 def test_the_model_memos_step_aside_for_other_signatures() -> None:
     from pydantic_ai.models.anthropic import AnthropicModel
-    from pydantic_ai.models.openai import OpenAIResponsesModel
 
-    from ketch.providers import lookalike_memo, responses_memo
+    from ketch.providers import lookalike_memo
+    from ketch.wire.responses import ResponsesModel
 
-    assert responses_memo.usable() and lookalike_memo.usable(AnthropicModel)
-
-    class Reshaped(OpenAIResponsesModel):
-        async def _map_model_request(self, message: Any, context: Any, extra: Any = None) -> None:  # type: ignore[override]
-            return None
+    assert lookalike_memo.usable(ResponsesModel) and lookalike_memo.usable(AnthropicModel)
 
     class Renamed(AnthropicModel):
         def _request_with_lookalike_notes(self, authored: Any, request: Any, *, first: bool) -> Any:  # type: ignore[override]
             return None
 
-    assert not responses_memo.usable(Reshaped)
     assert not lookalike_memo.usable(Renamed)
 
 
@@ -227,16 +224,16 @@ def _claude() -> Any:
 
 
 def test_build_model_uses_the_sdk_class_when_the_memo_cannot_be_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pydantic_ai.models.openai import OpenAIResponsesModel
-
     from ketch.core.config import Connection
-    from ketch.providers import responses_memo
+    from ketch.providers import lookalike_memo
     from ketch.providers.models import build_model
     from ketch.providers.presets import PRESETS
+    from ketch.wire.responses import NotedResponsesModel, ResponsesModel
 
     conn = Connection(name="openai", preset=PRESETS["openai"], model_name="gpt-5", base_url="http://127.0.0.1:9/v1",
                       api_key="k", key_env="OPENAI_API_KEY", wire="openai-responses")
-    assert type(build_model(conn)) is responses_memo.MemoizedResponsesModel
-    monkeypatch.setattr(responses_memo, "usable", lambda cls=OpenAIResponsesModel: False)
-    assert type(build_model(conn)) is OpenAIResponsesModel
+    assert type(build_model(conn)) is NotedResponsesModel
+    monkeypatch.setattr(lookalike_memo, "usable", lambda cls: False)
+    assert type(build_model(conn)) is ResponsesModel
+    monkeypatch.undo()
 

@@ -1,12 +1,12 @@
-"""ketch's fast paths around the SDK change nothing that is sent.
+"""ketch's fast paths around the SDK, and the Responses model's per-message encoding, change nothing that is sent.
 
 ``providers/history_scans.py``, ``settled_history.py``, ``ordered_results.py``, ``lookalike_memo.py``,
-``responses_memo.py``, ``passthrough.py`` and
 ``encoded_items.py`` skip or remember per-step work of pydantic-ai and the provider SDKs (issue 17, cost per step). Here one scripted session
 runs through the real wiring (``build_session``) against the fake provider twice, once with them
-and once without (``KETCH_SDK_FASTPATHS=0``, and the scans put back), on Responses and
-Chat (which gets the scans only; Anthropic has ketch's own model, whose memo
-``tests/test_wire_messages.py`` checks the same way):
+and once without (``KETCH_SDK_FASTPATHS=0``, and the scans put back), on Chat (which gets the scans
+only); on Responses (ketch's own model, ``wire/responses.py``) once with its per-message item cache
+and the fast paths and once with every message encoded afresh and none (Anthropic has ketch's own
+model too, whose memo ``tests/test_wire_messages.py`` checks the same way):
 a long first turn that is pruned and summarized (a small window), a second turn cancelled while
 its answer streams, a third prompt, then the session resumed from the store for a fourth. Every
 request body the provider received must be the same JSON text, key order included (the body as
@@ -90,15 +90,56 @@ async def _session_bodies(wire: str, cwd: Path, data: Path, monkeypatch: pytest.
     assert [e.reason for e in (first[-1], cancelled[-1], third[-1], fourth[-1])] == ["done", "cancelled", "done", "done"]
     assert any(isinstance(e, ev.Compacted) for e in first), "the first turn was never pruned"
     assert script.summaries >= 1, "no summary was written"
-    # top-level keys sorted: the Responses hand-off sends ``input`` and ``tools`` last (passthrough);
-    # every value, and the order inside each, must be the same
-    bodies = [json.dumps(dict(sorted(r.body.items())), ensure_ascii=False) for r in fake.model_requests]
+    # top-level keys sorted (the SDK's own key order is its business); every value, and the order
+    # inside each, must be the same; Responses (ketch's own encoding) must send the same bytes
+    bodies = [r.raw.decode() if wire == "openai-responses" else json.dumps(dict(sorted(r.body.items())), ensure_ascii=False)
+              for r in fake.model_requests]
     bodies += [json.dumps({k: r.headers.get(k) for k in _SAME_HEADERS}) for r in fake.model_requests]
     remembered = len(getattr(model, "_memo_now", None) or getattr(model, "_blocks_now", None) or {})
-    return bodies, [type(model), remembered, type(model.client).__name__]
+    return bodies, [type(model), remembered, type(getattr(model, "client", None)).__name__]
 
 
-@pytest.mark.parametrize("wire", ["openai-responses", "openai-chat"])
+async def test_responses_bodies_are_the_same_with_and_without_the_item_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path
+) -> None:
+    from ketch.wire.responses import NotedResponsesModel, ResponsesModel
+    from ketch.wire.responses_items import ItemCache
+
+    (isolated_home / "config" / "config.toml").write_text(
+        "titles = false\ncheckpoints = false\n[compaction]\ncontext_window = 9000\n"
+    )
+    monkeypatch.setenv("KETCH_COALESCE_MS", "0")
+    cwd = _project(tmp_path / "work")
+    hits: list[bool] = []
+    real_get = ItemCache.get
+
+    def counting_get(self: ItemCache, *args: Any) -> str | None:
+        text = real_get(self, *args)
+        hits.append(text is not None)
+        return text
+
+    monkeypatch.setattr(ItemCache, "get", counting_get)
+    try:
+        monkeypatch.setenv("KETCH_SDK_FASTPATHS", "1")
+        cached, (cached_class, _, _) = await _session_bodies("openai-responses", cwd, tmp_path / "data-fast", monkeypatch)
+        assert cached_class is NotedResponsesModel
+        # the cache was used (this small window prunes at most steps, which makes new messages;
+        # tests/test_responses_wire.py counts the reuse on an unpruned history)
+        assert any(hits) and not all(hits)
+        history_scans.uninstall()
+        monkeypatch.setattr(ItemCache, "get", lambda self, *args: None)
+        monkeypatch.setenv("KETCH_SDK_FASTPATHS", "0")
+        fresh, (fresh_class, _, _) = await _session_bodies("openai-responses", cwd, tmp_path / "data-plain", monkeypatch)
+        assert fresh_class is ResponsesModel
+    finally:
+        history_scans.uninstall()
+    assert len(cached) == len(fresh) > 2 * (STEPS + 4)
+    assert any("admin mode" in body for body in cached)
+    for k, (a, b) in enumerate(zip(cached, fresh)):
+        assert a == b, f"request {k} differs with the item cache"
+
+
+@pytest.mark.parametrize("wire", ["openai-chat"])
 async def test_request_bodies_are_the_same_with_and_without_the_fast_paths(
     tmp_path: Path, wire: str, monkeypatch: pytest.MonkeyPatch, isolated_home: Path
 ) -> None:

@@ -138,7 +138,7 @@ def session_model(s: Settled, search: Any, model_override: Any, interactive: boo
     from ketch.providers.models import build_model
 
     try:
-        return build_model(s.conn, search.wire, profile=search.model_profile(), warm_up_now=interactive)
+        return build_model(s.conn, search.wire, profile=search.model_profile())
     except UserError as exc:  # the SDK refuses the model name or settings before any request
         raise ConfigError(f"model '{s.conn.ref}': {' '.join(str(exc).split())}") from None
 

@@ -48,13 +48,7 @@ def _openai_client(conn: Connection, wire: str) -> Any:
     """The OpenAI SDK client for ``conn``: its base URL, key, retries, silence limit and hooks."""
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-    from ketch.providers import sdk_warmup
-
-    hooks: dict[str, list[Any]] = {"response": [sdk_warmup.wait_before_reading, *_response_hooks(wire)]}
-    if wire == "openai-responses":
-        hooks["request"] = [sdk_warmup.start_when_sending]  # at the latest, while the provider thinks
-    if wire == "openai-responses":
-        from ketch.providers.passthrough import PassthroughOpenAI as AsyncOpenAI  # noqa: N814
+    hooks: dict[str, list[Any]] = {"response": _response_hooks(wire)}
     return AsyncOpenAI(
         base_url=conn.base_url,
         api_key=conn.api_key or _NO_KEY,
@@ -85,14 +79,12 @@ def _openai_provider(conn: Connection, wire: str) -> Any:
 
 
 def build_model(
-    conn: Connection, wire: str | None = None, *, profile: dict[str, Any] | None = None, warm_up_now: bool = False
+    conn: Connection, wire: str | None = None, *, profile: dict[str, Any] | None = None
 ) -> Model:
     """The pydantic-ai model for ``conn`` over ``wire`` (default: the connection's wire).
 
     ``profile`` overrides model-profile settings (``websearch.model_profile_overrides``: the
-    hosted search tool version follows model metadata, not the SDK's guess). ``warm_up_now``
-    starts the Responses warm-up (``sdk_warmup``) at once, for the interactive app, which then
-    waits for the user; otherwise it starts when the first request is sent."""
+    hosted search tool version follows model metadata, not the SDK's guess)."""
     wire = wire or conn.wire
     from ketch.providers import history_scans, ordered_results, settled_history
 
@@ -122,18 +114,15 @@ def build_model(
         return MistralConversationsModel(conn.model_name, base_url=conn.base_url, api_key=conn.api_key or "",
                                          timeout=conn.timeout, max_retries=conn.max_retries,
                                          response_hooks=_response_hooks(wire), **extra)
-    if wire == "openai-responses":
-        from pydantic_ai.models.openai import OpenAIResponsesModel
+    if wire == "openai-responses":  # ketch's own model: no SDK on this wire (wire.responses)
+        from ketch.providers import coalesce
+        from ketch.wire.responses import model_class
 
-        from ketch.providers import history_scans, responses_memo
-
-        if history_scans.enabled() and responses_memo.usable():
-            OpenAIResponsesModel = responses_memo.MemoizedResponsesModel  # noqa: N806 - maps each message once
-        if warm_up_now:
-            from ketch.providers import sdk_warmup
-
-            sdk_warmup.start()
-        return OpenAIResponsesModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
+        official = conn.preset.official_openai
+        name = "openai" if official else (conn.preset.name if conn.preset.name != "openai-compatible" else conn.name)
+        return model_class()(conn.model_name, base_url=conn.base_url, api_key=conn.api_key or "",
+                              provider_name=name, official=official, timeout=conn.timeout,
+                              max_retries=conn.max_retries, response_hooks=[coalesce.response_hook()], **extra)
     if speaks_openrouter(conn.preset.name, wire, conn.base_url):
         return openrouter_model(conn.model_name, _openai_client(conn, wire), profile)
     from ketch.providers.groq import speaks_groq
