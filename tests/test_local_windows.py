@@ -252,6 +252,34 @@ def test_a_30_step_turn_stays_inside_a_small_window(wire: str, window: int, tmp_
     assert not [o for o in over if o[0] > 0], (over, fake.counted)
     if window == 4096:
         assert reader.summaries and all(reader.summaries), reader.summaries  # each summary saw real content
+        # one read is most of what a 4k history holds: the ladder placeholders older reads and
+        # writes a summary only when nothing cheaper fits, not after every step (it did: 28 of 30)
+        assert len(reader.summaries) <= 30 // 5, len(reader.summaries)
+
+
+def test_a_new_output_too_big_for_a_small_window_keeps_its_head_and_tail_and_names_the_cut() -> None:
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
+
+    from ketch.context.output_fit import cut_middle, fit_new_results
+
+    text = "\n".join(f"{i:>6}\tline {i:03} of the file" for i in range(1, 101)) + "\n"
+    cut = cut_middle(text, 1_000, "read_file", 4096)
+    assert cut is not None and len(cut) < 1_300
+    assert cut.startswith("     1\tline 001") and cut.endswith("   100\tline 100 of the file\n")
+    [note] = [line for line in cut.splitlines() if line.startswith("[…")]
+    kept = [int(line.split("\t")[0]) for line in cut.splitlines() if "\t" in line]
+    first_cut = next(n for n in range(1, 101) if n not in kept)
+    missing = 100 - len(kept)
+    assert f"{missing} lines" in note and "4,096-token context window" in note
+    assert f"read_file offset={first_cut} limit={missing}" in note, note
+    assert cut_middle(text, len(text), "read_file", 4096) is None  # what fits stays whole
+    assert "read_file offset" not in (cut_middle(text.replace("\t", " "), 1_000, "shell", 4096) or "")
+    older = ModelRequest(parts=[ToolReturnPart("read_file", text, tool_call_id="a")])
+    newest = ModelRequest(parts=[ToolReturnPart("read_file", text, tool_call_id="b"), UserPromptPart("go on")])
+    fitted = fit_new_results([older, newest], 1_000, 4096)
+    assert fitted is not None and fitted[0] is older  # what a request already carried stays as it was
+    assert fitted[1].parts[0].content == cut and fitted[1].parts[1] is newest.parts[1]
+    assert fit_new_results([older, newest], 100_000, 4096) is None
 
 
 def test_anthropic_thinking_fits_a_4k_window(tmp_path: Path) -> None:

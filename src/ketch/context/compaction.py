@@ -32,7 +32,7 @@ from ketch.context.budget import (
 from ketch.context.calibration import Calibration, CalibrationObserver
 from ketch.context.overflow import context_length_counts
 from ketch.context.prune import ITEM_REPLAY_PROVIDERS, PruneResult, Summarize, prune
-from ketch.context.windows import Limits, assume_unknown, fit_output, limits_for, limits_for_connection
+from ketch.context.windows import Limits, assume_unknown, fit_output, known_by_name, limits_for, limits_for_connection
 from ketch.core import events as ev
 
 if TYPE_CHECKING:
@@ -185,7 +185,9 @@ class Compactor:
     def _limits_of(self, connection: Any, model: Any = None) -> Limits:
         """``connection``'s limits, lowered to what is assumed of a server that did not say its window."""
         limits = limits_for_connection(connection, model=model, server_window=self.server_window)
-        return assume_unknown(limits, window=self.assumed_window, output=self.assumed_output)
+        # A hosted model known by name (a local proxy serves it as it is) keeps its output.
+        output = None if known_by_name(connection.model_name, limits) else self.assumed_output
+        return assume_unknown(limits, window=self.assumed_window, output=output)
 
     def use_server_window(self, tokens: int) -> None:
         """Take the window a model server reported (llama.cpp ``/props``, Ollama ``/api/show``)."""

@@ -213,19 +213,29 @@ def limits_for_connection(conn: Any, *, model: Any = None, server_window: int | 
     return Limits(window=window, input_limit=min(limits.input_limit, window), max_output=output, source=source)
 
 
+OPEN_WEIGHT_MARKERS = ("gpt-oss", "qwen", "llama", "mistral", "codestral", "deepseek", "gemma", "phi", "granite")
+"""Model families whose weights anyone can run: their window in the table is the family's, not
+what a local server runs them with."""
+
+
+def known_by_name(model_name: str, limits: Limits) -> bool:
+    """Whether ``limits`` describe the model itself (a hosted model known by name, which a local
+    proxy serves as it is) rather than a guess: not the default, not an open-weight family."""
+    name = model_name.lower()
+    return limits.source != "default" and not any(marker in name for marker in OPEN_WEIGHT_MARKERS)
+
+
 def assume_unknown(limits: Limits, *, window: int | None = None, output: int | None = None) -> Limits:
     """``limits`` lowered to what a server that did not say its window is assumed to take:
-    at most ``window`` (the output reservation following it) and at most ``output`` (unless
-    the SDK's profile knows the model by name). A window the server or config gave is known
-    and stays as it is."""
+    at most ``window`` (the output reservation following it) and at most ``output``. A window
+    the server or config gave is known and stays as it is."""
     if limits.source in ("server", "config") or (window is None and output is None):
         return limits
     if window is not None and window < limits.window:
         lowered = limits_for("", context_window=window)
         limits = Limits(window=window, input_limit=min(limits.input_limit, window),
                         max_output=min(limits.max_output, lowered.max_output), source="assumed")
-    # A model the SDK's profile knows by name (a local proxy to a hosted model) keeps its output.
-    if output is not None and output < limits.max_output and limits.source in ("default", "table", "assumed"):
+    if output is not None and output < limits.max_output:
         limits = Limits(window=limits.window, input_limit=limits.input_limit,
                         max_output=max(MIN_OUTPUT_TOKENS, output), source="assumed")
     return limits
@@ -268,4 +278,4 @@ def fit_output(limits: Limits, input_tokens: int, wire: str, settings: dict[str,
     return settings
 
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "LOCAL_UNKNOWN_WINDOW", "Limits", "assume_unknown", "fit_output", "limits_for", "limits_for_connection", "profile_limits", "table_entry", "thinking_floor"]
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "LOCAL_UNKNOWN_WINDOW", "Limits", "assume_unknown", "known_by_name", "fit_output", "limits_for", "limits_for_connection", "profile_limits", "table_entry", "thinking_floor"]
