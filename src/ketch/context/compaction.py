@@ -8,6 +8,10 @@ shorter history rather than pruning the same thing again. The first pruning of a
 reported as one :class:`ketch.core.events.Compacted`.
 The two request retries it installs (a context-length refusal, the Responses 404 item) are in
 ``request_retries``.
+
+It is one thing, keeping each request inside its window: the limits it resolves, the pruning,
+the cut of a new output too big for the window and the output cap all read the same limits and
+calibration, so splitting them would pass that state between modules for no gain.
 """
 
 from __future__ import annotations
