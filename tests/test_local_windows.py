@@ -89,13 +89,72 @@ def test_a_failed_read_is_tried_again_at_the_next_turn(tmp_path: Path) -> None:
         said: list[tuple[str, str]] = []
         reader = ServerWindowReader(conn=conn, compactor=compactor, notify=lambda level, text: said.append((level, text)))
         asyncio.run(reader.before_run(None))
-        assert compactor.window == 128_000 and said[0][0] == "info"  # a server of unknown kind often cannot say
+        # a server of unknown kind often cannot say (info); on this machine, it asks for no more
+        # output than a local server's smallest usual window would get
+        assert compactor.window == 128_000 and said[0][0] == "info"
+        assert compactor.limits.max_output == 1024 and "context_window" in said[0][1]
         fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 4096}})
         asyncio.run(reader.before_run(None))
         assert compactor.window == 4096 and compactor.limits.max_output == 1024
         asyncio.run(reader.before_run(None))
     assert len([r for r in fake.requests if r.path == "/props"]) == 2  # read once it answered, not again
     assert [level for level, _ in said] == ["info", "info"]
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
+def test_a_local_preset_that_cannot_say_its_window_gets_the_smallest_usual_one(wire: str, tmp_path: Path) -> None:
+    """The stricter reading: a llamacpp server whose /props fails is sized as a 4k server, with a
+    warning that says the window is unknown and how to set it, not as an assumed 128k."""
+    from kettle import write_project_config
+
+    with FakeProvider([Turn(text="hi")], window=4096, chars_per_token=4 / FACTOR, models=["qwen3"]) as fake:
+        fake.fail_path("/props", 404, {"error": "not found"}, times=5)
+        write_project_config(tmp_path, f'[connections.local]\npreset = "llamacpp"\nbase_url = "{fake.base_url}"\n'
+                             f'wire = "{wire}"\n')
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", "-m", "local:qwen3"], tmp_path,
+                        env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr
+    events = strict_lines(run.stdout)
+    warnings = [e["text"] for e in events if e["type"] == "notice" and e["level"] == "warning"]
+    assert any("could not read the context window" in w and "assuming 4,096 tokens" in w
+               and 'context_window = N' in w and '[models."local:qwen3"]' in w for w in warnings), warnings
+    (request,) = fake.model_requests
+    tokens, cap = fake.counted[0]
+    assert cap == 1024 and tokens + cap <= 4096 and not fake.rejections, fake.counted
+
+
+@pytest.mark.parametrize("configured", [False, True])
+def test_llama_cpp_python_that_says_no_window_stays_inside_it(configured: bool, tmp_path: Path) -> None:
+    """llama-cpp-python's server names its window nowhere (no /props, nothing in /v1/models):
+    unconfigured, a --base-url on this machine asks for no more than 1,024 output tokens (not
+    the 32,000 of an assumed 128k) and says how to set the window; with context_window in the
+    config, a 30-step turn at 4k stays inside the window on every request."""
+    from kettle import write_project_config
+
+    steps, window = (30, 4096) if configured else (3, 8192)  # unconfigured: ketch's full profile is sent
+    _write_files(tmp_path, steps)
+    reader = Reader(steps)
+    if configured:
+        write_project_config(tmp_path, "[compaction]\ncontext_window = 4096\n")
+    with FakeProvider([reader] * (steps + 40), window=window, chars_per_token=4 / FACTOR, count_usage=True,
+                      strict_responses=False, llama_cpp_python=True) as fake:
+        fake.serve_json("/v1/models", {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        run = run_ketch(["-p", "Read every log file in order.", "--output-format", "stream-json", "--max-steps", "80",
+                         *adhoc(fake, "openai-chat")], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr[-2000:] + run.stdout[-2000:]
+    events = strict_lines(run.stdout)
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == f"Read all {steps} files.", events[-1]
+    caps = [cap for _, cap in fake.counted]
+    assert caps and all(cap is not None and cap <= 1024 for cap in caps), caps
+    over = [(n, tokens, cap) for n, (tokens, cap) in enumerate(fake.counted) if tokens + (cap or 0) > window]
+    assert not over and not fake.rejections, (over, fake.counted)
+    notices = _notices(events)
+    if configured:
+        assert not any("could not read the context window" in n for n in notices), notices
+        assert reader.summaries and all(reader.summaries), reader.summaries
+    else:
+        assert any("could not read the context window" in n and "at most 1,024 output tokens" in n
+                   and "context_window = N" in n for n in notices), notices
 
 
 def test_llama_cpp_python_runs_a_tool_turn_through_the_whole_answer_fallback(tmp_path: Path) -> None:
@@ -193,6 +252,34 @@ def test_a_30_step_turn_stays_inside_a_small_window(wire: str, window: int, tmp_
     assert not [o for o in over if o[0] > 0], (over, fake.counted)
     if window == 4096:
         assert reader.summaries and all(reader.summaries), reader.summaries  # each summary saw real content
+        # one read is most of what a 4k history holds: the ladder placeholders older reads and
+        # writes a summary only when nothing cheaper fits, not after every step (it did: 28 of 30)
+        assert len(reader.summaries) <= 30 // 5, len(reader.summaries)
+
+
+def test_a_new_output_too_big_for_a_small_window_keeps_its_head_and_tail_and_names_the_cut() -> None:
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
+
+    from ketch.context.output_fit import cut_middle, fit_new_results
+
+    text = "\n".join(f"{i:>6}\tline {i:03} of the file" for i in range(1, 101)) + "\n"
+    cut = cut_middle(text, 1_000, "read_file", 4096)
+    assert cut is not None and len(cut) < 1_300
+    assert cut.startswith("     1\tline 001") and cut.endswith("   100\tline 100 of the file\n")
+    [note] = [line for line in cut.splitlines() if line.startswith("[…")]
+    kept = [int(line.split("\t")[0]) for line in cut.splitlines() if "\t" in line]
+    first_cut = next(n for n in range(1, 101) if n not in kept)
+    missing = 100 - len(kept)
+    assert f"{missing} lines" in note and "4,096-token context window" in note
+    assert f"read_file offset={first_cut} limit={missing}" in note, note
+    assert cut_middle(text, len(text), "read_file", 4096) is None  # what fits stays whole
+    assert "read_file offset" not in (cut_middle(text.replace("\t", " "), 1_000, "shell", 4096) or "")
+    older = ModelRequest(parts=[ToolReturnPart("read_file", text, tool_call_id="a")])
+    newest = ModelRequest(parts=[ToolReturnPart("read_file", text, tool_call_id="b"), UserPromptPart("go on")])
+    fitted = fit_new_results([older, newest], 1_000, 4096)
+    assert fitted is not None and fitted[0] is older  # what a request already carried stays as it was
+    assert fitted[1].parts[0].content == cut and fitted[1].parts[1] is newest.parts[1]
+    assert fit_new_results([older, newest], 100_000, 4096) is None
 
 
 def test_anthropic_thinking_fits_a_4k_window(tmp_path: Path) -> None:

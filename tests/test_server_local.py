@@ -112,10 +112,14 @@ def test_a_failed_window_read_falls_back_with_a_notice(tmp_path: Path) -> None:
     with FakeProvider([Turn(text="hi")]) as fake:
         write_project_config(tmp_path, f'[connections.local]\npreset = "llamacpp"\nbase_url = "{fake.base_url}"\n')
         got, events = asyncio.run(_turn_on(tmp_path, "local:qwen3"))
-    assert got == context_window("qwen3")
-    [notice] = [e for e in events if e.type == "notice" and "context window" in e.text]
+    # the stricter reading: a local server that does not say its window is sized as the smallest
+    # usual one (not qwen3's 32k), and the notice says the window is unknown and how to set it
+    from ketch.context.windows import LOCAL_UNKNOWN_WINDOW
+
+    assert got == LOCAL_UNKNOWN_WINDOW < context_window("qwen3")
+    [notice] = [e for e in events if e.type == "notice" and "could not read the context window" in e.text]
     assert notice.level == "warning" and "/props" in notice.text and "HTTP 404" in notice.text
-    assert "context_window under [models.\"local:qwen3\"]" in notice.text
+    assert "context_window = N" in notice.text and "[models.\"local:qwen3\"]" in notice.text
     assert [e for e in events if e.type == "turn_finished"][0].reason == "done"
 
 

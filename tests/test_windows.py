@@ -104,7 +104,9 @@ def test_a_bad_limit_in_config_is_a_one_line_error(tmp_path: Path):
 @pytest.mark.parametrize(
     ("wire", "model", "field", "expected"),
     [
-        ("openai-chat", "fake-model", "max_tokens", DEFAULT_OUTPUT_CAP),  # an OpenAI-compatible server: the field all read
+        # an OpenAI-compatible server on this machine that says no window: the field all read, and
+        # no more than a local server's smallest usual window (4,096) would get
+        ("openai-chat", "fake-model", "max_tokens", 1024),
         ("openai-responses", "gpt-5", "max_output_tokens", 128_000),
         ("anthropic-messages", "claude-sonnet-4-5", "max_tokens", DEFAULT_OUTPUT_CAP),
     ],

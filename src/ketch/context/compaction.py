@@ -8,6 +8,10 @@ shorter history rather than pruning the same thing again. The first pruning of a
 reported as one :class:`ketch.core.events.Compacted`.
 The two request retries it installs (a context-length refusal, the Responses 404 item) are in
 ``request_retries``.
+
+It is one thing, keeping each request inside its window: the limits it resolves, the pruning,
+the cut of a new output too big for the window and the output cap all read the same limits and
+calibration, so splitting them would pass that state between modules for no gain.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from ketch.context.budget import (
 from ketch.context.calibration import Calibration, CalibrationObserver
 from ketch.context.overflow import context_length_counts
 from ketch.context.prune import ITEM_REPLAY_PROVIDERS, PruneResult, Summarize, prune
-from ketch.context.windows import Limits, fit_output, limits_for, limits_for_connection
+from ketch.context.windows import Limits, assume_unknown, fit_output, known_by_name, limits_for, limits_for_connection
 from ketch.core import events as ev
 
 if TYPE_CHECKING:
@@ -99,10 +103,13 @@ cache serves all of it; a compaction rewrites the history once and costs one unc
 Cutting to 60 % leaves 40 % of the budget for the steps that follow, so compactions come in
 chunks, far apart, rather than one slide per step near the limit."""
 
-SUMMARY_ABOVE = 0.85
+SUMMARY_ABOVE = 1.0
 """A summary (an auxiliary model call that replaces whole turns) is written only when dropping
 reasoning and placeholdering older results cannot bring the request under this share of the
-prune limit; short of that, those rungs go as far toward :data:`PRUNE_TARGET` as they reach."""
+prune limit; short of that, those rungs go as far toward :data:`PRUNE_TARGET` as they reach.
+At 1.0 a summary is written only when nothing cheaper fits: in a small window, where one step's
+output is a large share of the room, a lower share had a summary written after every step
+(each kept summary plus the newest output stayed above it)."""
 
 SUMMARY_OUTPUT_TOKENS = 4_096
 """``max_tokens`` of the summary call; the ladder keeps at most about 2,000 tokens of it."""
@@ -149,6 +156,10 @@ class Compactor:
     limits: Limits | None = None
     connection: Any = None
     server_window: int | None = None
+    assumed_window: int | None = None
+    """The window assumed for a local server that did not say its own (``assume_window``)."""
+    assumed_output: int | None = None
+    """The output reservation assumed for such a server."""
     squeeze: float = 1.0
     """Share of the usual prune limit in force after the provider said a request was too long."""
     calibration: Calibration = field(default_factory=Calibration)
@@ -164,7 +175,7 @@ class Compactor:
     def __post_init__(self) -> None:
         if self.limits is None:
             if self.connection is not None:
-                self.limits = limits_for_connection(self.connection, server_window=self.server_window)
+                self.limits = self._limits_of(self.connection)
             else:
                 self.limits = limits_for("", context_window=self.window or None)
         self.window = self.limits.window
@@ -175,10 +186,25 @@ class Compactor:
         assert self.limits is not None
         return int(self.limits.prune_limit(self.threshold) * self.squeeze)
 
+    def _limits_of(self, connection: Any, model: Any = None) -> Limits:
+        """``connection``'s limits, lowered to what is assumed of a server that did not say its window."""
+        limits = limits_for_connection(connection, model=model, server_window=self.server_window)
+        # A hosted model known by name (a local proxy serves it as it is) keeps its output.
+        output = None if known_by_name(connection.model_name, limits) else self.assumed_output
+        return assume_unknown(limits, window=self.assumed_window, output=output)
+
     def use_server_window(self, tokens: int) -> None:
         """Take the window a model server reported (llama.cpp ``/props``, Ollama ``/api/show``)."""
         if tokens > 0:
             self.server_window = tokens
+            self.assumed_window = self.assumed_output = None
+            self._resolve(self._resolved_for, force=True)
+
+    def assume_window(self, window: int | None = None, output: int | None = None) -> None:
+        """A local server did not say its window: size requests for at most ``window`` and ask
+        for at most ``output`` (a window from config or a server stays as it is)."""
+        self.assumed_window, self.assumed_output = window, output
+        if self.connection is not None:
             self._resolve(self._resolved_for, force=True)
 
     def follow_model(self, model: Any, connection: Any) -> None:
@@ -190,9 +216,10 @@ class Compactor:
         old = self.connection
         if old is None or (old.base_url, old.model_name) != (connection.base_url, connection.model_name):
             self.server_window = None
+            self.assumed_window = self.assumed_output = None
             self.calibration.reset()
         self.connection = connection
-        self.limits = limits_for_connection(connection, server_window=self.server_window)
+        self.limits = self._limits_of(connection)
         self.window = self.limits.window
         self._resolved_for = None
 
@@ -200,7 +227,7 @@ class Compactor:
         if self.connection is None or (model is self._resolved_for and not force):
             return
         self._resolved_for = model
-        self.limits = limits_for_connection(self.connection, model=model, server_window=self.server_window)
+        self.limits = self._limits_of(self.connection, model)
         self.window = self.limits.window
 
     def capabilities(self, session: Session) -> list[AbstractCapability[Any]]:
@@ -288,6 +315,7 @@ class Compactor:
         """
         self._resolve(getattr(request_context, "model", None))
         reserved = reserved_tokens(request_context)
+        self._fit_new_output(session, ctx, request_context, reserved)
         raw = self._running.tokens(request_context.messages) + reserved
         await self._server_count(request_context, raw)
         calibration = self.calibration
@@ -319,6 +347,23 @@ class Compactor:
             turn.compacted = True  # (a ladder that could take nothing away is not reported as a compaction)
             session._emit(ev.Compacted(tokens_before=result.tokens_before, tokens_after=result.tokens_after, stage=result.stage))
         return request_context
+
+    def _fit_new_output(self, session: Session, ctx: Any, request_context: Any, reserved: int) -> None:
+        """Cut the newest tool outputs (which no request has carried yet) to
+        :data:`~ketch.context.output_fit.OUTPUT_SHARE` of the history's room, head and tail kept,
+        where one alone would take more: in a small window, rather than compact every step."""
+        from ketch.context.output_fit import OUTPUT_SHARE, fit_new_results
+
+        assert self.limits is not None
+        room = self.calibration.unscale(self.limit) - reserved  # ketch's own tokens, as the plan counts them
+        fitted = fit_new_results(request_context.messages, int(room * OUTPUT_SHARE) * CHARS_PER_TOKEN, self.limits.window)
+        if fitted is None:
+            return
+        newest = request_context.messages[-1]
+        request_context.messages = fitted
+        if ctx is not None and getattr(ctx, "messages", None) and ctx.messages[-1] is newest:
+            ctx.messages[-1] = fitted[-1]
+            session.history_rewritten = True
 
     async def squeezed(self, session: Session, request_context: Any, error: BaseException) -> None:
         """After the provider rejected a request as too long: lower the limit for the rest of the

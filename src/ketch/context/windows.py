@@ -32,6 +32,11 @@ DEFAULT_OUTPUT_CAP = 32_000
 """The most output a request reserves by default when the model could write more: an answer
 longer than this is rare, and every token reserved is a token the history cannot use."""
 
+LOCAL_UNKNOWN_WINDOW = 4_096
+"""Window assumed for a local server that did not say its own (llama.cpp, Ollama, LM Studio
+whose endpoint failed): the smallest window such servers commonly run a model with. Assuming
+more sends requests a smaller server refuses or truncates; the user is told how to set it."""
+
 MIN_OUTPUT_TOKENS = 1_024
 """The least ``max_tokens`` ever sent; a request with less room than this is pruned harder."""
 
@@ -51,7 +56,8 @@ class Limits:
         window: Input plus output of one request.
         input_limit: Input alone (equal to ``window`` where the provider has no separate limit).
         max_output: The ``max_tokens`` each request sends (its output reservation).
-        source: Where ``window`` came from: ``server``, ``config``, ``profile``, ``table``, ``default``.
+        source: Where ``window`` came from: ``server``, ``config``, ``profile``, ``table``,
+            ``default``, or ``assumed`` (lowered for a local server that did not say it).
     """
 
     window: int
@@ -200,8 +206,39 @@ def limits_for_connection(conn: Any, *, model: Any = None, server_window: int | 
         return limits
     window = min(limits.window, window_cap or limits.window)
     output = min(limits.max_output, output_cap or limits.max_output, max(MIN_OUTPUT_TOKENS, window // 2))
+    if window < limits.window:  # the reservation a window of this size gets, not half of it
+        output = min(output, limits_for(conn.model_name, model=model, context_window=window,
+                                        max_output_tokens=getattr(conn, "max_output_tokens", None)).max_output)
     source = limits.source if window == limits.window else "config"
     return Limits(window=window, input_limit=min(limits.input_limit, window), max_output=output, source=source)
+
+
+OPEN_WEIGHT_MARKERS = ("gpt-oss", "qwen", "llama", "mistral", "codestral", "deepseek", "gemma", "phi", "granite")
+"""Model families whose weights anyone can run: their window in the table is the family's, not
+what a local server runs them with."""
+
+
+def known_by_name(model_name: str, limits: Limits) -> bool:
+    """Whether ``limits`` describe the model itself (a hosted model known by name, which a local
+    proxy serves as it is) rather than a guess: not the default, not an open-weight family."""
+    name = model_name.lower()
+    return limits.source != "default" and not any(marker in name for marker in OPEN_WEIGHT_MARKERS)
+
+
+def assume_unknown(limits: Limits, *, window: int | None = None, output: int | None = None) -> Limits:
+    """``limits`` lowered to what a server that did not say its window is assumed to take:
+    at most ``window`` (the output reservation following it) and at most ``output``. A window
+    the server or config gave is known and stays as it is."""
+    if limits.source in ("server", "config") or (window is None and output is None):
+        return limits
+    if window is not None and window < limits.window:
+        lowered = limits_for("", context_window=window)
+        limits = Limits(window=window, input_limit=min(limits.input_limit, window),
+                        max_output=min(limits.max_output, lowered.max_output), source="assumed")
+    if output is not None and output < limits.max_output:
+        limits = Limits(window=limits.window, input_limit=limits.input_limit,
+                        max_output=max(MIN_OUTPUT_TOKENS, output), source="assumed")
+    return limits
 
 
 def thinking_floor(wire: str, thinking: Any) -> int:
@@ -241,4 +278,4 @@ def fit_output(limits: Limits, input_tokens: int, wire: str, settings: dict[str,
     return settings
 
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "Limits", "fit_output", "limits_for", "limits_for_connection", "profile_limits", "table_entry", "thinking_floor"]
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "LOCAL_UNKNOWN_WINDOW", "Limits", "assume_unknown", "known_by_name", "fit_output", "limits_for", "limits_for_connection", "profile_limits", "table_entry", "thinking_floor"]

@@ -53,6 +53,21 @@ def server_root(base_url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
+def is_local_url(base_url: str) -> bool:
+    """Whether ``base_url`` names a server on this machine or a private network (loopback,
+    RFC 1918 and link-local addresses, ``localhost``, ``*.local``): a local model server."""
+    import ipaddress
+
+    host = (urlsplit(base_url).hostname or "").lower().rstrip(".")
+    if host == "localhost" or host.endswith((".localhost", ".local")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
 def _positive(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
@@ -203,4 +218,4 @@ async def read_window(preset: str, base_url: str, model: str, *, api_key: str | 
     return first
 
 
-__all__ = ["PROBING_PRESETS", "WINDOW_PRESETS", "WindowReading", "is_loading", "models_window", "llamacpp_window", "lmstudio_window", "ollama_window", "read_window", "server_root"]
+__all__ = ["PROBING_PRESETS", "WINDOW_PRESETS", "WindowReading", "is_loading", "is_local_url", "models_window", "llamacpp_window", "lmstudio_window", "ollama_window", "read_window", "server_root"]

@@ -77,15 +77,42 @@ class ServerWindowReader(AbstractCapability[Any]):
 
                 self.compactor.calibration.counter = llamacpp_counter(server_root(conn.base_url), api_key=conn.api_key)
             self._say("info", f"{conn.name} runs {conn.model_name} with a context window of {reading.window:,} tokens ({reading.url})")
-        elif not self.warned:
-            self.warned = True
-            # A local preset's server should answer; a server of unknown kind often cannot say.
-            level = "info" if conn.preset.name in PROBING_PRESETS else "warning"
-            self._say(level, (
-                f"could not read the context window from {reading.url or conn.base_url} ({reading.error}); assuming "
-                f"{self.compactor.window:,} tokens (asked again at the next turn). Set it with context_window "
-                f"under [models.\"{conn.ref}\"]"
-            ))
+        else:
+            self._assume(conn, reading)
+
+    def _assume(self, conn: Connection, reading: Any) -> None:
+        """The window could not be read: take the stricter reading for a local server (a local
+        preset's requests are sized for :data:`LOCAL_UNKNOWN_WINDOW`; another server on this
+        machine or a private network keeps the assumed window but asks for no more output
+        than that window would get), and say once what was assumed and how to set it."""
+        from ketch.context.windows import LOCAL_UNKNOWN_WINDOW
+        from ketch.providers.server_window import is_local_url
+
+        local_preset = conn.preset.name in WINDOW_PRESETS
+        local = local_preset or is_local_url(conn.base_url)
+        if local_preset:
+            self.compactor.assume_window(window=LOCAL_UNKNOWN_WINDOW)
+        elif local:
+            self.compactor.assume_window(output=LOCAL_UNKNOWN_WINDOW // 4)
+        if self.warned:
+            return
+        self.warned = True
+        limits = self.compactor.limits
+        if local_preset:
+            assumed = (f"assuming {limits.window:,} tokens, the smallest window local servers commonly run, "
+                       f"and asking for at most {limits.max_output:,} output tokens")
+        elif local:
+            assumed = (f"assuming {limits.window:,} tokens, but asking for at most {limits.max_output:,} output "
+                       f"tokens, as a local server's smallest usual window ({LOCAL_UNKNOWN_WINDOW:,}) would get")
+        else:
+            assumed = f"assuming {limits.window:,} tokens"
+        # A local preset's server should answer; a server of unknown kind often cannot say.
+        level = "info" if conn.preset.name in PROBING_PRESETS else "warning"
+        self._say(level, (
+            f"could not read the context window from {reading.url or conn.base_url} ({reading.error}); {assumed} "
+            f"(asked again at the next turn). The window is unknown: set it with context_window = N (tokens, "
+            f"what the server was started with) under [models.\"{conn.ref}\"] in config.toml"
+        ))
 
     async def _read(self, conn: Connection) -> Any:
         """The server's window reading, after waiting out a model that is still loading."""
