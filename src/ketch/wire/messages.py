@@ -355,7 +355,7 @@ class AnthropicMessagesModel(Model[Any]):
         body = self.encode(messages, settings, params, stream=True)
         response = await self._post("/v1/messages", body, stream=True, headers=self._headers(settings))
         try:
-            events = stream_events(response, self._model_name)
+            events = await _primed(stream_events(response, self._model_name), self._model_name)
             yield MessagesStream(model_request_parameters=params, _events=events, _model_name=self._model_name,
                                  _provider_url=self._base_url, _search_offered=_offers_search(params))
         finally:
@@ -401,3 +401,28 @@ def _offers_search(params: ModelRequestParameters) -> bool:
 
 
 __all__ = ["AnthropicMessagesModel", "messages_profile"]
+
+
+async def _primed(events: AsyncIterator[dict[str, Any]], model_name: str) -> AsyncIterator[dict[str, Any]]:
+    """``events`` with the first one already read, before the stream is handed out (as the SDK
+    model did): a connection closed before any event is the text ``stream_refusal`` reads (a
+    server that cannot stream tool calls), so the whole-answer fallback can still act."""
+    from pydantic_ai.exceptions import ModelConnectionError, ModelTimeoutError
+
+    from ketch.providers.stream_end import EMPTY_STREAM
+
+    try:
+        first = await events.__anext__()
+    except StopAsyncIteration:
+        raise UnexpectedModelBehavior("Streamed response ended without content or tool calls") from None
+    except ModelTimeoutError:
+        raise
+    except ModelConnectionError as exc:
+        raise ModelConnectionError(model_name, f"{EMPTY_STREAM} ({exc.message})", phase="read") from exc
+
+    async def rest() -> AsyncIterator[dict[str, Any]]:
+        yield first
+        async for event in events:
+            yield event
+
+    return rest()
