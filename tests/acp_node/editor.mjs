@@ -1,14 +1,16 @@
 // An editor built on the official ACP TypeScript SDK's client, for tests/test_acp_editor.py.
-// argv[2] is a JSON plan: {command: [...agent argv], cwd, terminal, buffers, answers, steps: [...]}.
+// argv[2] is a JSON plan: {command: [...agent argv], cwd, terminal, buffers, answers, unstable, steps: [...]}.
+// `unstable` selects the SDK's entrypoint with v1's unstable methods (session/fork); stable otherwise.
 // It keeps files as an editor does (its unsaved buffers first, saving to disk on a write), runs
 // commands in terminals of its own when it offers them, answers permissions from `answers`,
 // and prints on stdout, as JSON, everything it received.
 import { spawn, spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
-import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
 
 const plan = JSON.parse(process.argv[2]);
+const { client, methods, ndJsonStream } = await import(
+  plan.unstable ? "@agentclientprotocol/sdk/unstable" : "@agentclientprotocol/sdk");
 const seen = { updates: [], responses: [], errors: [], writes: [], reads: [], permissions: [], terminals: [], timings: {} };
 const buffers = plan.buffers || {};
 const answers = [...(plan.answers || [])];
@@ -140,6 +142,10 @@ try {
             break;
           case "close":
             result = await request(methods.agent.session.close, { sessionId: sub(step.id) });
+            break;
+          case "fork":
+            result = await request(methods.agent.session.fork, { sessionId: sub(step.id), cwd: plan.cwd, mcpServers: [] });
+            if (step.as) vars[step.as] = result.sessionId;
             break;
           case "delete":
             result = await request(methods.agent.session.delete, { sessionId: sub(step.id) });
