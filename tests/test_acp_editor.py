@@ -89,23 +89,38 @@ async def _initialize(conn: Any) -> Any:
     )
 
 
-def _schema_clean(log: Path) -> int:
-    """Every message on the wire valid for the negotiated version; how many there were."""
-    count, problems = validate(read_log(log))
+def _schema_clean(log: Path, unstable: frozenset[str] = frozenset()) -> int:
+    """Every message on the wire valid for the negotiated version (``unstable``: the methods
+    checked against its unstable schema); how many there were."""
+    count, problems = validate(read_log(log), unstable)
     assert not problems, problems[:10]
     return count
 
 
+EDITORS = {
+    "typescript": ["node", str(SDK.parent.parent.parent / "editor.mjs")],
+    "python": [sys.executable, str(Path(__file__).parent / "acp_py_editor.py")],
+}
+"""The two official clients, each behind an editor that takes the same plan and prints the same JSON."""
+
+
+@pytest.fixture(params=sorted(EDITORS))
+def editor(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
 def run_editor(plan: dict[str, Any], log: Path, base_url: str | None, cwd: Path, *extra: str,
-               env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Drive ``ketch acp`` with the TypeScript SDK's client (``acp_node/editor.mjs``) through
-    ``plan``; what the editor received, after checking every message on the wire."""
-    plan = {"cwd": str(cwd), "command": _agent_command(log, base_url, *extra), **plan}
-    run = subprocess.run(["node", str(SDK.parent.parent.parent / "editor.mjs"), json.dumps(plan)], cwd=cwd,
+               env: dict[str, str] | None = None, editor: str = "typescript",
+               unstable: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Drive ``ketch acp`` with an official SDK's client (``acp_node/editor.mjs`` for the
+    TypeScript one, ``acp_py_editor.py`` for the Python one) through ``plan``; what the editor
+    received, after checking every message on the wire."""
+    plan = {"cwd": str(cwd), "command": _agent_command(log, base_url, *extra), "unstable": bool(unstable), **plan}
+    run = subprocess.run([*EDITORS[editor], json.dumps(plan)], cwd=cwd,
                          env=ketch_env(env), capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(run.stdout)
-    seen["messages"] = _schema_clean(log)
+    seen["messages"] = _schema_clean(log, unstable)
     return seen
 
 
@@ -207,7 +222,7 @@ async def test_slash_commands_keep_the_editors_session_id_and_tell_its_pickers(t
     assert _schema_clean(log) > 10
 
 
-def test_typescript_editor_gets_session_new_before_any_model_list_then_the_list_and_the_slash_updates(tmp_path: Path) -> None:
+def test_editor_gets_session_new_before_any_model_list_then_the_list_and_the_slash_updates(tmp_path: Path, editor: str) -> None:
     provider = GatedModels()
     try:
         seen = run_editor({"steps": [
@@ -219,7 +234,7 @@ def test_typescript_editor_gets_session_new_before_any_model_list_then_the_list_
             {"op": "prompt", "text": "/agent plan"},
             {"op": "setOption", "id": "think", "value": "high"},
             {"op": "prompt", "text": "/clear"},
-        ]}, tmp_path / "wire.log", provider.base_url, tmp_path)
+        ]}, tmp_path / "wire.log", provider.base_url, tmp_path, editor=editor)
     finally:
         provider.close()
     new = seen["responses"][1]["result"]
@@ -238,7 +253,7 @@ def test_typescript_editor_gets_session_new_before_any_model_list_then_the_list_
     assert seen["messages"] > 10
 
 
-def test_typescript_editor_lists_loads_resumes_and_closes_sessions_with_their_settings_and_titles(tmp_path: Path) -> None:
+def test_editor_lists_loads_resumes_and_closes_sessions_with_their_settings_and_titles(tmp_path: Path, editor: str) -> None:
     user_config = Path(ketch_env()["KETCH_CONFIG_DIR"]) / "config.toml"
     user_config.write_text(user_config.read_text().replace("titles = false", "titles = true"))
     script = [Turn(text="answer one"), Turn(text="Parser fix"), Turn(text="answer two")]
@@ -256,7 +271,7 @@ def test_typescript_editor_lists_loads_resumes_and_closes_sessions_with_their_se
             {"op": "prompt", "session": "$empty", "text": "/agent build"},  # built, never prompted the model
             {"op": "close", "id": "$empty"},
             {"op": "prompt", "session": "$empty", "text": "hello", "mayFail": True},
-        ]}, tmp_path / "first.log", fake.base_url, tmp_path)
+        ]}, tmp_path / "first.log", fake.base_url, tmp_path, editor=editor)
         by_op = {r["index"]: r["result"] for r in first["responses"]}
         sid = by_op[1]["sessionId"]
         empty = by_op[8]["sessionId"]
@@ -272,7 +287,7 @@ def test_typescript_editor_lists_loads_resumes_and_closes_sessions_with_their_se
             {"op": "load", "id": sid},
             {"op": "resume", "id": sid},
             {"op": "prompt", "session": sid, "text": "and the lexer?"},
-        ]}, tmp_path / "second.log", fake.base_url, tmp_path)
+        ]}, tmp_path / "second.log", fake.base_url, tmp_path, editor=editor)
     assert not second["errors"], second["errors"]
     by_op = {r["index"]: r["result"] for r in second["responses"]}
     loaded = by_op[2]
@@ -286,7 +301,7 @@ def test_typescript_editor_lists_loads_resumes_and_closes_sessions_with_their_se
     assert user_texts(last) == ["fix the parser", "and the lexer?"] and last.body["model"] == "other-model"
 
 
-def test_typescript_editor_reviews_edits_against_its_unsaved_buffer_and_gets_whole_file_diffs(tmp_path: Path) -> None:
+def test_editor_reviews_edits_against_its_unsaved_buffer_and_gets_whole_file_diffs(tmp_path: Path, editor: str) -> None:
     notes = tmp_path / "notes.py"
     notes.write_text("disk line 1\ndisk line 2\n")
     buffer = "buffer line 1\nbuffer line 2\nbuffer line 3\n"
@@ -300,7 +315,7 @@ def test_typescript_editor_reviews_edits_against_its_unsaved_buffer_and_gets_who
     with FakeProvider(script) as fake:
         seen = run_editor({"buffers": {str(notes): buffer}, "answers": ["allow_once", "allow_once"], "steps": [
             {"op": "initialize"}, {"op": "new"}, {"op": "prompt", "text": "edit the notes"},
-        ]}, tmp_path / "wire.log", fake.base_url, tmp_path)
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, editor=editor)
     assert not seen["errors"], seen["errors"]
     first, second = seen["permissions"]
     [diff] = [c for c in first["toolCall"]["content"] if c["type"] == "diff"]
@@ -317,7 +332,7 @@ def test_typescript_editor_reviews_edits_against_its_unsaved_buffer_and_gets_who
     assert [w["path"] for w in seen["writes"]] == [str(notes), str(tmp_path / "fresh.txt")]
 
 
-def test_a_terminal_session_goes_on_in_the_editor_and_back_in_the_terminal_with_one_history(tmp_path: Path) -> None:
+def test_editor_continues_a_headless_session_and_the_terminal_goes_on_with_one_history(tmp_path: Path, editor: str) -> None:
     from kettle import run_ketch
 
     from ketch.state.store import Store
@@ -331,7 +346,7 @@ def test_a_terminal_session_goes_on_in_the_editor_and_back_in_the_terminal_with_
             {"op": "initialize"},
             {"op": "load", "id": sid},
             {"op": "prompt", "session": sid, "text": "second prompt"},
-        ]}, tmp_path / "wire.log", fake.base_url, tmp_path)
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, editor=editor)
         back = run_ketch(["-p", "third prompt", "--resume", sid, "--output-format", "json", *adhoc(fake, "openai-chat")],
                          tmp_path, subprocess_=True)
         assert back.code == 0, back.stderr
@@ -346,7 +361,7 @@ def test_a_terminal_session_goes_on_in_the_editor_and_back_in_the_terminal_with_
     assert [p for p in prompts if p.endswith("prompt")] == ["first prompt", "second prompt", "third prompt"]
 
 
-def test_typescript_editor_runs_commands_in_its_own_terminal_kills_a_cancelled_one_and_scrubs_keys(tmp_path: Path) -> None:
+def test_editor_runs_commands_in_its_own_terminal_kills_a_cancelled_one_and_scrubs_keys(tmp_path: Path, editor: str) -> None:
     command = "echo started; env; echo finished > out.txt"
     script = [Turn(tool_calls=[ToolCall("shell", {"command": command}, id="s1")]), Turn(text="ran it"),
               Turn(tool_calls=[ToolCall("shell", {"command": "(sleep 3; touch late.txt) & sleep 60"}, id="s2")]),
@@ -356,7 +371,7 @@ def test_typescript_editor_runs_commands_in_its_own_terminal_kills_a_cancelled_o
             {"op": "initialize"}, {"op": "new"},
             {"op": "prompt", "text": "run it"},
             {"op": "prompt", "text": "run the slow one", "cancelWhen": '"terminalId":"term-2"'},
-        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, env={"EDITOR_ONLY_API_KEY": "sk-editor-secret"})
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, env={"EDITOR_ONLY_API_KEY": "sk-editor-secret"}, editor=editor)
     assert not seen["errors"], seen["errors"]
     first, second = seen["terminals"]
     assert first["params"]["command"] == "env" and first["params"]["args"][0] == "-i"
@@ -401,7 +416,7 @@ async def test_without_an_editor_terminal_output_arrives_live_in_the_tool_call(t
     assert _schema_clean(log) > 5
 
 
-def test_typescript_editor_is_asked_to_authenticate_and_a_stored_login_lets_the_session_start(tmp_path: Path) -> None:
+def test_editor_is_asked_to_authenticate_and_a_stored_login_lets_the_session_start(tmp_path: Path, editor: str) -> None:
     from kettle import write_project_config
 
     with FakeProvider([Turn(text="hello from the keyed model")]) as fake:
@@ -415,7 +430,7 @@ def test_typescript_editor_is_asked_to_authenticate_and_a_stored_login_lets_the_
             {"op": "authenticate", "method": "login:openrouter"},
             {"op": "new"},
             {"op": "prompt", "text": "hi"},
-        ]}, tmp_path / "wire.log", None, tmp_path)
+        ]}, tmp_path / "wire.log", None, tmp_path, editor=editor)
     init = seen["responses"][0]["result"]
     ids = {m["id"] for m in init["authMethods"]}
     assert {"env:openrouter", "login:openrouter"} <= ids
