@@ -172,7 +172,7 @@ async def run(plan: dict[str, Any], editor: Editor) -> None:
             try:
                 if op == "initialize":
                     result = await conn.initialize(
-                        protocol_version=1, client_info=Implementation(name="ketch-e2e-editor", version="1"),
+                        protocol_version=plan.get("protocolVersion") or 1, client_info=Implementation(name="ketch-e2e-editor", version="1"),
                         client_capabilities=ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
                                                                terminal=bool(plan.get("terminal"))))
                     seen["timings"]["initialized"] = loop.time()
@@ -225,7 +225,7 @@ async def run(plan: dict[str, Any], editor: Editor) -> None:
 
 
 def updated_text(seen: dict[str, Any], text: str) -> bool:
-    return any(text in json.dumps(u["update"], separators=(",", ":")) for u in seen["updates"])
+    return any(text in json.dumps(u["update"], separators=(",", ":"), ensure_ascii=False) for u in seen["updates"])
 
 
 async def prompt(conn: Any, step: dict[str, Any], session_id: str, seen_text: Any) -> Any:
@@ -234,6 +234,9 @@ async def prompt(conn: Any, step: dict[str, Any], session_id: str, seen_text: An
     blocks = PromptRequest.model_validate({"sessionId": session_id, "prompt": step.get("blocks") or
                                            [{"type": "text", "text": step["text"]}]}).prompt
     pending = asyncio.ensure_future(conn.prompt(session_id=session_id, prompt=blocks))
+    if step.get("touchWhen"):  # the user does something while the turn runs: a file appears
+        await until(lambda: seen_text(step["touchWhen"]))
+        Path(step["touch"]).touch()
     if step.get("cancelWhen"):
         await until(lambda: seen_text(step["cancelWhen"]))
         await conn.cancel(session_id=session_id)

@@ -118,7 +118,7 @@ def run_editor(plan: dict[str, Any], log: Path, base_url: str | None, cwd: Path,
     plan = {"cwd": str(cwd), "command": _agent_command(log, base_url, *extra), "unstable": bool(unstable), **plan}
     run = subprocess.run([*EDITORS[editor], json.dumps(plan)], cwd=cwd,
                          env=ketch_env(env), capture_output=True, text=True, timeout=240)
-    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.returncode == 0, run.stderr[-3000:] + "\nwhat the editor saw: " + run.stdout[-3000:]
     seen = json.loads(run.stdout)
     seen["messages"] = _schema_clean(log, unstable)
     return seen
@@ -391,6 +391,7 @@ def test_editor_runs_commands_in_its_own_terminal_kills_a_cancelled_one_and_scru
     assert not (tmp_path / "late.txt").exists()
     s2 = [u for u in updates if u["toolCallId"] == "s2"]
     assert s2[-1]["status"] == "failed"
+    assert {"type": "content", "content": {"type": "text", "text": "Cancelled by the user."}} in s2[-1]["content"]
 
 
 async def test_without_an_editor_terminal_output_arrives_live_in_the_tool_call(tmp_path: Path) -> None:
@@ -480,3 +481,151 @@ async def test_images_and_linked_files_reach_a_model_that_takes_them_and_a_clear
     assert "the editor's unsaved notes" in body and "on disk" not in body
     assert (str(notes), None, None) in client.reads
     assert _schema_clean(log) > 5
+
+
+def test_editor_forks_and_deletes_sessions_as_the_schemas_say(tmp_path: Path, editor: str) -> None:
+    """``session/delete`` is in protocol version 1's stable schema, ``session/fork`` only in its
+    unstable one: both are announced in ``sessionCapabilities``, and the fork exchange is checked
+    against the unstable schema (everything else against the stable one)."""
+    from acp_schema import schema_methods
+
+    from ketch.state.session_lock import acquire
+    from ketch.state.store import Store
+
+    assert "session/delete" in schema_methods(1) and "session/fork" not in schema_methods(1)
+    assert "session/fork" in schema_methods(1, unstable=True)
+    script = [Turn(text="answer one"), Turn(text="answer in the fork")]
+    with FakeProvider(script) as fake:
+        first = run_editor({"steps": [
+            {"op": "initialize"},
+            {"op": "new"},
+            {"op": "prompt", "text": "first question"},
+            {"op": "fork", "id": "$sid", "as": "forked"},
+            {"op": "prompt", "session": "$forked", "text": "question in the fork"},
+            {"op": "list"},
+            {"op": "delete", "id": "$forked"},  # open here, just used: closed, then deleted
+            {"op": "list"},
+            {"op": "prompt", "session": "$forked", "text": "still there?", "mayFail": True},
+            {"op": "load", "id": "$forked", "mayFail": True},
+        ]}, tmp_path / "first.log", fake.base_url, tmp_path, editor=editor, unstable=frozenset({"session/fork"}))
+        by_op = {r["index"]: r["result"] for r in first["responses"]}
+        caps = by_op[0]["agentCapabilities"]["sessionCapabilities"]
+        assert caps["delete"] == {} and caps["fork"] == {}
+        sid, forked = by_op[1]["sessionId"], by_op[3]["sessionId"]
+        assert forked != sid and by_op[3]["modes"]["currentModeId"] == "build"
+        assert {o["id"] for o in by_op[3]["configOptions"]} == {"model", "think"}
+        assert {s["sessionId"] for s in by_op[5]["sessions"]} == {sid, forked}
+        assert [s["sessionId"] for s in by_op[7]["sessions"]] == [sid]
+        assert [(e["index"], e["op"]) for e in first["errors"]] == [(8, "prompt"), (9, "load")]
+        assert user_texts(fake.model_requests[1]) == ["first question", "question in the fork"]  # the fork's history
+
+        data_dir = Store.open().path.parent
+        held = acquire(data_dir, sid)  # the session open in another ketch (the terminal, say)
+        try:
+            busy = run_editor({"steps": [{"op": "initialize"}, {"op": "delete", "id": sid, "mayFail": True}, {"op": "list"}]},
+                              tmp_path / "busy.log", fake.base_url, tmp_path, editor=editor)
+        finally:
+            held.release()
+        [refused] = busy["errors"]
+        assert refused["op"] == "delete" and "open for writing" in json.dumps(refused["data"])
+        assert [s["sessionId"] for s in busy["responses"][-1]["result"]["sessions"]] == [sid]
+
+        last = run_editor({"steps": [
+            {"op": "initialize"},
+            {"op": "delete", "id": sid[:6], "mayFail": True},  # a prefix is not an id: nothing is deleted
+            {"op": "delete", "id": sid},
+            {"op": "list"},
+            {"op": "load", "id": sid, "mayFail": True},
+        ]}, tmp_path / "last.log", fake.base_url, tmp_path, editor=editor)
+    assert [(e["index"], e["op"]) for e in last["errors"]] == [(1, "delete"), (4, "load")]
+    by_op = {r["index"]: r["result"] for r in last["responses"]}
+    assert by_op[2] == {} and by_op[3]["sessions"] == []
+    with Store.open() as store:
+        assert store.get_session(sid) is None and store.get_session(forked) is None
+        for table in ("messages", "events"):
+            assert store.connection.execute(f"SELECT COUNT(*) FROM {table} WHERE session_id IN (?, ?)",  # noqa: S608
+                                            (sid, forked)).fetchone() == (0,)
+
+
+def test_editor_sees_cancelled_calls_end_as_failed_saying_so_because_v1_has_no_cancelled_status(
+        tmp_path: Path, editor: str) -> None:
+    """The stable protocol (version 1) has no "cancelled" tool call status; the SDK's version 2
+    has one but is an experimental draft (its own entrypoint), and ketch answers a client asking
+    for 2 with 1. So a call the editor cancels ends ``failed`` with "Cancelled by the user.", the
+    only end state valid for the version negotiated."""
+    from acp_schema import _schema
+
+    def statuses(version: int) -> set[str]:
+        body = _schema(version)["$defs"]["ToolCallStatus"]
+        return {v["const"] for v in body.get("oneOf", body.get("anyOf", [])) if "const" in v}
+
+    exports = json.loads((SDK / "package.json").read_text())["exports"]
+    assert statuses(1) == {"pending", "in_progress", "completed", "failed"}
+    assert "cancelled" in statuses(2) and "./experimental/v2" in exports and "v1/stable" in exports["."]["import"]
+
+    command = "echo $((6 * 6))-started; sleep 60; echo $((6 * 7))-printed"  # (output the command's text does not hold)
+    script = [Turn(tool_calls=[ToolCall("shell", {"command": command}, id="s1")]), Turn(text="not reached"),
+              Turn(tool_calls=[ToolCall("shell", {"command": "touch asked.txt"}, id="s2")]), Turn(text="not reached")]
+    with FakeProvider(script) as fake:
+        seen = run_editor({"protocolVersion": 2, "answers": ["allow_once"], "steps": [
+            {"op": "initialize"}, {"op": "new"},
+            {"op": "prompt", "text": "run the slow one", "cancelWhen": "36-started"},
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, editor=editor)
+    assert not seen["errors"], seen["errors"]
+    assert seen["responses"][0]["result"]["protocolVersion"] == 1
+    assert seen["responses"][-1]["result"]["stopReason"] == "cancelled"
+    ends = [u["update"] for u in seen["updates"] if u["update"]["sessionUpdate"] == "tool_call_update"
+            and u["update"]["toolCallId"] == "s1" and u["update"].get("status") not in (None, "pending", "in_progress")]
+    [end] = ends
+    assert end["status"] == "failed"
+    assert end["content"][0] == {"type": "content", "content": {"type": "text", "text": "Cancelled by the user."}}
+    assert "42-printed" not in json.dumps(seen["updates"])
+
+
+def test_editor_without_a_terminal_sees_live_output_in_the_tool_call(tmp_path: Path, editor: str) -> None:
+    marker = tmp_path / "go"
+    command = f"echo $((6 * 6))-first-chunk; while [ ! -e {marker} ]; do sleep 0.1; done; echo second-chunk"
+    script = [Turn(tool_calls=[ToolCall("shell", {"command": command}, id="s1")]), Turn(text="ok")]
+    with FakeProvider(script) as fake:
+        seen = run_editor({"answers": ["allow_once"], "steps": [
+            {"op": "initialize"}, {"op": "new"},
+            {"op": "prompt", "text": "run", "touchWhen": "36-first-chunk", "touch": str(marker)},  # output, not the command
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, editor=editor)
+    assert not seen["errors"], seen["errors"]
+    s1 = [u["update"] for u in seen["updates"] if u["update"]["sessionUpdate"] == "tool_call_update"
+          and u["update"]["toolCallId"] == "s1"]
+    live = [c["content"]["text"] for u in s1 if u.get("status") == "in_progress" for c in u.get("content", [])]
+    first = next(i for i, text in enumerate(live) if "36-first-chunk" in text)
+    assert "second-chunk" not in live[first]  # shown while the command still ran (it waited for the file)
+    assert any("second-chunk" in text for text in live[first:]) and s1[-1]["status"] == "completed"
+    assert not seen["terminals"]
+
+
+def test_editor_sends_images_and_linked_files_and_gets_a_clear_no_where_the_model_takes_none(
+        tmp_path: Path, editor: str) -> None:
+    import base64
+
+    from kettle import write_project_config
+    from test_images import png
+
+    picture = base64.b64encode(png(3, 2)).decode()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("on disk\n")
+    blocks = [{"type": "text", "text": "what is this?"}, {"type": "image", "data": picture, "mimeType": "image/png"},
+              {"type": "resource_link", "uri": notes.as_uri(), "name": "notes.txt"}]
+    with FakeProvider([Turn(text="a small picture")]) as fake:
+        seen = run_editor({"buffers": {str(notes): "the editor's unsaved notes\n"}, "steps": [
+            {"op": "initialize"}, {"op": "new"}, {"op": "prompt", "blocks": blocks},
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, editor=editor)
+        write_project_config(tmp_path, '[models."adhoc:fake-model"]\ncapabilities = { image_input = false }\n')
+        blind = run_editor({"steps": [
+            {"op": "initialize"}, {"op": "new"}, {"op": "prompt", "blocks": blocks[:2]},
+            {"op": "waitUpdate", "kind": "agent_thought_chunk", "contains": "does not take images"},  # as ketch's errors are
+        ]}, tmp_path / "blind.log", fake.base_url, tmp_path, editor=editor)
+    assert seen["responses"][0]["result"]["agentCapabilities"]["promptCapabilities"]["image"] is True
+    [request] = fake.model_requests  # the blind session made no request
+    body = json.dumps(request.body)
+    assert "data:image/png;base64," + picture in body
+    assert "the editor's unsaved notes" in body and "on disk" not in body
+    assert [r["path"] for r in seen["reads"]] == [str(notes)]
+    assert blind["responses"][2]["result"]["stopReason"] == "end_turn"

@@ -1,5 +1,6 @@
 // An editor built on the official ACP TypeScript SDK's client, for tests/test_acp_editor.py.
-// argv[2] is a JSON plan: {command: [...agent argv], cwd, terminal, buffers, answers, unstable, steps: [...]}.
+// argv[2] is a JSON plan: {command: [...agent argv], cwd, terminal, buffers, answers, unstable, protocolVersion,
+// steps: [...]}.
 // `unstable` selects the SDK's entrypoint with v1's unstable methods (session/fork); stable otherwise.
 // It keeps files as an editor does (its unsaved buffers first, saving to disk on a write), runs
 // commands in terminals of its own when it offers them, answers permissions from `answers`,
@@ -110,7 +111,7 @@ try {
         switch (step.op) {
           case "initialize":
             result = await request(methods.agent.initialize, {
-              protocolVersion: 1,
+              protocolVersion: plan.protocolVersion || 1,
               clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: Boolean(plan.terminal) },
               clientInfo: { name: "ketch-e2e-editor", version: "1" },
             });
@@ -124,6 +125,10 @@ try {
           case "prompt": {
             const prompt = step.blocks || [{ type: "text", text: step.text }];
             const pending = request(methods.agent.session.prompt, { sessionId: sub(step.session || "$sid"), prompt });
+            if (step.touchWhen) {  // the user does something while the turn runs: a file appears
+              await waitFor(() => seen.updates.some((u) => JSON.stringify(u.update).includes(step.touchWhen)));
+              writeFileSync(step.touch, "");
+            }
             if (step.cancelWhen) {
               await waitFor(() => seen.updates.some((u) => JSON.stringify(u.update).includes(step.cancelWhen)));
               await cx.notify(methods.agent.session.cancel, { sessionId: sub(step.session || "$sid") });
