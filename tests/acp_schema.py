@@ -3,7 +3,9 @@ the one the official TypeScript SDK ships (``tests/acp_node``, installed by ``.c
 the protocol version the ``initialize`` exchange settled on.
 
 Requests and notifications are checked against the definition named for their method and
-side; responses against the method of the request they answer (matched by id and direction)."""
+side; responses against the method of the request they answer (matched by id and direction).
+A method the stable schema lacks is an error unless the test names it in ``unstable``: those
+are checked against the version's unstable schema (``session/fork``) and nothing else is."""
 
 from __future__ import annotations
 
@@ -20,8 +22,13 @@ def sdk_installed() -> bool:
 
 
 @cache
-def _schema(version: int) -> dict[str, Any]:
-    return json.loads((SDK / "schema" / f"v{version}" / "schema.json").read_text())
+def _schema(version: int, unstable: bool = False) -> dict[str, Any]:
+    return json.loads((SDK / "schema" / f"v{version}" / ("schema.unstable.json" if unstable else "schema.json")).read_text())
+
+
+def schema_methods(version: int, unstable: bool = False) -> set[str]:
+    """The methods a schema defines."""
+    return {b["x-method"] for b in _schema(version, unstable)["$defs"].values() if isinstance(b, dict) and "x-method" in b}
 
 
 def _definition(schema: dict[str, Any], method: str, suffix: tuple[str, ...]) -> str | None:
@@ -47,13 +54,15 @@ def read_log(path: Path) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def validate(messages: list[tuple[str, dict[str, Any]]]) -> tuple[int, list[str]]:
+def validate(messages: list[tuple[str, dict[str, Any]]], unstable: frozenset[str] = frozenset()) -> tuple[int, list[str]]:
     """(messages checked, problems) for a conversation; the version is the one negotiated."""
     version = next((m["result"]["protocolVersion"] for d, m in messages if d == "<" and isinstance(m.get("result"), dict)
                     and "protocolVersion" in m["result"]), None)
     if version is None:
         return 0, ["no initialize response: no protocol version was negotiated"]
-    schema = _schema(int(version))
+    stable = _schema(int(version))
+    for method in unstable:
+        assert method not in schema_methods(int(version)), f"{method} is in the stable schema: check it there"
     pending: dict[tuple[str, Any], str] = {}
     problems: list[str] = []
     for direction, message in messages:
@@ -64,6 +73,7 @@ def validate(messages: list[tuple[str, dict[str, Any]]]) -> tuple[int, list[str]
             method = message["method"]
             if "id" in message:
                 pending[(direction, message["id"])] = method
+            schema = _schema(int(version), True) if method in unstable else stable
             name = _definition(schema, method, ("Request", "Notification"))
             if name is None:
                 problems.append(f"{direction} {method}: no such method in protocol version {version}")
@@ -75,8 +85,11 @@ def validate(messages: list[tuple[str, dict[str, Any]]]) -> tuple[int, list[str]
             if method is None:
                 problems.append(f"a response to no request: {message}")
             elif "error" in message:
-                problems += _check(schema, "Error", message["error"])
+                problems += _check(stable, "Error", message["error"])
             else:
+                schema = _schema(int(version), True) if method in unstable else stable
                 name = _definition(schema, method, ("Response",))
                 problems += _check(schema, name, message.get("result")) if name else [f"{method}: no response schema"]
+                if method == "initialize" and unstable:  # where the unstable methods are announced
+                    problems += _check(_schema(int(version), True), "InitializeResponse", message.get("result"))
     return len(messages), problems

@@ -89,23 +89,38 @@ async def _initialize(conn: Any) -> Any:
     )
 
 
-def _schema_clean(log: Path) -> int:
-    """Every message on the wire valid for the negotiated version; how many there were."""
-    count, problems = validate(read_log(log))
+def _schema_clean(log: Path, unstable: frozenset[str] = frozenset()) -> int:
+    """Every message on the wire valid for the negotiated version (``unstable``: the methods
+    checked against its unstable schema); how many there were."""
+    count, problems = validate(read_log(log), unstable)
     assert not problems, problems[:10]
     return count
 
 
+EDITORS = {
+    "typescript": ["node", str(SDK.parent.parent.parent / "editor.mjs")],
+    "python": [sys.executable, str(Path(__file__).parent / "acp_py_editor.py")],
+}
+"""The two official clients, each behind an editor that takes the same plan and prints the same JSON."""
+
+
+@pytest.fixture(params=sorted(EDITORS))
+def editor(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
 def run_editor(plan: dict[str, Any], log: Path, base_url: str | None, cwd: Path, *extra: str,
-               env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Drive ``ketch acp`` with the TypeScript SDK's client (``acp_node/editor.mjs``) through
-    ``plan``; what the editor received, after checking every message on the wire."""
-    plan = {"cwd": str(cwd), "command": _agent_command(log, base_url, *extra), **plan}
-    run = subprocess.run(["node", str(SDK.parent.parent.parent / "editor.mjs"), json.dumps(plan)], cwd=cwd,
+               env: dict[str, str] | None = None, editor: str = "typescript",
+               unstable: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Drive ``ketch acp`` with an official SDK's client (``acp_node/editor.mjs`` for the
+    TypeScript one, ``acp_py_editor.py`` for the Python one) through ``plan``; what the editor
+    received, after checking every message on the wire."""
+    plan = {"cwd": str(cwd), "command": _agent_command(log, base_url, *extra), "unstable": bool(unstable), **plan}
+    run = subprocess.run([*EDITORS[editor], json.dumps(plan)], cwd=cwd,
                          env=ketch_env(env), capture_output=True, text=True, timeout=240)
-    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.returncode == 0, run.stderr[-3000:] + "\nwhat the editor saw: " + run.stdout[-3000:]
     seen = json.loads(run.stdout)
-    seen["messages"] = _schema_clean(log)
+    seen["messages"] = _schema_clean(log, unstable)
     return seen
 
 
@@ -207,7 +222,7 @@ async def test_slash_commands_keep_the_editors_session_id_and_tell_its_pickers(t
     assert _schema_clean(log) > 10
 
 
-def test_typescript_editor_gets_session_new_before_any_model_list_then_the_list_and_the_slash_updates(tmp_path: Path) -> None:
+def test_editor_gets_session_new_before_any_model_list_then_the_list_and_the_slash_updates(tmp_path: Path, editor: str) -> None:
     provider = GatedModels()
     try:
         seen = run_editor({"steps": [
@@ -219,7 +234,7 @@ def test_typescript_editor_gets_session_new_before_any_model_list_then_the_list_
             {"op": "prompt", "text": "/agent plan"},
             {"op": "setOption", "id": "think", "value": "high"},
             {"op": "prompt", "text": "/clear"},
-        ]}, tmp_path / "wire.log", provider.base_url, tmp_path)
+        ]}, tmp_path / "wire.log", provider.base_url, tmp_path, editor=editor)
     finally:
         provider.close()
     new = seen["responses"][1]["result"]
@@ -238,7 +253,7 @@ def test_typescript_editor_gets_session_new_before_any_model_list_then_the_list_
     assert seen["messages"] > 10
 
 
-def test_typescript_editor_lists_loads_resumes_and_closes_sessions_with_their_settings_and_titles(tmp_path: Path) -> None:
+def test_editor_lists_loads_resumes_and_closes_sessions_with_their_settings_and_titles(tmp_path: Path, editor: str) -> None:
     user_config = Path(ketch_env()["KETCH_CONFIG_DIR"]) / "config.toml"
     user_config.write_text(user_config.read_text().replace("titles = false", "titles = true"))
     script = [Turn(text="answer one"), Turn(text="Parser fix"), Turn(text="answer two")]
@@ -256,7 +271,7 @@ def test_typescript_editor_lists_loads_resumes_and_closes_sessions_with_their_se
             {"op": "prompt", "session": "$empty", "text": "/agent build"},  # built, never prompted the model
             {"op": "close", "id": "$empty"},
             {"op": "prompt", "session": "$empty", "text": "hello", "mayFail": True},
-        ]}, tmp_path / "first.log", fake.base_url, tmp_path)
+        ]}, tmp_path / "first.log", fake.base_url, tmp_path, editor=editor)
         by_op = {r["index"]: r["result"] for r in first["responses"]}
         sid = by_op[1]["sessionId"]
         empty = by_op[8]["sessionId"]
@@ -272,7 +287,7 @@ def test_typescript_editor_lists_loads_resumes_and_closes_sessions_with_their_se
             {"op": "load", "id": sid},
             {"op": "resume", "id": sid},
             {"op": "prompt", "session": sid, "text": "and the lexer?"},
-        ]}, tmp_path / "second.log", fake.base_url, tmp_path)
+        ]}, tmp_path / "second.log", fake.base_url, tmp_path, editor=editor)
     assert not second["errors"], second["errors"]
     by_op = {r["index"]: r["result"] for r in second["responses"]}
     loaded = by_op[2]
@@ -286,7 +301,7 @@ def test_typescript_editor_lists_loads_resumes_and_closes_sessions_with_their_se
     assert user_texts(last) == ["fix the parser", "and the lexer?"] and last.body["model"] == "other-model"
 
 
-def test_typescript_editor_reviews_edits_against_its_unsaved_buffer_and_gets_whole_file_diffs(tmp_path: Path) -> None:
+def test_editor_reviews_edits_against_its_unsaved_buffer_and_gets_whole_file_diffs(tmp_path: Path, editor: str) -> None:
     notes = tmp_path / "notes.py"
     notes.write_text("disk line 1\ndisk line 2\n")
     buffer = "buffer line 1\nbuffer line 2\nbuffer line 3\n"
@@ -300,7 +315,7 @@ def test_typescript_editor_reviews_edits_against_its_unsaved_buffer_and_gets_who
     with FakeProvider(script) as fake:
         seen = run_editor({"buffers": {str(notes): buffer}, "answers": ["allow_once", "allow_once"], "steps": [
             {"op": "initialize"}, {"op": "new"}, {"op": "prompt", "text": "edit the notes"},
-        ]}, tmp_path / "wire.log", fake.base_url, tmp_path)
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, editor=editor)
     assert not seen["errors"], seen["errors"]
     first, second = seen["permissions"]
     [diff] = [c for c in first["toolCall"]["content"] if c["type"] == "diff"]
@@ -317,7 +332,7 @@ def test_typescript_editor_reviews_edits_against_its_unsaved_buffer_and_gets_who
     assert [w["path"] for w in seen["writes"]] == [str(notes), str(tmp_path / "fresh.txt")]
 
 
-def test_a_terminal_session_goes_on_in_the_editor_and_back_in_the_terminal_with_one_history(tmp_path: Path) -> None:
+def test_editor_continues_a_headless_session_and_the_terminal_goes_on_with_one_history(tmp_path: Path, editor: str) -> None:
     from kettle import run_ketch
 
     from ketch.state.store import Store
@@ -331,7 +346,7 @@ def test_a_terminal_session_goes_on_in_the_editor_and_back_in_the_terminal_with_
             {"op": "initialize"},
             {"op": "load", "id": sid},
             {"op": "prompt", "session": sid, "text": "second prompt"},
-        ]}, tmp_path / "wire.log", fake.base_url, tmp_path)
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, editor=editor)
         back = run_ketch(["-p", "third prompt", "--resume", sid, "--output-format", "json", *adhoc(fake, "openai-chat")],
                          tmp_path, subprocess_=True)
         assert back.code == 0, back.stderr
@@ -346,7 +361,7 @@ def test_a_terminal_session_goes_on_in_the_editor_and_back_in_the_terminal_with_
     assert [p for p in prompts if p.endswith("prompt")] == ["first prompt", "second prompt", "third prompt"]
 
 
-def test_typescript_editor_runs_commands_in_its_own_terminal_kills_a_cancelled_one_and_scrubs_keys(tmp_path: Path) -> None:
+def test_editor_runs_commands_in_its_own_terminal_kills_a_cancelled_one_and_scrubs_keys(tmp_path: Path, editor: str) -> None:
     command = "echo started; env; echo finished > out.txt"
     script = [Turn(tool_calls=[ToolCall("shell", {"command": command}, id="s1")]), Turn(text="ran it"),
               Turn(tool_calls=[ToolCall("shell", {"command": "(sleep 3; touch late.txt) & sleep 60"}, id="s2")]),
@@ -356,7 +371,7 @@ def test_typescript_editor_runs_commands_in_its_own_terminal_kills_a_cancelled_o
             {"op": "initialize"}, {"op": "new"},
             {"op": "prompt", "text": "run it"},
             {"op": "prompt", "text": "run the slow one", "cancelWhen": '"terminalId":"term-2"'},
-        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, env={"EDITOR_ONLY_API_KEY": "sk-editor-secret"})
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, env={"EDITOR_ONLY_API_KEY": "sk-editor-secret"}, editor=editor)
     assert not seen["errors"], seen["errors"]
     first, second = seen["terminals"]
     assert first["params"]["command"] == "env" and first["params"]["args"][0] == "-i"
@@ -376,6 +391,7 @@ def test_typescript_editor_runs_commands_in_its_own_terminal_kills_a_cancelled_o
     assert not (tmp_path / "late.txt").exists()
     s2 = [u for u in updates if u["toolCallId"] == "s2"]
     assert s2[-1]["status"] == "failed"
+    assert {"type": "content", "content": {"type": "text", "text": "Cancelled by the user."}} in s2[-1]["content"]
 
 
 async def test_without_an_editor_terminal_output_arrives_live_in_the_tool_call(tmp_path: Path) -> None:
@@ -401,7 +417,7 @@ async def test_without_an_editor_terminal_output_arrives_live_in_the_tool_call(t
     assert _schema_clean(log) > 5
 
 
-def test_typescript_editor_is_asked_to_authenticate_and_a_stored_login_lets_the_session_start(tmp_path: Path) -> None:
+def test_editor_is_asked_to_authenticate_and_a_stored_login_lets_the_session_start(tmp_path: Path, editor: str) -> None:
     from kettle import write_project_config
 
     with FakeProvider([Turn(text="hello from the keyed model")]) as fake:
@@ -415,7 +431,7 @@ def test_typescript_editor_is_asked_to_authenticate_and_a_stored_login_lets_the_
             {"op": "authenticate", "method": "login:openrouter"},
             {"op": "new"},
             {"op": "prompt", "text": "hi"},
-        ]}, tmp_path / "wire.log", None, tmp_path)
+        ]}, tmp_path / "wire.log", None, tmp_path, editor=editor)
     init = seen["responses"][0]["result"]
     ids = {m["id"] for m in init["authMethods"]}
     assert {"env:openrouter", "login:openrouter"} <= ids
@@ -465,3 +481,151 @@ async def test_images_and_linked_files_reach_a_model_that_takes_them_and_a_clear
     assert "the editor's unsaved notes" in body and "on disk" not in body
     assert (str(notes), None, None) in client.reads
     assert _schema_clean(log) > 5
+
+
+def test_editor_forks_and_deletes_sessions_as_the_schemas_say(tmp_path: Path, editor: str) -> None:
+    """``session/delete`` is in protocol version 1's stable schema, ``session/fork`` only in its
+    unstable one: both are announced in ``sessionCapabilities``, and the fork exchange is checked
+    against the unstable schema (everything else against the stable one)."""
+    from acp_schema import schema_methods
+
+    from ketch.state.session_lock import acquire
+    from ketch.state.store import Store
+
+    assert "session/delete" in schema_methods(1) and "session/fork" not in schema_methods(1)
+    assert "session/fork" in schema_methods(1, unstable=True)
+    script = [Turn(text="answer one"), Turn(text="answer in the fork")]
+    with FakeProvider(script) as fake:
+        first = run_editor({"steps": [
+            {"op": "initialize"},
+            {"op": "new"},
+            {"op": "prompt", "text": "first question"},
+            {"op": "fork", "id": "$sid", "as": "forked"},
+            {"op": "prompt", "session": "$forked", "text": "question in the fork"},
+            {"op": "list"},
+            {"op": "delete", "id": "$forked"},  # open here, just used: closed, then deleted
+            {"op": "list"},
+            {"op": "prompt", "session": "$forked", "text": "still there?", "mayFail": True},
+            {"op": "load", "id": "$forked", "mayFail": True},
+        ]}, tmp_path / "first.log", fake.base_url, tmp_path, editor=editor, unstable=frozenset({"session/fork"}))
+        by_op = {r["index"]: r["result"] for r in first["responses"]}
+        caps = by_op[0]["agentCapabilities"]["sessionCapabilities"]
+        assert caps["delete"] == {} and caps["fork"] == {}
+        sid, forked = by_op[1]["sessionId"], by_op[3]["sessionId"]
+        assert forked != sid and by_op[3]["modes"]["currentModeId"] == "build"
+        assert {o["id"] for o in by_op[3]["configOptions"]} == {"model", "think"}
+        assert {s["sessionId"] for s in by_op[5]["sessions"]} == {sid, forked}
+        assert [s["sessionId"] for s in by_op[7]["sessions"]] == [sid]
+        assert [(e["index"], e["op"]) for e in first["errors"]] == [(8, "prompt"), (9, "load")]
+        assert user_texts(fake.model_requests[1]) == ["first question", "question in the fork"]  # the fork's history
+
+        data_dir = Store.open().path.parent
+        held = acquire(data_dir, sid)  # the session open in another ketch (the terminal, say)
+        try:
+            busy = run_editor({"steps": [{"op": "initialize"}, {"op": "delete", "id": sid, "mayFail": True}, {"op": "list"}]},
+                              tmp_path / "busy.log", fake.base_url, tmp_path, editor=editor)
+        finally:
+            held.release()
+        [refused] = busy["errors"]
+        assert refused["op"] == "delete" and "open for writing" in json.dumps(refused["data"])
+        assert [s["sessionId"] for s in busy["responses"][-1]["result"]["sessions"]] == [sid]
+
+        last = run_editor({"steps": [
+            {"op": "initialize"},
+            {"op": "delete", "id": sid[:6], "mayFail": True},  # a prefix is not an id: nothing is deleted
+            {"op": "delete", "id": sid},
+            {"op": "list"},
+            {"op": "load", "id": sid, "mayFail": True},
+        ]}, tmp_path / "last.log", fake.base_url, tmp_path, editor=editor)
+    assert [(e["index"], e["op"]) for e in last["errors"]] == [(1, "delete"), (4, "load")]
+    by_op = {r["index"]: r["result"] for r in last["responses"]}
+    assert by_op[2] == {} and by_op[3]["sessions"] == []
+    with Store.open() as store:
+        assert store.get_session(sid) is None and store.get_session(forked) is None
+        for table in ("messages", "events"):
+            assert store.connection.execute(f"SELECT COUNT(*) FROM {table} WHERE session_id IN (?, ?)",  # noqa: S608
+                                            (sid, forked)).fetchone() == (0,)
+
+
+def test_editor_sees_cancelled_calls_end_as_failed_saying_so_because_v1_has_no_cancelled_status(
+        tmp_path: Path, editor: str) -> None:
+    """The stable protocol (version 1) has no "cancelled" tool call status; the SDK's version 2
+    has one but is an experimental draft (its own entrypoint), and ketch answers a client asking
+    for 2 with 1. So a call the editor cancels ends ``failed`` with "Cancelled by the user.", the
+    only end state valid for the version negotiated."""
+    from acp_schema import _schema
+
+    def statuses(version: int) -> set[str]:
+        body = _schema(version)["$defs"]["ToolCallStatus"]
+        return {v["const"] for v in body.get("oneOf", body.get("anyOf", [])) if "const" in v}
+
+    exports = json.loads((SDK / "package.json").read_text())["exports"]
+    assert statuses(1) == {"pending", "in_progress", "completed", "failed"}
+    assert "cancelled" in statuses(2) and "./experimental/v2" in exports and "v1/stable" in exports["."]["import"]
+
+    command = "echo $((6 * 6))-started; sleep 60; echo $((6 * 7))-printed"  # (output the command's text does not hold)
+    script = [Turn(tool_calls=[ToolCall("shell", {"command": command}, id="s1")]), Turn(text="not reached"),
+              Turn(tool_calls=[ToolCall("shell", {"command": "touch asked.txt"}, id="s2")]), Turn(text="not reached")]
+    with FakeProvider(script) as fake:
+        seen = run_editor({"protocolVersion": 2, "answers": ["allow_once"], "steps": [
+            {"op": "initialize"}, {"op": "new"},
+            {"op": "prompt", "text": "run the slow one", "cancelWhen": "36-started"},
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, editor=editor)
+    assert not seen["errors"], seen["errors"]
+    assert seen["responses"][0]["result"]["protocolVersion"] == 1
+    assert seen["responses"][-1]["result"]["stopReason"] == "cancelled"
+    ends = [u["update"] for u in seen["updates"] if u["update"]["sessionUpdate"] == "tool_call_update"
+            and u["update"]["toolCallId"] == "s1" and u["update"].get("status") not in (None, "pending", "in_progress")]
+    [end] = ends
+    assert end["status"] == "failed"
+    assert end["content"][0] == {"type": "content", "content": {"type": "text", "text": "Cancelled by the user."}}
+    assert "42-printed" not in json.dumps(seen["updates"])
+
+
+def test_editor_without_a_terminal_sees_live_output_in_the_tool_call(tmp_path: Path, editor: str) -> None:
+    marker = tmp_path / "go"
+    command = f"echo $((6 * 6))-first-chunk; while [ ! -e {marker} ]; do sleep 0.1; done; echo second-chunk"
+    script = [Turn(tool_calls=[ToolCall("shell", {"command": command}, id="s1")]), Turn(text="ok")]
+    with FakeProvider(script) as fake:
+        seen = run_editor({"answers": ["allow_once"], "steps": [
+            {"op": "initialize"}, {"op": "new"},
+            {"op": "prompt", "text": "run", "touchWhen": "36-first-chunk", "touch": str(marker)},  # output, not the command
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, editor=editor)
+    assert not seen["errors"], seen["errors"]
+    s1 = [u["update"] for u in seen["updates"] if u["update"]["sessionUpdate"] == "tool_call_update"
+          and u["update"]["toolCallId"] == "s1"]
+    live = [c["content"]["text"] for u in s1 if u.get("status") == "in_progress" for c in u.get("content", [])]
+    first = next(i for i, text in enumerate(live) if "36-first-chunk" in text)
+    assert "second-chunk" not in live[first]  # shown while the command still ran (it waited for the file)
+    assert any("second-chunk" in text for text in live[first:]) and s1[-1]["status"] == "completed"
+    assert not seen["terminals"]
+
+
+def test_editor_sends_images_and_linked_files_and_gets_a_clear_no_where_the_model_takes_none(
+        tmp_path: Path, editor: str) -> None:
+    import base64
+
+    from kettle import write_project_config
+    from test_images import png
+
+    picture = base64.b64encode(png(3, 2)).decode()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("on disk\n")
+    blocks = [{"type": "text", "text": "what is this?"}, {"type": "image", "data": picture, "mimeType": "image/png"},
+              {"type": "resource_link", "uri": notes.as_uri(), "name": "notes.txt"}]
+    with FakeProvider([Turn(text="a small picture")]) as fake:
+        seen = run_editor({"buffers": {str(notes): "the editor's unsaved notes\n"}, "steps": [
+            {"op": "initialize"}, {"op": "new"}, {"op": "prompt", "blocks": blocks},
+        ]}, tmp_path / "wire.log", fake.base_url, tmp_path, editor=editor)
+        write_project_config(tmp_path, '[models."adhoc:fake-model"]\ncapabilities = { image_input = false }\n')
+        blind = run_editor({"steps": [
+            {"op": "initialize"}, {"op": "new"}, {"op": "prompt", "blocks": blocks[:2]},
+            {"op": "waitUpdate", "kind": "agent_thought_chunk", "contains": "does not take images"},  # as ketch's errors are
+        ]}, tmp_path / "blind.log", fake.base_url, tmp_path, editor=editor)
+    assert seen["responses"][0]["result"]["agentCapabilities"]["promptCapabilities"]["image"] is True
+    [request] = fake.model_requests  # the blind session made no request
+    body = json.dumps(request.body)
+    assert "data:image/png;base64," + picture in body
+    assert "the editor's unsaved notes" in body and "on disk" not in body
+    assert [r["path"] for r in seen["reads"]] == [str(notes)]
+    assert blind["responses"][2]["result"]["stopReason"] == "end_turn"

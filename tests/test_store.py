@@ -207,6 +207,22 @@ def test_sessions_listing_prefix_latest_fork_and_title(db: Path) -> None:
     assert rows(db, "SELECT parent_id, cwd, title FROM sessions WHERE id=?", child) == [(a, "/p1", "fix the bug")]
 
 
+def test_delete_session_removes_exactly_that_session_and_everything_under_it(db: Path) -> None:
+    finished = ToolCallFinished(call_id="c1", name="shell", summary="ok")
+    with Store.open(db) as store:
+        keep = store.create_session("/p", "m", "build")
+        store.append_step(keep, sample_step(0), [finished])
+        gone = store.fork(keep)
+        store.set_pending(gone, [{"tool_call_id": "c9", "tool_name": "shell", "args": {}}])
+        reserved = store.reserve_session("/p", "m", "build")
+        assert not store.delete_session(gone[:-1])  # a prefix names nothing here
+        assert store.delete_session(gone) and not store.delete_session(gone)
+        assert store.delete_session(reserved) is False and not store.is_reserved(reserved)
+        assert [s.id for s in store.list_sessions()] == [keep] and store.load_messages(keep) == sample_step(0)
+    for table, column in (("sessions", "id"), ("messages", "session_id"), ("events", "session_id"), ("pending", "session_id")):
+        assert {r[0] for r in rows(db, f"SELECT DISTINCT {column} FROM {table}")} <= {keep}
+
+
 def test_a_reserved_session_is_written_with_its_first_message_and_never_before(db: Path) -> None:
     with Store.open(db) as store:
         legacy_empty = store.create_session("/p", "m", "build")  # what an older ketch left behind

@@ -1,14 +1,17 @@
 // An editor built on the official ACP TypeScript SDK's client, for tests/test_acp_editor.py.
-// argv[2] is a JSON plan: {command: [...agent argv], cwd, terminal, buffers, answers, steps: [...]}.
+// argv[2] is a JSON plan: {command: [...agent argv], cwd, terminal, buffers, answers, unstable, protocolVersion,
+// steps: [...]}.
+// `unstable` selects the SDK's entrypoint with v1's unstable methods (session/fork); stable otherwise.
 // It keeps files as an editor does (its unsaved buffers first, saving to disk on a write), runs
 // commands in terminals of its own when it offers them, answers permissions from `answers`,
 // and prints on stdout, as JSON, everything it received.
 import { spawn, spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
-import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
 
 const plan = JSON.parse(process.argv[2]);
+const { client, methods, ndJsonStream } = await import(
+  plan.unstable ? "@agentclientprotocol/sdk/unstable" : "@agentclientprotocol/sdk");
 const seen = { updates: [], responses: [], errors: [], writes: [], reads: [], permissions: [], terminals: [], timings: {} };
 const buffers = plan.buffers || {};
 const answers = [...(plan.answers || [])];
@@ -108,7 +111,7 @@ try {
         switch (step.op) {
           case "initialize":
             result = await request(methods.agent.initialize, {
-              protocolVersion: 1,
+              protocolVersion: plan.protocolVersion || 1,
               clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: Boolean(plan.terminal) },
               clientInfo: { name: "ketch-e2e-editor", version: "1" },
             });
@@ -122,6 +125,10 @@ try {
           case "prompt": {
             const prompt = step.blocks || [{ type: "text", text: step.text }];
             const pending = request(methods.agent.session.prompt, { sessionId: sub(step.session || "$sid"), prompt });
+            if (step.touchWhen) {  // the user does something while the turn runs: a file appears
+              await waitFor(() => seen.updates.some((u) => JSON.stringify(u.update).includes(step.touchWhen)));
+              writeFileSync(step.touch, "");
+            }
             if (step.cancelWhen) {
               await waitFor(() => seen.updates.some((u) => JSON.stringify(u.update).includes(step.cancelWhen)));
               await cx.notify(methods.agent.session.cancel, { sessionId: sub(step.session || "$sid") });
@@ -140,6 +147,10 @@ try {
             break;
           case "close":
             result = await request(methods.agent.session.close, { sessionId: sub(step.id) });
+            break;
+          case "fork":
+            result = await request(methods.agent.session.fork, { sessionId: sub(step.id), cwd: plan.cwd, mcpServers: [] });
+            if (step.as) vars[step.as] = result.sessionId;
             break;
           case "delete":
             result = await request(methods.agent.session.delete, { sessionId: sub(step.id) });

@@ -21,6 +21,8 @@ class LiveCalls:
         self.open: set[str] = set()
         self.output: dict[str, str] = {}
         self.terminals: dict[str, str] = {}
+        self.cancelled = False
+        """The editor cancelled the turn running now: calls it cuts short end saying so."""
 
     def in_terminal(self, call_id: str, terminal_id: str) -> None:
         self.terminals[call_id] = terminal_id
@@ -68,6 +70,8 @@ async def forward(conn: Any, session: Any, event: Any, ask: Callable[[Any, Any],
         live.open.discard(event.call_id)
         live.output.pop(event.call_id, None)
         content = [acp.tool_content(acp.text_block(event.summary))]
+        if event.is_error and live.cancelled:
+            content.insert(0, acp.tool_content(acp.text_block(CANCELLED)))
         terminal = live.terminals.pop(event.call_id, None)
         if terminal is not None:
             content.insert(0, acp.tool_terminal_ref(terminal))
@@ -97,18 +101,23 @@ async def forward(conn: Any, session: Any, event: Any, ask: Callable[[Any, Any],
         await send(session_id=sid, update=acp.update_agent_thought_text(prefix + text + "\n"))
 
 
+CANCELLED = "Cancelled by the user."
+"""What a call the editor cancelled ends with: protocol version 1's tool call status has no
+"cancelled" (the draft version 2 has), so its end state is ``failed`` with this content."""
+
+
 async def _close_open_calls(conn: Any, sid: str, live: LiveCalls, reason: str) -> None:
-    """Calls a turn left without a result end in the editor too (v1 has no "cancelled" status:
-    they end as failed, saying they were cancelled)."""
+    """Calls a turn left without a result end in the editor too (as ``failed``: see ``CANCELLED``)."""
     import acp
 
-    why = "Cancelled." if reason in ("cancelled", "interrupted") else f"Did not finish (the turn ended: {reason})."
+    why = CANCELLED if reason in ("cancelled", "interrupted") else f"Did not finish (the turn ended: {reason})."
     for call_id in sorted(live.open):
         await conn.session_update(session_id=sid, update=acp.update_tool_call(
             call_id, status="failed", content=[acp.tool_content(acp.text_block(why))]))
     live.open.clear()
     live.output.clear()
     live.terminals.clear()
+    live.cancelled = False
 
 
 def _plan_status(status: str) -> str:

@@ -63,6 +63,8 @@ class KetchAgent(SessionTable):
             PromptCapabilities,
             SessionCapabilities,
             SessionCloseCapabilities,
+            SessionDeleteCapabilities,
+            SessionForkCapabilities,
             SessionListCapabilities,
             SessionResumeCapabilities,
         )
@@ -73,8 +75,10 @@ class KetchAgent(SessionTable):
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
                 load_session=True,
+                # fork is in the protocol's unstable schema only, where ``sessionCapabilities.fork`` announces it
                 session_capabilities=SessionCapabilities(list=SessionListCapabilities(), resume=SessionResumeCapabilities(),
-                                                         close=SessionCloseCapabilities()),
+                                                         close=SessionCloseCapabilities(), delete=SessionDeleteCapabilities(),
+                                                         fork=SessionForkCapabilities()),
                 prompt_capabilities=PromptCapabilities(image=True, audio=False, embedded_context=True),
                 mcp_capabilities=McpCapabilities(http=True, sse=False),
             ),
@@ -147,6 +151,8 @@ class KetchAgent(SessionTable):
             if session_id in self.building:
                 self._cancelled_early.add(session_id)
             return
+        if session_id in self.live:
+            self.live[session_id].cancelled = True
         for task in list(self._asks.get(session_id, ())):
             task.cancel()  # a pending permission request is withdrawn
         session.interrupt_command()
@@ -171,6 +177,7 @@ class KetchAgent(SessionTable):
         if session_id in self._cancelled_early:
             self._cancelled_early.discard(session_id)
             return PromptResponse(stop_reason="cancelled")
+        self.live[session_id].cancelled = False
         from ketch.core.attachments import AttachmentError
         from ketch.frontends.acp_prompt import prompt_text
 
@@ -317,6 +324,22 @@ def _answer(session: Any, event: Any, option: str | None) -> None:
         session.decide(event.request_id, "deny", "the user rejected it in the editor" if option == REJECT else "the request was cancelled")
 
 
+def route_session_delete(conn: Any, agent: Any) -> None:
+    """The SDK knows ``session/delete``'s types (a stable v1 method) but does not route it: the
+    route is added to the connection's router; if a later SDK routes it, its own route stays."""
+    from acp.meta import AGENT_METHODS
+    from acp.router import MessageRouter
+    from acp.schema import DeleteSessionRequest
+    from acp.utils import normalize_result
+
+    router = getattr(getattr(conn, "_conn", None), "_handler", None)
+    if not isinstance(router, MessageRouter):
+        raise RuntimeError("the ACP SDK's connection has no router where ketch expects it: session/delete cannot be routed")
+    method = AGENT_METHODS["session_delete"]
+    if method not in router._requests:  # noqa: SLF001 - the SDK's own table
+        router.route_request(method, DeleteSessionRequest, agent, "delete_session", adapt_result=normalize_result)
+
+
 def run_acp(args: argparse.Namespace) -> int:
     """Serve ACP on stdin/stdout until the client closes the connection."""
     try:
@@ -326,10 +349,19 @@ def run_acp(args: argparse.Namespace) -> int:
         return 2
 
     async def serve() -> None:
+        from acp.agent.connection import AgentSideConnection
+        from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
+        from acp.stdio import stdio_streams
+
         agent = KetchAgent(args)
+        reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+        # as ``acp.run_agent``, plus session/delete; unstable: the SDK routes session/fork only so
+        conn = AgentSideConnection(agent, writer, reader, listening=False, use_unstable_protocol=True)
+        route_session_delete(conn, agent)
         try:
-            await acp.run_agent(agent, use_unstable_protocol=True)  # the SDK routes session/close and /resume only so
+            await conn.listen()
         finally:
+            await asyncio.shield(conn.close())
             await agent.close()
 
     asyncio.run(serve())

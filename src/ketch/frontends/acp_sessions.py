@@ -1,4 +1,4 @@
-"""The sessions of ``ketch acp`` by id: made, loaded, resumed, listed and closed.
+"""The sessions of ``ketch acp`` by id: made, loaded, resumed, forked, listed, closed and deleted.
 
 ``session/new`` answers from the configuration alone (the id, the modes, the pickers), and the
 ketch ``Session`` is built in the background: nothing it needs (the model's SDK, a provider)
@@ -190,6 +190,64 @@ class SessionTable:
         with contextlib.suppress(Exception):
             await session.aclose()
         return CloseSessionResponse()
+
+    async def delete_session(self, session_id: str, **_: Any) -> Any:
+        """Remove a stored session for good (``session/delete``): closed here first if it is
+        open; refused while another ketch holds it open; an id must match exactly."""
+        from acp import RequestError
+        from acp.schema import DeleteSessionResponse
+
+        from ketch.state.resume import open_store
+        from ketch.state.session_lock import acquire
+        from ketch.state.store import StoreError
+
+        if session_id in self.sessions or session_id in self.building:
+            await self.close_session(session_id)
+        store = await asyncio.to_thread(open_store)
+        try:
+            row = await asyncio.to_thread(store.get_session, session_id)
+            if row is None or row.id != session_id:
+                raise RequestError.invalid_params({"message": f"no stored ketch session {session_id}"})
+            try:
+                lock = await asyncio.to_thread(acquire, store.path.parent, session_id)
+            except StoreError as exc:  # open in another ketch (the terminal, another editor)
+                raise RequestError.invalid_params({"message": str(exc)}) from None
+            try:
+                await asyncio.to_thread(store.delete_session, session_id)
+            finally:
+                lock.release()
+        finally:
+            store.close()
+        return DeleteSessionResponse()
+
+    async def fork_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
+                           additional_directories: list[str] | None = None, **_: Any) -> Any:
+        """A new session holding a copy of a stored one's conversation and settings (``session/fork``,
+        as ``--resume ID --fork``); the original is untouched and stays open where it is."""
+        from acp import RequestError
+        from acp.schema import ForkSessionResponse
+
+        from ketch.state.resume import open_store
+        from ketch.state.store import StoreError
+
+        if session_id in self.building:  # a new session's row is written once it is built
+            await self._ready(session_id)
+        store = await asyncio.to_thread(open_store)
+        try:
+            row = await asyncio.to_thread(store.get_session, session_id)
+            if row is None or row.id != session_id:
+                raise RequestError.invalid_params({"message": f"no stored ketch session {session_id} to fork"})
+            try:
+                forked = await asyncio.to_thread(store.fork, session_id)
+            except StoreError as exc:
+                raise RequestError.invalid_params({"message": str(exc)}) from None
+        finally:
+            store.close()
+        session = await self._open(forked, cwd, additional_directories, mcp_servers)
+        await self._send_title(session)
+        asyncio.get_running_loop().create_task(self._advertise(session))  # type: ignore[attr-defined]
+        return ForkSessionResponse(session_id=forked, modes=self._modes(session.config, session.variant.name),
+                                   config_options=await self.pickers[forked].options())
 
     # ------------------------------------------------------------------ what the editor shows
     def _modes(self, config: Any, current: str) -> Any:

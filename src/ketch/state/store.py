@@ -386,6 +386,17 @@ class Store(MessageLog, PromptHistory):
             )
         return new_id
 
+    def delete_session(self, session_id: str) -> bool:
+        """Remove the session with exactly this id (no prefix), its messages, events and
+        pending step; whether there was one. The caller holds its write lock."""
+        with self.transaction() as conn:
+            for table in ("messages", "events", "pending"):
+                conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))  # noqa: S608 - fixed names
+            gone = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount
+        with self._lock:
+            self._reserved.pop(session_id, None)
+        return bool(gone)
+
     # ----- export
 
 
