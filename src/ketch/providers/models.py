@@ -159,13 +159,25 @@ def build_model(
 
         return ZaiSearchModel(conn.model_name, provider=ZaiProvider(openai_client=_openai_provider(conn, wire).client),
                               **extra)
-    from ketch.providers.local_chat import LOCAL_DIALECT_PRESETS, local_chat_model
+    return chat_model(conn, _response_hooks(wire), profile)
 
-    if conn.preset.name in LOCAL_DIALECT_PRESETS:
-        return local_chat_model(conn.model_name, _openai_provider(conn, wire), profile)
-    from pydantic_ai.models.openai import OpenAIChatModel
 
-    return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
+def chat_model(conn: Connection, hooks: list[Any], profile: dict[str, Any] | None = None) -> Model:
+    """ketch's own Chat Completions model (``wire.chat``) for a preset without a dialect of its own:
+    OpenAI's, DeepSeek, xAI, Mistral, and local or compatible servers (``providers.local_chat``)."""
+    from ketch.providers.local_chat import LOCAL_DIALECT_PRESETS, PROFILE
+    from ketch.wire.chat import ChatCompletionsModel
+    from ketch.wire.chat_profile import chat_profile, provider_name
+
+    local = conn.preset.name in LOCAL_DIALECT_PRESETS
+    overrides = {**PROFILE, **(profile or {})} if local else profile
+    return ChatCompletionsModel(
+        conn.model_name, base_url=conn.base_url, api_key=conn.api_key or _NO_KEY,
+        provider_name=provider_name(conn.preset.name, conn.name),
+        provider_profile=chat_profile(conn.preset.name, conn.model_name, official_openai=conn.preset.official_openai),
+        profile=overrides or None, timeout=conn.timeout, max_retries=conn.max_retries, response_hooks=hooks,
+        string_content=local,
+    )
 
 
 def model_settings(think: str, *, wire: str | None = None, model: Any = None, conn: Connection | None = None) -> ModelSettings:

@@ -1,0 +1,365 @@
+"""OpenAI Chat Completions (``POST {base}/chat/completions``) as ketch's own pydantic-ai model.
+
+It sends the bytes pydantic-ai's Chat model sent through the OpenAI SDK (field order, compact
+separators, non-ASCII kept), over ``wire.http.WireClient``, so neither the ``openai`` SDK nor
+``pydantic_ai.models.openai`` is imported on this wire. Requests stream (``stream_options``
+asks for usage in the last chunk); :meth:`ChatCompletionsModel.request` asks for a whole answer,
+which ``providers.stream_refusal`` uses for servers that cannot stream tool calls and the
+summary uses. The history mapping is ``wire.chat_body`` (each settled message encoded once),
+the answer mapping ``wire.chat_stream``, the per-preset profile ``wire.chat_profile``.
+
+Dialect: ``string_content`` makes a tool-calling assistant message carry ``"content": ""``
+instead of ``null`` (``providers.local_chat``); the output cap's field follows the profile
+(``openai_chat_supports_max_completion_tokens``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from pydantic_ai.exceptions import UnexpectedModelBehavior, UserError
+from pydantic_ai.messages import ModelMessage, ModelResponse, ThinkingPart
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse, check_allow_model_requests
+from pydantic_ai.native_tools import WebSearchTool
+from pydantic_ai.profiles import ModelProfile, merge_profile
+
+from ketch.wire.chat_body import ChatEncoder, MessageMemo, backfill_thinking_field
+from ketch.wire.chat_stream import ChatStream, completion_response
+from ketch.wire.http import WireClient
+
+_BODY_ORDER = (
+    "model", "stream", "service_tier", "messages", "frequency_penalty", "logit_bias", "logprobs",
+    "max_completion_tokens", "max_tokens", "moderation", "parallel_tool_calls", "prediction", "presence_penalty",
+    "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention", "reasoning_effort", "response_format",
+    "seed", "stop", "store", "stream_options", "temperature", "tool_choice", "tools", "top_logprobs", "top_p",
+    "user", "verbosity", "web_search_options",
+)
+"""The order the OpenAI SDK wrote a Chat request's fields in (the caller's extra fields follow)."""
+
+_SETTING_FIELDS = (
+    ("seed", "seed"), ("openai_user", "user"), ("openai_prediction", "prediction"), ("temperature", "temperature"),
+    ("top_p", "top_p"), ("presence_penalty", "presence_penalty"), ("frequency_penalty", "frequency_penalty"),
+    ("logit_bias", "logit_bias"), ("openai_logprobs", "logprobs"), ("openai_top_logprobs", "top_logprobs"),
+    ("openai_store", "store"), ("openai_moderation", "moderation"), ("openai_text_verbosity", "verbosity"),
+    ("openai_prompt_cache_key", "prompt_cache_key"), ("openai_prompt_cache_retention", "prompt_cache_retention"),
+    ("openai_prompt_cache_options", "prompt_cache_options"), ("stop_sequences", "stop"),
+)
+"""pydantic-ai settings -> the body field each becomes."""
+
+_SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "logit_bias", "openai_logprobs",
+             "openai_top_logprobs")
+_EFFORT_ORDER = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def encode(body: dict[str, Any]) -> bytes:
+    """The body as the SDK wrote it: compact, UTF-8 (not ASCII-escaped), no NaN."""
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except ValueError as exc:
+        raise UnexpectedModelBehavior(f"the request holds a number JSON cannot carry ({exc})") from None
+
+
+@dataclass(init=False)
+class ChatCompletionsModel(Model[Any]):
+    """A Chat Completions endpoint: OpenAI's, or any server that speaks it."""
+
+    unsupported_settings = frozenset({"top_k"})
+    _unsupported_file_inputs = frozenset({"video"})
+    _relocates_tool_files = True
+
+    _model_name: str = field(repr=False)
+    _base_url: str = field(repr=False)
+
+    def __init__(self, model_name: str, *, base_url: str, api_key: str, provider_name: str,
+                 provider_profile: ModelProfile | None = None, profile: dict[str, Any] | None = None,
+                 timeout: float = 300.0, max_retries: int = 2, response_hooks: list[Any] | None = None,
+                 string_content: bool = False, headers: dict[str, str] | None = None) -> None:
+        self._model_name = model_name
+        self._base_url = base_url.rstrip("/") + "/"
+        self._api_key = api_key
+        self._provider_name = provider_name
+        self._provider_profile = provider_profile
+        self._timeout = timeout
+        self._max_retries = max(0, max_retries)
+        self._hooks = list(response_hooks or [])
+        self._headers = dict(headers or {})
+        self._client: WireClient | None = None
+        self._encoder = ChatEncoder(self, string_content=string_content)
+        self._memo = MessageMemo()
+        super().__init__(profile=profile)
+
+    # ------------------------------------------------------------ identity
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+    @property
+    def system(self) -> str:
+        return self._provider_name
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    @classmethod
+    def supported_native_tools(cls) -> frozenset[type[Any]]:
+        return frozenset({WebSearchTool})
+
+    def unsupported_native_tool_settings(self, native_tool: Any) -> frozenset[str]:
+        return native_tool.restricting_settings
+
+    def _provider_model_profile(self) -> ModelProfile | None:
+        return self._provider_profile
+
+    @cached_property
+    def profile(self) -> Any:  # type: ignore[override]
+        """The preset's profile with the caller's overrides; hosted search only where the profile says so."""
+        profile = super().profile
+        if not profile.get("openai_chat_supports_document_input", True):
+            from pydantic_ai._file_input import KNOWN_DOCUMENT_MEDIA_TYPES, TEXT_DOCUMENT_MEDIA_TYPES
+
+            kinds = profile.get("supported_document_media_types", KNOWN_DOCUMENT_MEDIA_TYPES)
+            profile = merge_profile(profile, ModelProfile(supported_document_media_types=kinds & TEXT_DOCUMENT_MEDIA_TYPES))
+        if not profile.get("openai_chat_supports_web_search", False):
+            from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS
+
+            tools = profile.get("supported_native_tools", SUPPORTED_NATIVE_TOOLS) - {WebSearchTool}
+            profile = merge_profile(profile, ModelProfile(supported_native_tools=tools))
+        return profile
+
+    def _unsupported_settings(self) -> frozenset[str]:
+        return self.unsupported_settings | frozenset(self.profile.get("openai_unsupported_model_settings", ()))
+
+    def prepare_request(self, model_settings: Any, model_request_parameters: ModelRequestParameters) -> Any:
+        if (any(isinstance(t, WebSearchTool) for t in model_request_parameters.native_tools)
+                and not self.profile.get("openai_chat_supports_web_search", False)
+                and not any(t.unless_native == "web_search" for t in model_request_parameters.function_tools)):
+            raise UserError(f"WebSearchTool is not supported on Chat Completions with model {self.model_name!r}")
+        return super().prepare_request(model_settings, model_request_parameters)
+
+    # ------------------------------------------------------------ requests
+    async def request(self, messages: list[ModelMessage], model_settings: Any,
+                      model_request_parameters: ModelRequestParameters) -> ModelResponse:
+        """A whole answer (``stream: false``)."""
+        check_allow_model_requests()
+        settings, params = self.prepare_request(model_settings, model_request_parameters)
+        body = self.body(messages, dict(settings or {}), params, stream=False)
+        response = await self._send(body, stream=False)
+        try:
+            data = json.loads(response.content, parse_constant=_no_constant)
+        except ValueError as exc:
+            raise UnexpectedModelBehavior(f"Invalid response from {self.system} chat completions endpoint, expected "
+                                          f"JSON data ({exc})", response.text[:500]) from None
+        finally:
+            await response.aclose()
+        return completion_response(data, model_name=self._model_name, profile=self.profile,
+                                   provider_name=self.system, provider_url=self._base_url)
+
+    @asynccontextmanager
+    async def request_stream(self, messages: list[ModelMessage], model_settings: Any,
+                             model_request_parameters: ModelRequestParameters,
+                             run_context: Any = None) -> AsyncIterator[StreamedResponse]:
+        check_allow_model_requests()
+        settings, params = self.prepare_request(model_settings, model_request_parameters)
+        body = self.body(messages, dict(settings or {}), params, stream=True)
+        response = await self._send(body, stream=True)
+        try:
+            yield ChatStream(model_request_parameters=params, _response=response, _model_name=self._model_name,
+                             _profile=self.profile, _provider_name=self.system, _provider_url=self._base_url)
+        finally:
+            await response.aclose()
+
+    def _http(self) -> WireClient:
+        if self._client is None:
+            from pydantic_ai.models import get_user_agent
+
+            headers = {"authorization": f"Bearer {self._api_key}", "user-agent": get_user_agent(), **self._headers}
+            self._client = WireClient(model_name=self._model_name, headers=headers,
+                                      connect_timeout=min(self._timeout, 30.0), idle_timeout=self._timeout,
+                                      max_retries=self._max_retries, response_hooks=self._hooks)
+        return self._client
+
+    async def _send(self, body: dict[str, Any], *, stream: bool) -> Any:
+        return await self._http().post(f"{self._base_url}chat/completions", encode(body), stream=stream)
+
+    # ------------------------------------------------------------ the body
+    def messages(self, messages: list[ModelMessage], settings: dict[str, Any],
+                 params: ModelRequestParameters) -> list[dict[str, Any]]:
+        """The ``messages`` of a request for this history (the settled ones from the memo)."""
+        profile = self.profile
+        send_back = profile.get("openai_chat_send_back_thinking_parts", "auto")
+        field_name = profile.get("openai_chat_thinking_field", None) if send_back == "field" else None
+        backfill = bool(field_name and profile.get("openai_chat_thinking_requires_field_on_tool_calls", False)
+                        and self._thinks(settings, params))
+        out: list[dict[str, Any]] = []
+        for message, encoded in self._memo.encode(messages, self._encoder):
+            if isinstance(message, ModelResponse):
+                backfill = backfill or any(isinstance(p, ThinkingPart) for p in message.parts)
+                if backfill and field_name:
+                    encoded = [{**m, field_name: ""} if m["role"] == "assistant" and m.get("tool_calls")
+                               and field_name not in m else m for m in encoded]
+            out.extend(encoded)
+        out = backfill_thinking_field(out, profile)
+        role = profile.get("openai_system_prompt_role", None) or "system"
+        instructions = self._get_instruction_parts(messages, params) or []
+        if instructions:
+            leading = next((i for i, m in enumerate(out) if m["role"] != role), len(out))
+            out[leading:leading] = [{"role": role, "content": p.content} for p in instructions]
+        if not profile.get("openai_chat_supports_multiple_system_messages", True) and role in ("system", "developer"):
+            leading = next((i for i, m in enumerate(out) if m["role"] != role), len(out))
+            if leading >= 2:
+                out = [{**out[0], "content": "\n\n".join(m["content"] for m in out[:leading])}, *out[leading:]]
+        return out
+
+    def body(self, messages: list[ModelMessage], settings: dict[str, Any], params: ModelRequestParameters, *,
+             stream: bool) -> dict[str, Any]:
+        """The JSON of one Chat Completions request."""
+        profile = self.profile
+        tools, tool_choice = self._tools(settings, params)
+        fields: dict[str, Any] = {"model": self._model_name, "stream": stream,
+                                  "messages": self.messages(messages, settings, params)}
+        if profile.get("openai_supports_reasoning", False) and self._thinks(settings, params):
+            for key in _SAMPLING:  # reasoning models take no sampling parameters while they reason
+                settings.pop(key, None)
+        for key in profile.get("openai_unsupported_model_settings", ()):
+            settings.pop(key, None)
+        if (tier := settings.get("openai_service_tier") or settings.get("service_tier")):
+            fields["service_tier"] = tier
+        if "max_tokens" in settings:
+            cap = "max_completion_tokens" if profile.get("openai_chat_supports_max_completion_tokens", True) else "max_tokens"
+            fields[cap] = settings["max_tokens"]
+        if tools and "parallel_tool_calls" in settings:
+            fields["parallel_tool_calls"] = settings["parallel_tool_calls"]
+        for setting, name in _SETTING_FIELDS:
+            if setting in settings:
+                fields[name] = settings[setting]
+        if (effort := self._effort(settings, params)) is not None:
+            fields["reasoning_effort"] = effort
+        if params.output_mode == "native" and params.output_object is not None:
+            fields["response_format"] = self._json_schema(params.output_object)
+        elif params.output_mode == "prompted" and profile.get("supports_json_object_output", False):
+            fields["response_format"] = {"type": "json_object"}
+        if stream:
+            fields["stream_options"] = {"include_usage": True, **(
+                {"continuous_usage_stats": True} if settings.get("openai_continuous_usage_stats") else {})}
+        if tool_choice is not None:
+            fields["tool_choice"] = tool_choice
+        if tools:
+            fields["tools"] = tools
+        if (search := self._web_search_options(params)) is not None:
+            fields["web_search_options"] = search
+        body = {name: fields[name] for name in _BODY_ORDER if name in fields}
+        extra = settings.get("extra_body")
+        false_body = profile.get("openai_chat_thinking_false_body")
+        if false_body is not None and params.thinking is False and not settings.get("openai_reasoning_effort"):
+            extra = {**false_body, **(extra or {})}
+        if isinstance(extra, dict):
+            body.update(extra)
+        return body
+
+    def _thinks(self, settings: dict[str, Any], params: ModelRequestParameters) -> bool:
+        effort = settings.get("openai_reasoning_effort")
+        if effort is not None:
+            return effort != "none"
+        if params.thinking is not None:
+            return params.thinking is not False or self.profile.get("thinking_always_enabled", False)
+        return self.profile.get("thinking_enabled_by_default", False)
+
+    def _effort(self, settings: dict[str, Any], params: ModelRequestParameters) -> str | None:
+        """``reasoning_effort``: the explicit setting, else the unified level on the profile's scale."""
+        if effort := settings.get("openai_reasoning_effort"):
+            return effort
+        thinking = params.thinking
+        if thinking is None or (thinking is False and "openai_chat_thinking_false_body" in self.profile):
+            return None
+        from pydantic_ai.profiles.openai import OPENAI_REASONING_EFFORT_MAP
+
+        profile = self.profile
+        supports_max = profile.get("openai_chat_supports_max_reasoning_effort", False)
+        supported = profile.get("openai_reasoning_efforts")
+        if supported is None:
+            if thinking is False and profile.get("thinking_always_enabled", False):
+                return None
+            if thinking == "minimal" and not profile.get("openai_supports_minimal_reasoning_effort", True):
+                return "low"
+            if thinking == "max" and supports_max:
+                return "max"
+            return OPENAI_REASONING_EFFORT_MAP[thinking]
+        accepted = sorted((e for e in supported if e != "max" or supports_max), key=_EFFORT_ORDER.index)
+        if thinking is False:
+            return next(iter(accepted), None)
+        wanted = _EFFORT_ORDER.index("max" if thinking == "max" and supports_max else OPENAI_REASONING_EFFORT_MAP[thinking])
+        active = [e for e in accepted if e != "none"]
+        return next((e for e in active if _EFFORT_ORDER.index(e) >= wanted), active[-1] if active else None)
+
+    def _tools(self, settings: dict[str, Any], params: ModelRequestParameters) -> tuple[list[dict[str, Any]], Any]:
+        from pydantic_ai.models._tool_choice import resolve_tool_choice, support_tool_forcing, tool_forcing_unavailable_reason
+
+        resolved = resolve_tool_choice(settings, params)  # type: ignore[arg-type]
+        defs = params.declared_tool_defs
+
+        def forcing() -> bool:
+            thinks = self._thinks(settings, params)
+            reason = tool_forcing_unavailable_reason(self.profile, thinking=thinks, thinking_remedy=(
+                "Disable thinking with `thinking=False` or `openai_reasoning_effort='none'`"))
+            return support_tool_forcing(self.model_name, settings, reason,  # type: ignore[arg-type]
+                                        disables_thinking=thinks and self.profile.get("forced_tool_choice_disables_thinking", False))
+
+        choice: Any
+        if resolved in ("auto", "none"):
+            choice = resolved
+        elif resolved == "required":
+            choice = "required" if forcing() else "auto"
+        else:
+            mode, names = resolved
+            supports = forcing()
+            effective = "auto" if mode == "auto" or not supports else mode
+            if mode == "required" and len(names) == 1 and supports:
+                choice = {"type": "function", "function": {"name": next(iter(names))}}
+            elif self.profile.get("openai_chat_supports_allowed_tools", False):
+                choice = {"type": "allowed_tools", "allowed_tools": {"mode": effective, "tools": [
+                    {"type": "function", "function": {"name": n}} for n in defs if n in names]}}
+            else:
+                defs = {k: v for k, v in defs.items() if k in names}
+                choice = effective
+        tools = [self._tool(t) for t in defs.values()]
+        return (tools, choice) if tools else (tools, None)
+
+    def _tool(self, tool: Any) -> dict[str, Any]:
+        function: dict[str, Any] = {"name": tool.name, "description": tool.description or "",
+                                    "parameters": tool.parameters_json_schema}
+        if tool.strict and self.profile.get("openai_supports_strict_tool_definition", True):
+            function["strict"] = tool.strict
+        return {"type": "function", "function": function}
+
+    def _json_schema(self, output: Any) -> dict[str, Any]:
+        from pydantic_ai._output import DEFAULT_OUTPUT_TOOL_NAME
+
+        schema: dict[str, Any] = {"name": output.name or DEFAULT_OUTPUT_TOOL_NAME, "schema": output.json_schema}
+        if output.description:
+            schema["description"] = output.description
+        if self.profile.get("openai_supports_strict_tool_definition", True):
+            schema["strict"] = output.strict
+        return {"type": "json_schema", "json_schema": schema}
+
+    @staticmethod
+    def _web_search_options(params: ModelRequestParameters) -> dict[str, Any] | None:
+        for tool in params.native_tools:
+            if isinstance(tool, WebSearchTool):
+                options: dict[str, Any] = {"search_context_size": tool.search_context_size}
+                if tool.user_location:
+                    options["user_location"] = {"type": "approximate", "approximate": dict(tool.user_location)}
+                return options
+        return None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+__all__ = ["ChatCompletionsModel", "encode"]

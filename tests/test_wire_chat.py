@@ -1,0 +1,184 @@
+"""ketch's own Chat Completions model (``wire.chat``): no SDK on the wire, and what crosses it.
+
+- A headless turn on the chat wire (several presets) in a fresh interpreter imports no provider
+  SDK and no ``pydantic_ai.models.openai`` / ``pydantic_ai.providers`` module.
+- The per-preset profiles equal those of pydantic-ai's providers (which this test may import).
+- The streamed answer's parts, usage (cached tokens) and finish reason; the whole-answer path;
+  a stream cut before ``[DONE]`` is an error; an HTTP error keeps its status and body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import httpx
+import pytest
+from fakeprovider import FakeProvider, ToolCall, Turn
+from kettle import ketch_env, write_project_config
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+FORBIDDEN = ("openai", "anthropic", "google.genai", "groq", "mistralai", "pydantic_ai.models.openai",
+             "pydantic_ai.models.anthropic", "pydantic_ai.models.google", "pydantic_ai.models.groq",
+             "pydantic_ai.providers.")
+
+
+@pytest.mark.parametrize("preset", ["openai", "ollama", "deepseek", "openai-compatible"])
+def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    with FakeProvider([Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"}, id="c1")]), Turn(text="done")]) as fake:
+        (root / "a.txt").write_text("hello\n")
+        write_project_config(root, f'model = "c:fake-model"\n[connections.c]\npreset = "{preset}"\n'
+                                   f'base_url = "{fake.base_url}"\nmax_retries = 0\n')
+        code = textwrap.dedent(f"""
+            import sys
+            from ketch.frontends.cli import main
+            code = main(["-p", "read a.txt", "--yolo"])
+            bad = sorted(m for m in sys.modules if m in {FORBIDDEN!r} or m.startswith(tuple(p + "." for p in {FORBIDDEN!r}))
+                         or m.startswith("pydantic_ai.providers."))
+            print("RESULT", code, ",".join(bad) or "-")
+        """)
+        env = ketch_env({"OPENAI_API_KEY": "sk-test", "DEEPSEEK_API_KEY": "sk-test", "PYTHONPATH": SRC})
+        proc = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1].split()
+        assert len(fake.model_requests) == 2, proc.stderr[-3000:]
+    assert result[1] == "0", proc.stdout[-2000:]
+    assert result[2] == "-", f"SDK modules imported on the chat wire: {result[2][:300]}"
+    first = fake.model_requests[0].body
+    cap = "max_completion_tokens" if preset in ("openai",) else "max_tokens"
+    assert cap in first, sorted(first)
+    assistant = fake.model_requests[1].body["messages"][-2]
+    assert assistant["role"] == "assistant"
+    assert assistant["content"] == ("" if preset in ("ollama", "openai-compatible") else None)  # local dialect: a string
+
+
+@pytest.mark.parametrize("preset, provider_module, provider_class", [
+    ("openai", "pydantic_ai.providers.openai", "OpenAIProvider"),
+    ("deepseek", "pydantic_ai.providers.deepseek", "DeepSeekProvider"),
+    ("ollama", "pydantic_ai.providers.ollama", "OllamaProvider"),
+    ("lmstudio", "pydantic_ai.providers.openai_compatible", "OpenAICompatibleProvider"),
+])
+@pytest.mark.parametrize("model", ["gpt-5", "gpt-4o", "deepseek-reasoner", "deepseek-v4-pro", "qwen3:8b", "llama3.1",
+                                   "gpt-oss:20b", "mistralai/devstral", "glm-4.6", "fake-model", "o3"])
+def test_profiles_equal_the_sdk_providers(preset: str, provider_module: str, provider_class: str, model: str) -> None:
+    import importlib
+
+    from ketch.wire.chat_profile import chat_profile
+
+    provider = getattr(importlib.import_module(provider_module), provider_class)
+    assert chat_profile(preset, model, official_openai=preset == "openai") == provider.model_profile(model)
+
+
+# ---------------------------------------------------------------- the model against a scripted server
+def _model(handler, **kw):
+    from ketch.wire.chat import ChatCompletionsModel
+    from ketch.wire.chat_profile import chat_profile
+
+    model = ChatCompletionsModel("m", base_url="http://chat.test/v1", api_key="k", provider_name="openai",
+                                 provider_profile=chat_profile("openai", "m", official_openai=True), max_retries=0, **kw)
+    model._http()._transport = httpx.MockTransport(handler)
+    return model
+
+
+def _sse(*chunks: object, done: bool = True) -> bytes:
+    text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks)
+    return (text + ("data: [DONE]\n\n" if done else "")).encode()
+
+
+def _run(model, stream: bool = True):
+    from pydantic_ai.messages import ModelRequest
+    from pydantic_ai.models import ModelRequestParameters
+
+    async def go():
+        messages = [ModelRequest.user_text_prompt("hi")]
+        params = ModelRequestParameters()
+        if not stream:
+            return await model.request(messages, None, params)
+        async with model.request_stream(messages, None, params) as response:
+            async for _ in response:
+                pass
+        return response.get()
+
+    return asyncio.run(go())
+
+
+def test_stream_maps_reasoning_text_tool_calls_usage_and_finish() -> None:
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=_sse(
+            {"id": "r1", "model": "m-1", "created": 1, "choices": [{"index": 0, "delta": {"role": "assistant", "reasoning_content": "thin"}}]},
+            {"id": "r1", "choices": [{"index": 0, "delta": {"reasoning_content": "king"}}]},
+            {"id": "r1", "choices": [{"index": 0, "delta": {"content": "Hé"}}]},
+            {"id": "r1", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\""}}]}}]},
+            {"id": "r1", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": ":1}"}}]}}]},
+            {"id": "r1", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+            {"id": "r1", "choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107,
+                                                   "prompt_tokens_details": {"cached_tokens": 60}}},
+        ))
+
+    response = _run(_model(handler))
+    body = json.loads(seen[0].content)
+    assert list(body) == ["model", "stream", "messages", "stream_options"]
+    assert seen[0].headers["authorization"] == "Bearer k"
+    kinds = [(type(p).__name__, getattr(p, "content", None) or getattr(p, "args", None)) for p in response.parts]
+    assert kinds == [("ThinkingPart", "thinking"), ("TextPart", "Hé"), ("ToolCallPart", '{"a":1}')]
+    assert response.parts[0].id == "reasoning_content"
+    assert response.finish_reason == "tool_call" and response.model_name == "m-1" and response.provider_response_id == "r1"
+    assert (response.usage.input_tokens, response.usage.output_tokens, response.usage.cache_read_tokens) == (100, 7, 60)
+
+
+def test_a_stream_cut_before_done_is_an_error_not_an_answer() -> None:
+    from pydantic_ai.exceptions import ModelConnectionError
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=_sse({"choices": [{"index": 0, "delta": {"content": "half"}}]}, done=False))
+
+    with pytest.raises(ModelConnectionError):
+        _run(_model(handler))
+
+
+def test_an_error_status_keeps_its_body_and_the_whole_answer_path_reads_json() -> None:
+    from pydantic_ai.exceptions import ModelHTTPError
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, json={"error": {"message": "bad model", "type": "invalid_request_error"}})
+
+    with pytest.raises(ModelHTTPError) as caught:
+        _run(_model(refuse))
+    assert caught.value.status_code == 400 and caught.value.body["error"]["message"] == "bad model"
+
+    seen = []
+
+    def whole(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json={"id": "r2", "model": "m", "created": 2, "choices": [{"index": 0, "finish_reason": "length",
+                              "message": {"role": "assistant", "content": "<think>x</think>cut", "tool_calls": None}}],
+                              "usage": {"prompt_tokens": 3, "completion_tokens": 4}})
+
+    response = _run(_model(whole), stream=False)
+    assert seen[0]["stream"] is False and "stream_options" not in seen[0]
+    assert [type(p).__name__ for p in response.parts] == ["ThinkingPart", "TextPart"]
+    assert response.parts[1].content == "cut" and response.finish_reason == "length"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (3, 4)
+
+
+def test_string_content_dialect_and_no_nan() -> None:
+    from pydantic_ai.exceptions import UnexpectedModelBehavior
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+
+    from ketch.wire.chat import encode
+
+    model = _model(lambda r: httpx.Response(500), string_content=True)
+    _, assistant = model._encoder.response(ModelResponse(parts=[ToolCallPart("f", {"a": 1}, tool_call_id="c")]))
+    assert assistant == {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}]}
+    with pytest.raises(UnexpectedModelBehavior):
+        encode({"x": float("nan")})
