@@ -27,7 +27,7 @@ FORBIDDEN = ("openai", "anthropic", "google.genai", "groq", "mistralai", "pydant
              "pydantic_ai.providers.")
 
 
-@pytest.mark.parametrize("preset", ["openai", "ollama", "deepseek", "openai-compatible"])
+@pytest.mark.parametrize("preset", ["openai", "ollama", "deepseek", "openai-compatible", "zai"])
 def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> None:
     root = tmp_path / "work"
     root.mkdir()
@@ -43,7 +43,7 @@ def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> 
                          or m.startswith("pydantic_ai.providers."))
             print("RESULT", code, ",".join(bad) or "-")
         """)
-        env = ketch_env({"OPENAI_API_KEY": "sk-test", "DEEPSEEK_API_KEY": "sk-test", "PYTHONPATH": SRC})
+        env = ketch_env({"OPENAI_API_KEY": "sk-test", "DEEPSEEK_API_KEY": "sk-test", "ZAI_API_KEY": "zk", "PYTHONPATH": SRC})
         proc = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, proc.stderr[-3000:]
         result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1].split()
@@ -51,7 +51,7 @@ def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> 
     assert result[1] == "0", proc.stdout[-2000:]
     assert result[2] == "-", f"SDK modules imported on the chat wire: {result[2][:300]}"
     first = fake.model_requests[0].body
-    cap = "max_completion_tokens" if preset in ("openai",) else "max_tokens"
+    cap = "max_completion_tokens" if preset in ("openai", "zai") else "max_tokens"
     assert cap in first, sorted(first)
     assistant = fake.model_requests[1].body["messages"][-2]
     assert assistant["role"] == "assistant"
@@ -73,6 +73,15 @@ def test_profiles_equal_the_sdk_providers(preset: str, provider_module: str, pro
 
     provider = getattr(importlib.import_module(provider_module), provider_class)
     assert chat_profile(preset, model, official_openai=preset == "openai") == provider.model_profile(model)
+
+
+@pytest.mark.parametrize("model", ["glm-4.7", "glm-5.3", "glm-4.5-air", "fake-model"])
+def test_the_zai_profile_equals_the_sdk_provider(model: str) -> None:
+    from pydantic_ai.providers.zai import ZaiProvider
+
+    from ketch.providers.zai import zai_profile
+
+    assert zai_profile(model) == ZaiProvider.model_profile(model)
 
 
 # ---------------------------------------------------------------- the model against a scripted server

@@ -154,11 +154,11 @@ def build_model(
         return groq_model(conn, _response_hooks(wire), **extra)
 
     if speaks_zai(conn.preset.name, conn.base_url):
-        from ketch.providers.zai import ZaiSearchModel
-        from pydantic_ai.providers.zai import ZaiProvider
+        from ketch.providers.zai import PROVIDER, ZaiChatModel, zai_profile
 
-        return ZaiSearchModel(conn.model_name, provider=ZaiProvider(openai_client=_openai_provider(conn, wire).client),
-                              **extra)
+        return ZaiChatModel(conn.model_name, base_url=conn.base_url, api_key=conn.api_key or _NO_KEY,
+                            provider_name=PROVIDER, provider_profile=zai_profile(conn.model_name), profile=profile,
+                            timeout=conn.timeout, max_retries=conn.max_retries, response_hooks=_response_hooks(wire))
     return chat_model(conn, _response_hooks(wire), profile)
 
 

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic_ai.exceptions import UnexpectedModelBehavior, UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse, ThinkingPart
@@ -29,7 +29,7 @@ from pydantic_ai.native_tools import WebSearchTool
 from pydantic_ai.profiles import ModelProfile, merge_profile
 
 from ketch.wire.chat_body import ChatEncoder, MessageMemo, backfill_thinking_field
-from ketch.wire.chat_stream import ChatStream, completion_response
+from ketch.wire.chat_stream import FINISH_REASONS, ChatStream, completion_response
 from ketch.wire.http import WireClient
 
 _BODY_ORDER = (
@@ -74,6 +74,9 @@ class ChatCompletionsModel(Model[Any]):
 
     _model_name: str = field(repr=False)
     _base_url: str = field(repr=False)
+    stream_class: ClassVar[type[ChatStream]] = ChatStream
+    """The stream mapping (a dialect's subclass reads its own chunk fields)."""
+    finish_reasons: ClassVar[dict[str, Any]] = FINISH_REASONS
 
     def __init__(self, model_name: str, *, base_url: str, api_key: str, provider_name: str,
                  provider_profile: ModelProfile | None = None, profile: dict[str, Any] | None = None,
@@ -157,8 +160,12 @@ class ChatCompletionsModel(Model[Any]):
                                           f"JSON data ({exc})", response.text[:500]) from None
         finally:
             await response.aclose()
-        return completion_response(data, model_name=self._model_name, profile=self.profile,
-                                   provider_name=self.system, provider_url=self._base_url)
+        return self.completion(data)
+
+    def completion(self, data: Any) -> ModelResponse:
+        """A whole answer's JSON as a ModelResponse (a dialect adds its own top-level fields)."""
+        return completion_response(data, model_name=self._model_name, profile=self.profile, provider_name=self.system,
+                                   provider_url=self._base_url, finish_reasons=self.finish_reasons)
 
     @asynccontextmanager
     async def request_stream(self, messages: list[ModelMessage], model_settings: Any,
@@ -169,8 +176,9 @@ class ChatCompletionsModel(Model[Any]):
         body = self.body(messages, dict(settings or {}), params, stream=True)
         response = await self._send(body, stream=True)
         try:
-            yield ChatStream(model_request_parameters=params, _response=response, _model_name=self._model_name,
-                             _profile=self.profile, _provider_name=self.system, _provider_url=self._base_url)
+            yield self.stream_class(model_request_parameters=params, _response=response, _model_name=self._model_name,
+                                    _profile=self.profile, _provider_name=self.system, _provider_url=self._base_url,
+                                    _finish_reasons=self.finish_reasons)
         finally:
             await response.aclose()
 
@@ -220,7 +228,7 @@ class ChatCompletionsModel(Model[Any]):
              stream: bool) -> dict[str, Any]:
         """The JSON of one Chat Completions request."""
         profile = self.profile
-        tools, tool_choice = self._tools(settings, params)
+        tools, tool_choice = self.tools_and_choice(settings, params)
         fields: dict[str, Any] = {"model": self._model_name, "stream": stream,
                                   "messages": self.messages(messages, settings, params)}
         if profile.get("openai_supports_reasoning", False) and self._thinks(settings, params):
@@ -238,7 +246,7 @@ class ChatCompletionsModel(Model[Any]):
         for setting, name in _SETTING_FIELDS:
             if setting in settings:
                 fields[name] = settings[setting]
-        if (effort := self._effort(settings, params)) is not None:
+        if (effort := self.reasoning_effort(settings, params)) is not None:
             fields["reasoning_effort"] = effort
         if params.output_mode == "native" and params.output_object is not None:
             fields["response_format"] = self._json_schema(params.output_object)
@@ -251,7 +259,7 @@ class ChatCompletionsModel(Model[Any]):
             fields["tool_choice"] = tool_choice
         if tools:
             fields["tools"] = tools
-        if (search := self._web_search_options(params)) is not None:
+        if (search := self.web_search_options(params)) is not None:
             fields["web_search_options"] = search
         body = {name: fields[name] for name in _BODY_ORDER if name in fields}
         extra = settings.get("extra_body")
@@ -270,7 +278,7 @@ class ChatCompletionsModel(Model[Any]):
             return params.thinking is not False or self.profile.get("thinking_always_enabled", False)
         return self.profile.get("thinking_enabled_by_default", False)
 
-    def _effort(self, settings: dict[str, Any], params: ModelRequestParameters) -> str | None:
+    def reasoning_effort(self, settings: dict[str, Any], params: ModelRequestParameters) -> str | None:
         """``reasoning_effort``: the explicit setting, else the unified level on the profile's scale."""
         if effort := settings.get("openai_reasoning_effort"):
             return effort
@@ -330,6 +338,10 @@ class ChatCompletionsModel(Model[Any]):
         tools = [self._tool(t) for t in defs.values()]
         return (tools, choice) if tools else (tools, None)
 
+    def tools_and_choice(self, settings: dict[str, Any], params: ModelRequestParameters) -> tuple[list[dict[str, Any]], Any]:
+        """The request's ``tools`` and ``tool_choice`` (a dialect adds its hosted tools)."""
+        return self._tools(settings, params)
+
     def _tool(self, tool: Any) -> dict[str, Any]:
         function: dict[str, Any] = {"name": tool.name, "description": tool.description or "",
                                     "parameters": tool.parameters_json_schema}
@@ -347,8 +359,8 @@ class ChatCompletionsModel(Model[Any]):
             schema["strict"] = output.strict
         return {"type": "json_schema", "json_schema": schema}
 
-    @staticmethod
-    def _web_search_options(params: ModelRequestParameters) -> dict[str, Any] | None:
+    def web_search_options(self, params: ModelRequestParameters) -> dict[str, Any] | None:
+        """OpenAI's ``web_search_options`` for a request that carries ``WebSearchTool``."""
         for tool in params.native_tools:
             if isinstance(tool, WebSearchTool):
                 options: dict[str, Any] = {"search_context_size": tool.search_context_size}

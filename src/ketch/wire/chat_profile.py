@@ -32,7 +32,9 @@ def chat_profile(preset: str, model_name: str, *, official_openai: bool = False)
 
 
 def _openai(model_name: str) -> ModelProfile:
+    from pydantic_ai.profiles._special_tokens import special_token_route_profile
     from pydantic_ai.profiles.openai import (
+        _GPT_6_MODEL_PREFIXES,
         OpenAIJsonSchemaTransformer,
         OpenAIModelProfile,
         _OpenAIJsonSchemaTransformer,
@@ -54,7 +56,10 @@ def _openai(model_name: str) -> ModelProfile:
         supports_audio_file_input="audio" in model_name,
         openai_responses_tool_choice_accepts_additional_tools=breakpoints,
         openai_responses_supports_max_reasoning_effort=breakpoints,
-    ))
+        openai_chat_supports_allowed_tools=True,
+        supports_mid_conversation_effort=model_name.startswith(_GPT_6_MODEL_PREFIXES),
+        openai_supports_batch_api=True,
+    ), special_token_route_profile("openai", model_name))
 
 
 def _compatible(model_name: str) -> ModelProfile:

@@ -88,6 +88,7 @@ class ChatStream(StreamedResponse):
     _refusal: str = field(default="", init=False)
     _has_finish: bool = field(default=False, init=False)
     _created: bool = field(default=False, init=False)
+    _finish_reasons: dict[str, FinishReason] = field(default_factory=lambda: FINISH_REASONS)
 
     async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
         lines = read_lines(self._response, self._model_name)
@@ -119,6 +120,7 @@ class ChatStream(StreamedResponse):
             self._model_name = chunk["model"]
         if isinstance(chunk.get("service_tier"), str):
             self.provider_details = {**(self.provider_details or {}), "service_tier": chunk["service_tier"]}
+        yield from self._chunk_extra(chunk)
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices:
             return
@@ -135,7 +137,7 @@ class ChatStream(StreamedResponse):
             self.finish_reason = "content_filter"
             return
         if raw_finish and not self._refusal:
-            self.finish_reason = FINISH_REASONS.get(raw_finish)
+            self.finish_reason = self._finish_reasons.get(raw_finish)
         if raw_finish:
             details = dict(self.provider_details or {})
             if not self._refusal:
@@ -144,6 +146,10 @@ class ChatStream(StreamedResponse):
         yield from self._thinking(delta)
         yield from self._content(delta)
         yield from self._tool_calls(delta)
+
+    def _chunk_extra(self, chunk: dict[str, Any]) -> Iterator[ModelResponseStreamEvent]:
+        """A dialect's top-level chunk fields, as events before the chunk's deltas (none here)."""
+        return iter(())
 
     def _boundary(self, source: str) -> None:
         if source != "reasoning":
@@ -235,7 +241,8 @@ class ChatStream(StreamedResponse):
         return self._timestamp
 
 
-def completion_response(body: Any, *, model_name: str, profile: Any, provider_name: str, provider_url: str) -> ModelResponse:
+def completion_response(body: Any, *, model_name: str, profile: Any, provider_name: str, provider_url: str,
+                        finish_reasons: dict[str, FinishReason] = FINISH_REASONS) -> ModelResponse:
     """A whole (non-streamed) Chat completion as a ModelResponse; a body of another shape is an error."""
     from pydantic_ai._thinking_part import split_content_into_text_and_thinking
     from pydantic_ai._utils import generate_tool_call_id
@@ -253,7 +260,7 @@ def completion_response(body: Any, *, model_name: str, profile: Any, provider_na
     raw_finish = choice.get("finish_reason")
     if raw_finish:
         details["finish_reason"] = raw_finish
-    finish = FINISH_REASONS.get(raw_finish) if raw_finish else "stop"
+    finish = finish_reasons.get(raw_finish) if raw_finish else "stop"
     usage = map_usage(body.get("usage"), model=model, provider=provider_name, provider_url=provider_url) or RequestUsage()
     stamp = _timestamp(body.get("created"))
     response_id = body.get("id") if isinstance(body.get("id"), str) and body.get("id") else None
