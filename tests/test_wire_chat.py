@@ -191,3 +191,129 @@ def test_string_content_dialect_and_no_nan() -> None:
         {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}]}
     with pytest.raises(UnexpectedModelBehavior):
         encode({"x": float("nan")})
+
+
+# ---------------------------------------------------------------- the same bytes as pydantic-ai's SDK model
+def _history():
+    from pydantic_ai.messages import (
+        BinaryContent,
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        TextPart,
+        ThinkingPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    png = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de0000000c4944415408d763f8cfc000000301010018dd8db00000000049454e44ae426082")
+    return [
+        ModelRequest(parts=[SystemPromptPart("You are ketch. ü"), UserPromptPart("read the file")]),
+        ModelResponse(parts=[ThinkingPart("plan", id="reasoning_content", provider_name="P"),
+                             ToolCallPart("read_file", {"path": "a"}, tool_call_id="c1")], provider_name="P"),
+        ModelRequest(parts=[ToolReturnPart("read_file", "contents\n", tool_call_id="c1")]),
+        ModelResponse(parts=[TextPart("It says contents."), ToolCallPart("shell", '{"command":"ls"}', tool_call_id="c2")],
+                      provider_name="P"),
+        ModelRequest(parts=[ToolReturnPart("shell", {"out": "a b"}, tool_call_id="c2"),
+                            UserPromptPart(["look", BinaryContent(png, media_type="image/png")])]),
+    ]
+
+
+def _params(thinking=None, cache=None):
+    from pydantic_ai.models import ModelRequestParameters
+    from pydantic_ai.tools import ToolDefinition
+
+    tools = [ToolDefinition(name="read_file", description="Read a file.", parameters_json_schema={
+        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"], "additionalProperties": False}),
+        ToolDefinition(name="shell", description=None, parameters_json_schema={
+            "type": "object", "properties": {"command": {"type": "string"}, "n": {"type": "integer", "default": 1}},
+            "required": ["command"]}, strict=True)]
+    return ModelRequestParameters(function_tools=tools, thinking=thinking, cache=cache)
+
+
+def _capture(build, stream: bool, settings: dict):
+    """The body ``build(transport)``'s model sends for the history, as bytes."""
+    sent: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.content)
+        if stream:
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=_sse(
+                {"id": "r", "model": "m", "created": 1, "object": "chat.completion.chunk",
+                 "choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}))
+        return httpx.Response(200, json={"id": "r", "model": "m", "created": 1, "object": "chat.completion",
+                                         "choices": [{"index": 0, "finish_reason": "stop",
+                                                      "message": {"role": "assistant", "content": "ok"}}]})
+
+    model = build(httpx.MockTransport(handler))
+
+    async def go(thinking, cache):
+        if stream:
+            async with model.request_stream(_history(), settings, _params(thinking, cache)) as response:
+                async for _ in response:
+                    pass
+        else:
+            await model.request(_history(), settings, _params(thinking, cache))
+
+    return model, go, sent
+
+
+CASES = [
+    ("openai", "gpt-4o", {"max_tokens": 100, "openai_prompt_cache_key": "ketch-s"}, None, None),
+    ("openai", "gpt-5", {"max_tokens": 100}, "high", None),
+    ("openai", "o3", {"max_tokens": 100, "temperature": 0.2}, "low", None),
+    ("openai", "gpt-5.6", {"max_tokens": 100, "openai_prompt_cache_key": "ketch-s"}, "medium", True),
+    ("openai", "fake-model", {"max_tokens": 100, "openai_reasoning_effort": "high"}, None, None),
+    ("deepseek", "deepseek-reasoner", {"max_tokens": 100}, "high", None),
+    ("deepseek", "deepseek-chat", {"max_tokens": 100}, None, None),
+    ("ollama", "qwen3:8b", {"max_tokens": 100}, "high", None),
+    ("lmstudio", "gpt-oss-20b", {"max_tokens": 100, "parallel_tool_calls": True}, None, None),
+]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("preset, model_name, settings, thinking, cache", CASES)
+def test_the_body_equals_the_sdk_models(preset, model_name, settings, thinking, cache, stream) -> None:
+    """The own model sends byte for byte what pydantic-ai's OpenAIChatModel sent through the SDK,
+    for the same history, settings and parameters (the SDK is imported here, in the test only)."""
+    from openai import AsyncOpenAI
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.deepseek import DeepSeekProvider
+    from pydantic_ai.providers.ollama import OllamaProvider
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
+
+    from ketch.providers.local_chat import LOCAL_DIALECT_PRESETS, PROFILE, string_contents
+    from ketch.wire.chat import ChatCompletionsModel
+    from ketch.wire.chat_profile import chat_profile
+
+    local = preset in LOCAL_DIALECT_PRESETS
+
+    def sdk(transport):
+        client = AsyncOpenAI(base_url="http://x.test/v1", api_key="k", max_retries=0,
+                             http_client=httpx.AsyncClient(transport=transport))
+        provider = {"openai": lambda: OpenAIProvider(openai_client=client),
+                    "deepseek": lambda: DeepSeekProvider(openai_client=client),
+                    "ollama": lambda: OllamaProvider(openai_client=client)}.get(
+            preset, lambda: OpenAICompatibleProvider(preset, openai_client=client))()
+
+        class Local(OpenAIChatModel):
+            async def _map_messages(self, *args, **kwargs):
+                return string_contents(await super()._map_messages(*args, **kwargs))
+
+        return (Local if local else OpenAIChatModel)(model_name, provider=provider, profile=PROFILE if local else None)
+
+    def own(transport):
+        model = ChatCompletionsModel(model_name, base_url="http://x.test/v1", api_key="k", provider_name=preset,
+                                     provider_profile=chat_profile(preset, model_name, official_openai=preset == "openai"),
+                                     profile=PROFILE if local else None, max_retries=0, string_content=local)
+        model._http()._transport = transport
+        return model
+
+    bodies = []
+    for build in (sdk, own):
+        _, go, sent = _capture(build, stream, dict(settings))
+        asyncio.run(go(thinking, cache))
+        bodies.append(sent[0])
+    assert bodies[1] == bodies[0]

@@ -51,6 +51,10 @@ _SETTING_FIELDS = (
 )
 """pydantic-ai settings -> the body field each becomes."""
 
+_CACHE_KEYS = ("openai_prompt_cache_options", "openai_cache_instructions")
+"""OpenAI's own cache settings, which win over the unified ``cache`` setting."""
+_PREFIX_ONLY = {"30m": {"mode": "explicit", "ttl": "30m"}, "12h": {"mode": "explicit", "ttl": "12h"}}
+"""The options of a prefix-only cache, recognised by identity (never mutated; a caller's equal dict is theirs)."""
 _SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "logit_bias", "openai_logprobs",
              "openai_top_logprobs")
 _EFFORT_ORDER = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -143,7 +147,22 @@ class ChatCompletionsModel(Model[Any]):
                 and not self.profile.get("openai_chat_supports_web_search", False)
                 and not any(t.unless_native == "web_search" for t in model_request_parameters.function_tools)):
             raise UserError(f"WebSearchTool is not supported on Chat Completions with model {self.model_name!r}")
-        return super().prepare_request(model_settings, model_request_parameters)
+        settings, params = super().prepare_request(model_settings, model_request_parameters)
+        return self._translate_cache(settings, params), params
+
+    def _translate_cache(self, settings: Any, params: ModelRequestParameters) -> Any:
+        """The unified ``cache`` setting on models with explicit breakpoints (GPT-5.6 on): OpenAI's
+        ``prompt_cache_options`` and a breakpoint after the static instructions, unless the caller
+        set OpenAI's own cache settings. Other models cache implicitly: nothing is sent."""
+        if (not params.cache or not self.profile.get("openai_supports_prompt_cache_breakpoints", False)
+                or any(k in (settings or {}) for k in _CACHE_KEYS)):
+            return settings
+        from pydantic_ai.models._prompt_cache import split_cache_setting
+
+        retention, whole = split_cache_setting(params.cache)
+        ttl = "12h" if retention == "12h" else "30m"
+        options = {"mode": "implicit", "ttl": ttl} if whole else _PREFIX_ONLY[ttl]
+        return {**(settings or {}), "openai_prompt_cache_options": options, "openai_cache_instructions": True}
 
     # ------------------------------------------------------------ requests
     async def request(self, messages: list[ModelMessage], model_settings: Any,
@@ -218,6 +237,21 @@ class ChatCompletionsModel(Model[Any]):
         if instructions:
             leading = next((i for i, m in enumerate(out) if m["role"] != role), len(out))
             out[leading:leading] = [{"role": role, "content": p.content} for p in instructions]
+        if (settings.get("openai_cache_instructions") and profile.get("openai_supports_prompt_cache_breakpoints", False)
+                and role != "user" and profile.get("openai_chat_supports_multiple_system_messages", True)
+                and not _dynamic_system_prompt(messages)):
+            static = next((i for i, p in enumerate(instructions) if p.dynamic), len(instructions))
+            at = next((i for i, m in enumerate(out) if m["role"] != role), len(out)) - len(instructions) + static - 1
+            if at >= 0:
+                content = out[at]["content"]
+                parts = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(c) for c in content]
+                parts[-1]["prompt_cache_breakpoint"] = {"mode": "explicit"}
+                out[at] = {**out[at], "content": parts}  # a copy: the memoized message stays as it was
+        options = settings.get("openai_prompt_cache_options")
+        if any(options is o for o in _PREFIX_ONLY.values()) and not any(
+                isinstance(m.get("content"), list) and any("prompt_cache_breakpoint" in c for c in m["content"]) for m in out):
+            # caching only the prefix, with no breakpoint placed, would cache nothing: cache as usual
+            settings["openai_prompt_cache_options"] = {"mode": "implicit", "ttl": options["ttl"]}
         if not profile.get("openai_chat_supports_multiple_system_messages", True) and role in ("system", "developer"):
             leading = next((i for i, m in enumerate(out) if m["role"] != role), len(out))
             if leading >= 2:
@@ -368,6 +402,14 @@ class ChatCompletionsModel(Model[Any]):
                     options["user_location"] = {"type": "approximate", "approximate": dict(tool.user_location)}
                 return options
         return None
+
+
+def _dynamic_system_prompt(messages: list[ModelMessage]) -> bool:
+    """A system prompt that can change between requests cannot sit inside the cached prefix."""
+    from pydantic_ai.messages import ModelRequest, SystemPromptPart
+
+    return any(isinstance(p, SystemPromptPart) and p.dynamic_ref is not None
+               for m in messages if isinstance(m, ModelRequest) for p in m.parts)
 
 
 def _no_constant(name: str) -> Any:
