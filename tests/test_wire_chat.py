@@ -284,7 +284,7 @@ def test_the_body_equals_the_sdk_models(preset, model_name, settings, thinking, 
     from pydantic_ai.providers.openai import OpenAIProvider
     from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
-    from ketch.providers.local_chat import LOCAL_DIALECT_PRESETS, PROFILE, string_contents
+    from ketch.providers.local_chat import LOCAL_DIALECT_PRESETS, PROFILE
     from ketch.wire.chat import ChatCompletionsModel
     from ketch.wire.chat_profile import chat_profile
 
@@ -299,8 +299,12 @@ def test_the_body_equals_the_sdk_models(preset, model_name, settings, thinking, 
             preset, lambda: OpenAICompatibleProvider(preset, openai_client=client))()
 
         class Local(OpenAIChatModel):
-            async def _map_messages(self, *args, **kwargs):
-                return string_contents(await super()._map_messages(*args, **kwargs))
+            async def _map_messages(self, *args, **kwargs):  # the SDK-based dialect this replaced
+                messages = await super()._map_messages(*args, **kwargs)
+                for message in messages:
+                    if message.get("role") == "assistant" and message.get("content", "") is None:
+                        message["content"] = ""
+                return messages
 
         return (Local if local else OpenAIChatModel)(model_name, provider=provider, profile=PROFILE if local else None)
 

@@ -84,6 +84,18 @@ def _openai_provider(conn: Connection, wire: str) -> Any:
     return OpenAICompatibleProvider(conn.preset.name if conn.preset.name != "openai-compatible" else conn.name, openai_client=client)
 
 
+def chat_wire_module(conn: Connection) -> str:
+    """The module a Chat Completions connection's model comes from (for preloading it): the SDK's
+    for OpenRouter and Groq, ketch's own (``wire.chat``) for every other preset."""
+    from ketch.providers.groq import speaks_groq
+
+    if speaks_openrouter(conn.preset.name, "openai-chat", conn.base_url):
+        return "pydantic_ai.models.openrouter"
+    if speaks_groq(conn.preset.name, conn.base_url):
+        return "ketch.providers.groq_model"
+    return "ketch.wire.chat"
+
+
 def build_model(
     conn: Connection, wire: str | None = None, *, profile: dict[str, Any] | None = None, warm_up_now: bool = False
 ) -> Model:
