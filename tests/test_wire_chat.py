@@ -321,3 +321,12 @@ def test_the_body_equals_the_sdk_models(preset, model_name, settings, thinking, 
         asyncio.run(go(thinking, cache))
         bodies.append(sent[0])
     assert bodies[1] == bodies[0]
+
+
+def test_a_finished_stream_without_done_is_an_answer() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=_sse({"choices": [{"index": 0, "delta": {"content": "all"}, "finish_reason": "stop"}]},
+                                                done=False))
+
+    response = _run(_model(handler))
+    assert response.parts[0].content == "all" and response.finish_reason == "stop"

@@ -28,6 +28,7 @@ from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse, 
 from pydantic_ai.native_tools import WebSearchTool
 from pydantic_ai.profiles import ModelProfile, merge_profile
 
+from ketch.wire import chat_options
 from ketch.wire.chat_body import ChatEncoder, MessageMemo, backfill_thinking_field
 from ketch.wire.chat_stream import FINISH_REASONS, ChatStream, completion_response
 from ketch.wire.http import WireClient
@@ -57,7 +58,6 @@ _PREFIX_ONLY = {"30m": {"mode": "explicit", "ttl": "30m"}, "12h": {"mode": "expl
 """The options of a prefix-only cache, recognised by identity (never mutated; a caller's equal dict is theirs)."""
 _SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "logit_bias", "openai_logprobs",
              "openai_top_logprobs")
-_EFFORT_ORDER = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
 def encode(body: dict[str, Any]) -> bytes:
@@ -283,7 +283,7 @@ class ChatCompletionsModel(Model[Any]):
         if (effort := self.reasoning_effort(settings, params)) is not None:
             fields["reasoning_effort"] = effort
         if params.output_mode == "native" and params.output_object is not None:
-            fields["response_format"] = self._json_schema(params.output_object)
+            fields["response_format"] = chat_options.json_schema_format(self.profile, params.output_object)
         elif params.output_mode == "prompted" and profile.get("supports_json_object_output", False):
             fields["response_format"] = {"type": "json_object"}
         if stream:
@@ -314,84 +314,14 @@ class ChatCompletionsModel(Model[Any]):
 
     def reasoning_effort(self, settings: dict[str, Any], params: ModelRequestParameters) -> str | None:
         """``reasoning_effort``: the explicit setting, else the unified level on the profile's scale."""
-        if effort := settings.get("openai_reasoning_effort"):
-            return effort
-        thinking = params.thinking
-        if thinking is None or (thinking is False and "openai_chat_thinking_false_body" in self.profile):
-            return None
-        from pydantic_ai.profiles.openai import OPENAI_REASONING_EFFORT_MAP
-
-        profile = self.profile
-        supports_max = profile.get("openai_chat_supports_max_reasoning_effort", False)
-        supported = profile.get("openai_reasoning_efforts")
-        if supported is None:
-            if thinking is False and profile.get("thinking_always_enabled", False):
-                return None
-            if thinking == "minimal" and not profile.get("openai_supports_minimal_reasoning_effort", True):
-                return "low"
-            if thinking == "max" and supports_max:
-                return "max"
-            return OPENAI_REASONING_EFFORT_MAP[thinking]
-        accepted = sorted((e for e in supported if e != "max" or supports_max), key=_EFFORT_ORDER.index)
-        if thinking is False:
-            return next(iter(accepted), None)
-        wanted = _EFFORT_ORDER.index("max" if thinking == "max" and supports_max else OPENAI_REASONING_EFFORT_MAP[thinking])
-        active = [e for e in accepted if e != "none"]
-        return next((e for e in active if _EFFORT_ORDER.index(e) >= wanted), active[-1] if active else None)
+        return chat_options.reasoning_effort(self.profile, settings, params.thinking)
 
     def _tools(self, settings: dict[str, Any], params: ModelRequestParameters) -> tuple[list[dict[str, Any]], Any]:
-        from pydantic_ai.models._tool_choice import resolve_tool_choice, support_tool_forcing, tool_forcing_unavailable_reason
-
-        resolved = resolve_tool_choice(settings, params)  # type: ignore[arg-type]
-        defs = params.declared_tool_defs
-
-        def forcing() -> bool:
-            thinks = self._thinks(settings, params)
-            reason = tool_forcing_unavailable_reason(self.profile, thinking=thinks, thinking_remedy=(
-                "Disable thinking with `thinking=False` or `openai_reasoning_effort='none'`"))
-            return support_tool_forcing(self.model_name, settings, reason,  # type: ignore[arg-type]
-                                        disables_thinking=thinks and self.profile.get("forced_tool_choice_disables_thinking", False))
-
-        choice: Any
-        if resolved in ("auto", "none"):
-            choice = resolved
-        elif resolved == "required":
-            choice = "required" if forcing() else "auto"
-        else:
-            mode, names = resolved
-            supports = forcing()
-            effective = "auto" if mode == "auto" or not supports else mode
-            if mode == "required" and len(names) == 1 and supports:
-                choice = {"type": "function", "function": {"name": next(iter(names))}}
-            elif self.profile.get("openai_chat_supports_allowed_tools", False):
-                choice = {"type": "allowed_tools", "allowed_tools": {"mode": effective, "tools": [
-                    {"type": "function", "function": {"name": n}} for n in defs if n in names]}}
-            else:
-                defs = {k: v for k, v in defs.items() if k in names}
-                choice = effective
-        tools = [self._tool(t) for t in defs.values()]
-        return (tools, choice) if tools else (tools, None)
+        return chat_options.tools_and_choice(self.profile, self.model_name, settings, params, self._thinks(settings, params))
 
     def tools_and_choice(self, settings: dict[str, Any], params: ModelRequestParameters) -> tuple[list[dict[str, Any]], Any]:
         """The request's ``tools`` and ``tool_choice`` (a dialect adds its hosted tools)."""
         return self._tools(settings, params)
-
-    def _tool(self, tool: Any) -> dict[str, Any]:
-        function: dict[str, Any] = {"name": tool.name, "description": tool.description or "",
-                                    "parameters": tool.parameters_json_schema}
-        if tool.strict and self.profile.get("openai_supports_strict_tool_definition", True):
-            function["strict"] = tool.strict
-        return {"type": "function", "function": function}
-
-    def _json_schema(self, output: Any) -> dict[str, Any]:
-        from pydantic_ai._output import DEFAULT_OUTPUT_TOOL_NAME
-
-        schema: dict[str, Any] = {"name": output.name or DEFAULT_OUTPUT_TOOL_NAME, "schema": output.json_schema}
-        if output.description:
-            schema["description"] = output.description
-        if self.profile.get("openai_supports_strict_tool_definition", True):
-            schema["strict"] = output.strict
-        return {"type": "json_schema", "json_schema": schema}
 
     def web_search_options(self, params: ModelRequestParameters) -> dict[str, Any] | None:
         """OpenAI's ``web_search_options`` for a request that carries ``WebSearchTool``."""

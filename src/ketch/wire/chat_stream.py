@@ -4,8 +4,9 @@ A stream maps each ``choices[0].delta`` as pydantic-ai's Chat model did: reasoni
 profile's field, ``reasoning`` or ``reasoning_content``; text (with a profile's thinking tags
 split out); tool-call deltas by their ``index``; ``refusal`` as a content filter. Usage comes
 from the chunk that carries it (the last one, with ``stream_options.include_usage``), cached
-prompt tokens included. A stream ends at ``data: [DONE]``; one that stops before it, or before
-any finish reason, is a cut connection (``wire.sse``), never a finished answer.
+prompt tokens included. A stream ends at ``data: [DONE]`` (or, as some compatible servers end
+it, after a finish reason); one that stops before either is a cut connection (``wire.sse``),
+never a finished answer.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from pydantic_ai.exceptions import ModelHTTPError, UnexpectedModelBehavior
+from pydantic_ai.exceptions import ModelConnectionError, ModelHTTPError, UnexpectedModelBehavior
 from pydantic_ai.messages import (
     FinishReason,
     ModelResponse,
@@ -31,7 +32,7 @@ from pydantic_ai.profiles import DEFAULT_THINKING_TAGS
 from pydantic_ai.usage import RequestUsage
 
 from ketch.wire.http import read_lines
-from ketch.wire.sse import json_events
+from ketch.wire.sse import ENDED_EARLY, json_events
 
 FINISH_REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "tool_call",
                                            "content_filter": "content_filter", "function_call": "tool_call"}
@@ -92,10 +93,16 @@ class ChatStream(StreamedResponse):
 
     async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
         lines = read_lines(self._response, self._model_name)
-        async for _frame, chunk in json_events(lines, model_name=self._model_name, is_end=lambda f, p: False,
-                                               done_sentinel="[DONE]"):
-            for event in self._chunk(chunk):
-                yield event
+        try:
+            async for _frame, chunk in json_events(lines, model_name=self._model_name, is_end=lambda f, p: False,
+                                                   done_sentinel="[DONE]"):
+                for event in self._chunk(chunk):
+                    yield event
+        except ModelConnectionError as exc:
+            # Some compatible servers end a finished answer without [DONE] (providers.stream_end
+            # accepts a finish reason as the end too); without either, the answer was cut.
+            if not (self._has_finish and ENDED_EARLY in str(exc)):
+                raise
         if self._refusal:
             self.provider_details = {**(self.provider_details or {}), "refusal": self._refusal}
         if not self._has_finish and not self._refusal and not self.cancelled:
