@@ -36,6 +36,14 @@ def _response_hooks(wire: str) -> list[Any]:
     return [stream_end.response_hook(wire), coalesce.response_hook()]
 
 
+def _own_wire_hooks() -> list[Any]:
+    """httpx response hooks of ketch's own wire models: text coalescing only (their SSE reader
+    already fails a stream that ends before its end event, with the model errors core reads)."""
+    from ketch.providers import coalesce
+
+    return [coalesce.response_hook()]
+
+
 def _timeout(conn: Connection) -> Any:
     """The connection's silence limit for reads (the first byte, then between bytes), writes
     and the pool; connecting gets at most 30 s of it."""
@@ -170,8 +178,8 @@ def build_model(
 
         return ZaiChatModel(conn.model_name, base_url=conn.base_url, api_key=conn.api_key or _NO_KEY,
                             provider_name=PROVIDER, provider_profile=zai_profile(conn.model_name), profile=profile,
-                            timeout=conn.timeout, max_retries=conn.max_retries, response_hooks=_response_hooks(wire))
-    return chat_model(conn, _response_hooks(wire), profile)
+                            timeout=conn.timeout, max_retries=conn.max_retries, response_hooks=_own_wire_hooks())
+    return chat_model(conn, _own_wire_hooks(), profile)
 
 
 def chat_model(conn: Connection, hooks: list[Any], profile: dict[str, Any] | None = None) -> Model:

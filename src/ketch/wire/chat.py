@@ -195,9 +195,11 @@ class ChatCompletionsModel(Model[Any]):
         body = self.body(messages, dict(settings or {}), params, stream=True)
         response = await self._send(body, stream=True)
         try:
-            yield self.stream_class(model_request_parameters=params, _response=response, _model_name=self._model_name,
+            stream = self.stream_class(model_request_parameters=params, _response=response, _model_name=self._model_name,
                                     _profile=self.profile, _provider_name=self.system, _provider_url=self._base_url,
                                     _finish_reasons=self.finish_reasons)
+            await stream.prime()
+            yield stream
         finally:
             await response.aclose()
 

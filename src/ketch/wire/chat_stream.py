@@ -31,6 +31,9 @@ from pydantic_ai.models import StreamedResponse
 from pydantic_ai.profiles import DEFAULT_THINKING_TAGS
 from pydantic_ai.usage import RequestUsage
 
+import httpx
+
+from ketch.providers.stream_end import EMPTY_STREAM
 from ketch.wire.http import read_lines
 from ketch.wire.sse import ENDED_EARLY, json_events
 
@@ -89,15 +92,35 @@ class ChatStream(StreamedResponse):
     _refusal: str = field(default="", init=False)
     _has_finish: bool = field(default=False, init=False)
     _created: bool = field(default=False, init=False)
+    _events: Any = field(default=None, init=False)
+    _first: Any = field(default=None, init=False)
     _finish_reasons: dict[str, FinishReason] = field(default_factory=lambda: FINISH_REASONS)
 
-    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
-        lines = read_lines(self._response, self._model_name)
+    async def prime(self) -> None:
+        """Read up to the first event before the stream is handed over, as the SDK did: a server
+        that refuses (an error event) or closes the stream before any event fails the request
+        itself, where ``providers.stream_refusal`` can still ask for a whole answer."""
+        self._events = json_events(read_lines(self._response, self._model_name), model_name=self._model_name,
+                                   is_end=lambda f, p: False, done_sentinel="[DONE]")
         try:
-            async for _frame, chunk in json_events(lines, model_name=self._model_name, is_end=lambda f, p: False,
-                                                   done_sentinel="[DONE]"):
-                for event in self._chunk(chunk):
+            self._first = await anext(self._events, None)
+        except ModelConnectionError as exc:
+            if getattr(exc, "phase", None) == "read" and not isinstance(exc.__cause__, httpx.TimeoutException):
+                raise ModelConnectionError(self._model_name, f"{EMPTY_STREAM} ({exc.message})", phase="read") from exc
+            raise
+        if self._first is not None and isinstance(self._first[1].get("error"), dict):
+            list(self._chunk(self._first[1]))  # raises the provider's error
+
+    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
+        if self._events is None:
+            await self.prime()
+        try:
+            if self._first is not None:
+                for event in self._chunk(self._first[1]):
                     yield event
+                async for _frame, chunk in self._events:
+                    for event in self._chunk(chunk):
+                        yield event
         except ModelConnectionError as exc:
             # Some compatible servers end a finished answer without [DONE] (providers.stream_end
             # accepts a finish reason as the end too); without either, the answer was cut.
