@@ -1,6 +1,6 @@
 """Benchmark: ketch's CPU per step over a 1,000-step single turn, and where it goes.
 
-Run: ``.venv/bin/python bench/long_session.py [--steps 1000] [--wire responses|anthropic|gemini|both]``
+Run: ``.venv/bin/python bench/long_session.py [--steps 1000] [--wire responses|anthropic|gemini|chat|both]``
 (``both``: Responses and Anthropic).
 
 One turn of ``--steps`` tool calls (``read_file`` of a 1 kB file each) against the fake
@@ -81,6 +81,7 @@ WIRES = {
     "responses": ("openai-responses", "gpt-5", "/v1"),
     "anthropic": ("anthropic-messages", "claude-sonnet-4-5", ""),
     "gemini": ("gemini", "gemini-2.5-flash", ""),
+    "chat": ("openai-chat", "gpt-5", "/v1"),
 }
 
 
@@ -306,7 +307,7 @@ def _report(wire_key: str, per_step: list[float], splits: dict[int, dict[str, fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--wire", choices=["responses", "anthropic", "gemini", "both"], default="both")
+    parser.add_argument("--wire", choices=["responses", "anthropic", "gemini", "chat", "both"], default="both")
     parser.add_argument("--serve-fake", type=int, metavar="STEPS", help=argparse.SUPPRESS)
     parser.add_argument("--background-mb", type=float, default=0.0,
                         help="the first step starts a background command printing this many MB")

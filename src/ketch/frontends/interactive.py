@@ -60,6 +60,10 @@ def _preload(args: Any, cwd: Path) -> None:
     conn = connection_from_args(args, config)
     wire_module = {"anthropic-messages": "ketch.wire.messages", "gemini": "ketch.wire.gemini"}.get(
         conn.wire, "pydantic_ai.models.openai")
+    if conn.wire == "openai-chat":
+        from ketch.providers.models import chat_wire_module
+
+        wire_module = chat_wire_module(conn)
     importlib.import_module(wire_module)
     from types import SimpleNamespace
 

@@ -37,9 +37,9 @@ def switch_for(connection_key: str) -> EndpointSwitch:
 def _is_chat(model: Any) -> bool:
     """Whether ``model`` speaks Chat Completions (a session whose hosted search needs Responses
     was built on Responses already)."""
-    from pydantic_ai.models.openai import OpenAIChatModel
+    from ketch.wire.chat import ChatCompletionsModel
 
-    return isinstance(model, OpenAIChatModel)
+    return isinstance(model, ChatCompletionsModel)
 
 
 @dataclass

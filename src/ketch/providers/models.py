@@ -36,6 +36,14 @@ def _response_hooks(wire: str) -> list[Any]:
     return [stream_end.response_hook(wire), coalesce.response_hook()]
 
 
+def _own_wire_hooks() -> list[Any]:
+    """httpx response hooks of ketch's own wire models: text coalescing only (their SSE reader
+    already fails a stream that ends before its end event, with the model errors core reads)."""
+    from ketch.providers import coalesce
+
+    return [coalesce.response_hook()]
+
+
 def _timeout(conn: Connection) -> Any:
     """The connection's silence limit for reads (the first byte, then between bytes), writes
     and the pool; connecting gets at most 30 s of it."""
@@ -76,6 +84,18 @@ def _openai_provider(conn: Connection, wire: str) -> Any:
     from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
     return OpenAICompatibleProvider(conn.preset.name if conn.preset.name != "openai-compatible" else conn.name, openai_client=client)
+
+
+def chat_wire_module(conn: Connection) -> str:
+    """The module a Chat Completions connection's model comes from (for preloading it): the SDK's
+    for OpenRouter and Groq, ketch's own (``wire.chat``) for every other preset."""
+    from ketch.providers.groq import speaks_groq
+
+    if speaks_openrouter(conn.preset.name, "openai-chat", conn.base_url):
+        return "pydantic_ai.models.openrouter"
+    if speaks_groq(conn.preset.name, conn.base_url):
+        return "ketch.providers.groq_model"
+    return "ketch.wire.chat"
 
 
 def build_model(
@@ -134,18 +154,30 @@ def build_model(
         return groq_model(conn, _response_hooks(wire), **extra)
 
     if speaks_zai(conn.preset.name, conn.base_url):
-        from ketch.providers.zai import ZaiSearchModel
-        from pydantic_ai.providers.zai import ZaiProvider
+        from ketch.providers.zai import PROVIDER, ZaiChatModel, zai_profile
 
-        return ZaiSearchModel(conn.model_name, provider=ZaiProvider(openai_client=_openai_provider(conn, wire).client),
-                              **extra)
-    from ketch.providers.local_chat import LOCAL_DIALECT_PRESETS, local_chat_model
+        return ZaiChatModel(conn.model_name, base_url=conn.base_url, api_key=conn.api_key or _NO_KEY,
+                            provider_name=PROVIDER, provider_profile=zai_profile(conn.model_name), profile=profile,
+                            timeout=conn.timeout, max_retries=conn.max_retries, response_hooks=_own_wire_hooks())
+    return chat_model(conn, _own_wire_hooks(), profile)
 
-    if conn.preset.name in LOCAL_DIALECT_PRESETS:
-        return local_chat_model(conn.model_name, _openai_provider(conn, wire), profile)
-    from pydantic_ai.models.openai import OpenAIChatModel
 
-    return OpenAIChatModel(conn.model_name, provider=_openai_provider(conn, wire), **extra)
+def chat_model(conn: Connection, hooks: list[Any], profile: dict[str, Any] | None = None) -> Model:
+    """ketch's own Chat Completions model (``wire.chat``) for a preset without a dialect of its own:
+    OpenAI's, DeepSeek, xAI, Mistral, and local or compatible servers (``providers.local_chat``)."""
+    from ketch.providers.local_chat import LOCAL_DIALECT_PRESETS, PROFILE
+    from ketch.wire.chat import ChatCompletionsModel
+    from ketch.wire.chat_profile import chat_profile, provider_name
+
+    local = conn.preset.name in LOCAL_DIALECT_PRESETS
+    overrides = {**PROFILE, **(profile or {})} if local else profile
+    return ChatCompletionsModel(
+        conn.model_name, base_url=conn.base_url, api_key=conn.api_key or _NO_KEY,
+        provider_name=provider_name(conn.preset.name, conn.name),
+        provider_profile=chat_profile(conn.preset.name, conn.model_name, official_openai=conn.preset.official_openai),
+        profile=overrides or None, timeout=conn.timeout, max_retries=conn.max_retries, response_hooks=hooks,
+        string_content=local,
+    )
 
 
 def model_settings(think: str, *, wire: str | None = None, model: Any = None, conn: Connection | None = None) -> ModelSettings:

@@ -1,7 +1,8 @@
 """Z.AI (GLM) on its Chat Completions endpoint, with the endpoint's own ``web_search`` tool.
 
-pydantic-ai's ``ZaiModel`` speaks Z.AI's dialect (``reasoning_content``, ``thinking``) but has no
-hosted search. When the session routes search here (``websearch.capability``: the ``zai-chat``
+:class:`ZaiChatModel` is ketch's own Chat model (``wire.chat``) in Z.AI's dialect, as pydantic-ai's
+``ZaiModel`` spoke it: ``reasoning_content`` sent back, the unified thinking level as a
+``thinking`` field (never ``reasoning_effort``), Z.AI's extra finish reasons; it adds hosted search. When the session routes search here (``websearch.capability``: the ``zai-chat``
 protocol), the request carries Z.AI's tool next to the function tools::
 
     {"type": "web_search", "web_search": {"enable": true, "search_engine": "search_pro_jina",
@@ -19,23 +20,26 @@ separate product and is never called.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic_ai.messages import ModelResponseStreamEvent, NativeToolCallPart, NativeToolReturnPart
-from pydantic_ai.models.openai import OpenAIStreamedResponse
-from pydantic_ai.models.zai import ZaiModel, ZaiStreamedResponse
+from pydantic_ai.messages import FinishReason, ModelResponseStreamEvent, NativeToolCallPart, NativeToolReturnPart
 from pydantic_ai.native_tools import WebSearchTool
-from pydantic_ai.profiles import merge_profile
-from pydantic_ai.profiles.openai import OpenAIModelProfile
+from pydantic_ai.profiles import ModelProfile, merge_profile
+
+from ketch.wire.chat import ChatCompletionsModel
+from ketch.wire.chat_stream import FINISH_REASONS, ChatStream
 
 PROVIDER = "zai"
 HOSTS = frozenset({"api.z.ai", "open.bigmodel.cn"})
 """Z.AI's own API hosts: a connection there is built on this model whatever its preset."""
 SEARCH_ENGINE = "search_pro_jina"
 """The engine Z.AI's chat ``web_search`` tool takes on its general endpoint."""
+ZAI_FINISH_REASONS: dict[str, FinishReason] = {**FINISH_REASONS, "sensitive": "content_filter",
+                                              "model_context_window_exceeded": "length", "network_error": "error"}
+"""Z.AI's finish reasons on top of OpenAI's (docs.z.ai, chat completion)."""
 
 
 def speaks_zai(preset: str, base_url: str | None) -> bool:
@@ -61,78 +65,106 @@ def search_parts(rows: Any, call_id: str) -> tuple[NativeToolCallPart, NativeToo
     return call, result
 
 
-def _web_search_field(payload: Any) -> Any:
-    """The top-level ``web_search`` of a completion or chunk (the openai SDK keeps unknown fields)."""
-    extra = getattr(payload, "model_extra", None) or {}
-    return extra.get("web_search", getattr(payload, "web_search", None))
+def zai_profile(model_name: str) -> ModelProfile:
+    """The profile pydantic-ai's Z.AI provider gave ``model_name``."""
+    from pydantic_ai.profiles._special_tokens import special_token_route_profile
+    from pydantic_ai.profiles.openai import OpenAIJsonSchemaTransformer, OpenAIModelProfile
+    from pydantic_ai.profiles.zai import zai_model_profile
+
+    return merge_profile(
+        OpenAIModelProfile(json_schema_transformer=OpenAIJsonSchemaTransformer),
+        zai_model_profile(model_name),
+        OpenAIModelProfile(supports_json_object_output=True, openai_chat_thinking_field="reasoning_content",
+                           openai_chat_send_back_thinking_parts="field"),
+        special_token_route_profile("zai", model_name),
+    )
 
 
-@dataclass(init=False)
-class ZaiSearchModel(ZaiModel):
-    """``ZaiModel`` that puts Z.AI's ``web_search`` tool on the wire when the request carries
-    pydantic-ai's ``WebSearchTool`` (only then) and reads the ``web_search`` rows back."""
+def zai_settings(settings: dict[str, Any], thinking: Any, profile: Any) -> dict[str, Any]:
+    """The unified thinking level and ``zai_clear_thinking`` as Z.AI's ``thinking`` (and, where the
+    model takes one, ``reasoning_effort``) body fields, in ``extra_body`` as ``ZaiModel`` sent them."""
+    extra = dict(settings.get("extra_body") or {})
+    payload: dict[str, Any] = {}
+    if thinking is False and profile.get("thinking_always_enabled", False):
+        thinking = "minimal"
+    if thinking is False:
+        payload["type"] = "disabled"
+    elif thinking is not None:
+        payload["type"] = "enabled"
+    clear = settings.get("zai_clear_thinking")
+    if clear is None and profile.get("supports_thinking", False):
+        clear = False
+    if clear is not None:
+        payload["clear_thinking"] = clear
+    if payload:
+        extra["thinking"] = payload
+    if profile.get("zai_supports_reasoning_effort", False) and isinstance(thinking, str):
+        extra["reasoning_effort"] = profile.get("zai_reasoning_effort_mapping", {}).get(thinking, thinking)
+    out = {k: v for k, v in settings.items() if not k.startswith("zai_")}
+    if extra:
+        out["extra_body"] = extra
+    return out
+
+
+@dataclass
+class ZaiSearchStream(ChatStream):
+    """A Z.AI stream: a chunk's ``web_search`` rows become the search call and result, before the
+    text of that chunk; the same rows repeated in a later chunk are one search, not two."""
+
+    _seen_rows: set[str] = field(default_factory=set, init=False)
+    _searches: int = field(default=0, init=False)
+
+    def _chunk_extra(self, chunk: dict[str, Any]) -> Iterator[ModelResponseStreamEvent]:
+        from ketch.core import strict_json
+
+        rows = chunk.get("web_search")
+        key = strict_json.dumps(rows, sort_keys=True, default=str) if rows else ""
+        if not rows or key in self._seen_rows:
+            return
+        self._seen_rows.add(key)
+        self._searches += 1
+        parts = search_parts(rows, f"zai_search_{chunk.get('id') or 'stream'}_{self._searches}")
+        for n, part in enumerate(parts or ()):
+            yield self._parts_manager.handle_part(vendor_part_id=f"zai-web-search-{self._searches}-{n}", part=part)
+
+
+class ZaiChatModel(ChatCompletionsModel):
+    """Z.AI's Chat Completions dialect; its ``web_search`` tool goes on the wire when the request
+    carries pydantic-ai's ``WebSearchTool`` (only then), and its rows are read back."""
+
+    stream_class: ClassVar[type[ChatStream]] = ZaiSearchStream
+    finish_reasons: ClassVar[dict[str, Any]] = ZAI_FINISH_REASONS
 
     @cached_property
-    def profile(self) -> OpenAIModelProfile:  # type: ignore[override]
+    def profile(self) -> Any:  # type: ignore[override]
+        from pydantic_ai.profiles.openai import OpenAIModelProfile
+
         # Lets WebSearchTool through the Chat model's check; this class, not `web_search_options`, sends it.
         native = OpenAIModelProfile(openai_chat_supports_web_search=True, supported_native_tools=frozenset({WebSearchTool}))
-        return merge_profile(super().profile, native)  # type: ignore[return-value]
+        return merge_profile(ChatCompletionsModel.profile.func(self), native)  # type: ignore[attr-defined]
 
-    def _get_tool_choice(self, model_settings: Any, model_request_parameters: Any) -> tuple[list[Any], Any]:
-        tools, choice = super()._get_tool_choice(model_settings, model_request_parameters)
-        if any(isinstance(t, WebSearchTool) for t in model_request_parameters.native_tools):
-            tools = [*tools, search_tool()]
-            choice = choice or "auto"
+    def prepare_request(self, model_settings: Any, model_request_parameters: Any) -> Any:
+        settings, params = super().prepare_request(model_settings, model_request_parameters)
+        return zai_settings(dict(settings or {}), params.thinking, self.profile), params
+
+    def reasoning_effort(self, settings: dict[str, Any], params: Any) -> str | None:
+        return None  # the level goes in Z.AI's `thinking` field (zai_settings)
+
+    def tools_and_choice(self, settings: dict[str, Any], params: Any) -> tuple[list[dict[str, Any]], Any]:
+        tools, choice = super().tools_and_choice(settings, params)
+        if any(isinstance(t, WebSearchTool) for t in params.native_tools):
+            tools, choice = [*tools, search_tool()], choice or "auto"
         return tools, choice
 
-    def _get_web_search_options(self, model_request_parameters: Any) -> None:
+    def web_search_options(self, params: Any) -> None:
         return None  # Z.AI takes its own tool, never OpenAI's `web_search_options`
 
-    def _process_response(self, response: Any, **kwargs: Any) -> Any:
-        result = super()._process_response(response, **kwargs)
-        parts = search_parts(_web_search_field(response), f"zai_search_{getattr(response, 'id', '') or 'result'}")
+    def completion(self, data: Any) -> Any:
+        result = super().completion(data)
+        parts = search_parts(data.get("web_search"), f"zai_search_{data.get('id') or 'result'}")
         if parts is not None:
             result.parts = [*parts, *result.parts]
         return result
 
-    @property
-    def _streamed_response_cls(self) -> type[OpenAIStreamedResponse]:
-        return ZaiSearchStreamedResponse
 
-
-@dataclass
-class ZaiSearchStreamedResponse(ZaiStreamedResponse):
-    """A Z.AI stream: a chunk's ``web_search`` rows become the search call and result, before the
-    text of that chunk; the same rows repeated in a later chunk are one search, not two."""
-
-    _pending_search: list[Any] = field(default_factory=list, init=False)
-    _seen_rows: set[str] = field(default_factory=set, init=False)
-    _searches: int = field(default=0, init=False)
-
-    def _map_chunk_provider_details(self, chunk: Any) -> dict[str, Any] | None:
-        from ketch.core import strict_json
-
-        rows = _web_search_field(chunk)
-        key = strict_json.dumps(rows, sort_keys=True, default=str) if rows else ""
-        if rows and key not in self._seen_rows:
-            self._seen_rows.add(key)
-            self._pending_search.append((rows, getattr(chunk, "id", "") or ""))
-        return super()._map_chunk_provider_details(chunk)
-
-    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
-        async for event in super()._get_event_iterator():
-            for search_event in self._flush_search():
-                yield search_event
-            yield event
-        for search_event in self._flush_search():
-            yield search_event
-
-    def _flush_search(self) -> Iterator[ModelResponseStreamEvent]:
-        while self._pending_search:
-            rows, chunk_id = self._pending_search.pop(0)
-            self._searches += 1
-            parts = search_parts(rows, f"zai_search_{chunk_id or 'stream'}_{self._searches}")
-            if parts is None:
-                continue
-            for n, part in enumerate(parts):
-                yield self._parts_manager.handle_part(vendor_part_id=f"zai-web-search-{self._searches}-{n}", part=part)
+__all__ = ["HOSTS", "PROVIDER", "ZaiChatModel", "search_parts", "search_tool", "speaks_zai", "zai_profile"]

@@ -88,7 +88,8 @@ class WireClient:
 
     async def post(self, url: str, body: bytes, *, stream: bool, headers: Mapping[str, str] | None = None) -> httpx.Response:
         """Send ``body``; a 2xx/3xx response is returned open (``stream``: unread). Retried: the
-        statuses of ``retry_status`` (default :data:`RETRY_STATUS`) and failed connects, up to ``max_retries`` times."""
+        statuses of ``retry_status`` (default :data:`RETRY_STATUS`), failed connects and timeouts before
+        the response, up to ``max_retries`` times."""
         client = self._http()
         sent = {**self._headers, "content-type": "application/json", **(headers or {})}
         if stream:
@@ -98,7 +99,7 @@ class WireClient:
             try:
                 response = await client.send(client.build_request("POST", url, headers=sent, content=body), stream=True)
             except httpx.TimeoutException as exc:
-                if not last and isinstance(exc, httpx.ConnectTimeout):
+                if not last:  # nothing answered (connect, or silence before the headers): send it again
                     await self._sleep(backoff(attempt, None))
                     continue
                 phase = ("connect" if isinstance(exc, httpx.ConnectTimeout) else
@@ -119,7 +120,10 @@ class WireClient:
             if response.status_code in self._retry_status and not last:
                 await self._sleep(backoff(attempt, response.headers))
                 continue
-            raise ModelHTTPError(response.status_code, self.model_name, _error_body(raw), headers=dict(response.headers))
+            # the request rides along as the cause: error reports name the URL that was tried (core.errors)
+            status_error = httpx.HTTPStatusError(f"HTTP {response.status_code}", request=response.request, response=response)
+            raise ModelHTTPError(response.status_code, self.model_name, _error_body(raw),
+                                 headers=dict(response.headers)) from status_error
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def aclose(self) -> None:
