@@ -157,7 +157,7 @@ def user_prompt(text: str, root: Path, *, accepts_images: bool, model: str) -> A
     if not accepts_images:
         raise AttachmentError(
             f"{model} does not take images, so {names} was not sent and no request was made; "
-            "switch to a model that does with /model, or remove the @"
+            "switch to a model that does with /model, or send the prompt without the image"
         )
     from pydantic_ai.messages import BinaryContent
 
