@@ -30,9 +30,9 @@ does that only in its realtime sessions, and ketch never does (pruning, compacti
 build new messages and lists; ``strict_args`` replaces the list).
 
 The same memo also notes native (provider-run) tool parts and responses naming a code-execution
-container (:data:`NATIVE`), for the Anthropic adapter's scans (``anthropic_scans.py``, which
-installs its wrappers through :func:`replace`); a response's ``provider_details`` is read when the
-message is first classified, and pydantic-ai sets it once, when the response is built.
+container (:data:`NATIVE`); its reader, the SDK Anthropic adapter's scans, went with that adapter
+(ketch's own Messages model needs none), so the bit is only classified. A response's
+``provider_details`` is read when the message is first classified, and pydantic-ai sets it once.
 
 Nothing is wrapped unless every function is still bound where 2.68 binds it and has the
 signature it has there (:func:`install` returns False and the SDK runs as it is): an upgrade
@@ -54,7 +54,7 @@ _LOADS = 2
 _DISCOVERY = 4
 NATIVE = 8
 """A native (provider-run) tool call or result, or a response that names a code-execution container
-(``providers/anthropic_scans.py`` reads this one)."""
+(no reader since the SDK's Anthropic adapter was replaced)."""
 _FILES = 16
 """A tool result that may hold files: any but a plain ``ToolReturnPart`` of text content."""
 _ALL = _COMPACTION | _LOADS | _DISCOVERY | NATIVE | _FILES
@@ -242,7 +242,7 @@ def _parameters(function: Any) -> list[str]:
 
 def enabled() -> bool:
     """Whether ketch's fast paths around the SDK are on (``KETCH_SDK_FASTPATHS``, default on): these
-    scans, ``lookalike_memo`` and ``responses_memo``."""
+    scans and ``lookalike_memo``."""
     return os.environ.get("KETCH_SDK_FASTPATHS", "1").strip() != "0"
 
 

@@ -23,9 +23,8 @@ before the end as it was. Once a request is noted, every step runs the whole pas
 per-request memo. ``tests/test_lookalike_memo.py`` compares both with the SDK on generated histories.
 
 :func:`usable` checks that the two private methods still have their pydantic-ai-slim 2.68
-signatures. It is mixed into ``responses_memo.MemoizedResponsesModel`` and
-``anthropic_memo.MemoizedAnthropicModel``, whose ``usable`` checks include this one, so
-``build_model`` uses the SDK's own model class when it fails. ``KETCH_SDK_FASTPATHS=0`` turns it
+signatures. It is mixed into ``wire.responses.NotedResponsesModel``; when the check fails
+``build_model`` uses the plain ``ResponsesModel``. ``KETCH_SDK_FASTPATHS=0`` turns it
 off.
 """
 
