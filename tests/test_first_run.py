@@ -64,6 +64,11 @@ async def test_a_local_server_is_found_written_to_the_config_and_used(
         await h.type("\r")
         await h.wait_text("ollama:fake-model · think off", timeout=15)
         await h.type("hi\r")
+        # the fake serves no /api/show: its window is unknown, so ketch sizes it as a 4k server
+        # and offers the compact profile first (keeping the full one here)
+        await h.wait_text("Keep the full profile", timeout=15)
+        assert "The window is unknown: set it with context_window" in h.sink.text()
+        await h.type("2")
         await h.wait_text("Hello from the local model.")
     finally:
         await h.__aexit__(None, None, None)

@@ -19,6 +19,10 @@ CHANGES (intended differences since the files were recorded):
   the system prompt) and the shell tool's ``background`` argument.
 - the task list follows the history: a resumed session holds the list its last todo_write wrote,
   so the resume no longer tells the model the list is empty (``# Task list\n(none)``).
+- issue 35: a ``[compaction] context_window`` reserves a quarter of the window for the answer, as
+  every other window does (it was half): ``max_completion_tokens``/``max_output_tokens``/
+  ``max_tokens``/``maxOutputTokens`` 10000 instead of 20000, and with the room that frees, the
+  pruning in the small window of this session cuts later and keeps more (reasoning included).
 - issue 30 (Anthropic): after a compaction, a fourth ``cache_control`` on the newest placeholdered
   tool result (or the summary), the end of the settled history the next compaction reads back.
 """
