@@ -33,6 +33,28 @@ marked "assumed"):
   the conversation. TTL: 5 minutes of inactivity (the guide says 5-10), 24 hours with
   `prompt_cache_retention: "24h"`. Usage: `prompt_tokens_details.cached_tokens` /
   `input_tokens_details.cached_tokens`; `prompt_tokens` / `input_tokens` stay the total.
+  These are the rules of the models before GPT-5.6; a `prompt_cache_breakpoint` or
+  `prompt_cache_options` sent to one of them is a 400 (assumed: the guide says only GPT-5.6 and
+  later take them).
+- OpenAI GPT-5.6 and later families (`gpt-5.6*`, `gpt-5.7*`, ..., `gpt-6*`; by name): a prefix is
+  cached and matched only at a breakpoint, exactly (no 128-token rounding, no fallback to a shorter
+  unmarked prefix). Breakpoints: each content block carrying `prompt_cache_breakpoint:
+  {"mode": "explicit"}` (system/developer, user and tool-result blocks; one on assistant output is
+  a 400, assumed shape), placed at the end of the message or item holding it (the fake's segments
+  are whole messages; ketch marks a message's last block), and, unless `prompt_cache_options.mode`
+  is `explicit`, one implicit breakpoint at the end of the newest eligible (non-assistant) message.
+  Reads: the longest prefix of the request that an earlier breakpoint of its route cached and that
+  is live, wherever it ends (no block lookback limit), among the route's latest 80 breakpoints
+  (assumed: "latest" = most recently written or read; older ones are no longer matched). Writes: up to four per request, the implicit one plus the latest three explicit ones
+  (explicit mode: the latest four), each once it is at least 1024 tokens (assumed: the guide's
+  minimum); `cache_write_tokens` = from the end of the read to the furthest written breakpoint.
+  More than four markers is not an error (the guide: "writes up to the latest three"). TTL
+  `prompt_cache_options.ttl` (`30m` default, `12h`), a breakpoint's own `ttl` wins, refreshed on
+  use (assumed: the guide calls it a minimum lifetime). Identity: a marker is part of the prefix
+  (the guide does not say a marker is left out of it, so a marker moved is a changed prefix) but
+  is not counted as tokens (assumed: it is request structure, not text). Routing as before.
+  Usage: `cached_tokens` and `cache_write_tokens` in `prompt_tokens_details` /
+  `input_tokens_details`.
 - Gemini: implicit caching of a prefix seen before, at content boundaries (assumed), once it is at
   least the model's minimum (2048 tokens on 2.5, 4096 on 3.x and later; 2048 for other names);
   order system instruction, tools, contents (assumed); TTL 5 minutes (assumed: the guide gives
@@ -63,6 +85,9 @@ ANTHROPIC_MAX_BREAKPOINTS = 4
 OPENAI_MINIMUM = 1024
 OPENAI_INCREMENT = 128
 OPENAI_ROUTE_TOKENS = 256
+OPENAI_MAX_WRITES = 4
+OPENAI_MATCHED_BREAKPOINTS = 80
+OPENAI_TTLS = {'30m': 1800.0, '12h': 43200.0}
 FIVE_MINUTES, ONE_HOUR, ONE_DAY = 300.0, 3600.0, 86400.0
 
 
@@ -88,6 +113,15 @@ def anthropic_minimum(model: str) -> int:
     if re.search(r'sonnet-4-[6-9]|haiku-3|3-5-haiku|3-haiku', name):
         return 2048
     return 1024
+
+
+def openai_breakpoint_family(model: str) -> bool:
+    """GPT-5.6 and later families (by name, a `vendor/` prefix dropped): explicit breakpoints and paid writes."""
+    match = re.match(r'gpt-(\d+)(?:\.(\d+))?', model.lower().rsplit('/', 1)[-1])
+    if not match:
+        return False
+    major, minor = int(match.group(1)), int(match.group(2) or 0)
+    return major > 5 or (major == 5 and minor >= 6)
 
 
 def gemini_minimum(model: str) -> int:
@@ -126,6 +160,8 @@ class Counts:
     """Where it departs from that previous request (when not `extends`)."""
     has_tools: bool = False
     error: dict[str, Any] | None = None
+    breakpoints: bool = False
+    """Accounted by the rules of OpenAI's GPT-5.6 and later (writes reported in `cache_write_tokens`)."""
 
     @property
     def uncached(self) -> int:
@@ -146,21 +182,39 @@ class _Segments:
         self.labels.append(label)
         text = canonical(value)
         self.texts.append(text)
-        self.sizes.append(text_chars(text))
+        # an OpenAI breakpoint stays in the identity (`texts`) but is not counted as text
+        self.sizes.append(text_chars(canonical(value, _ALL_MARKERS) if 'prompt_cache_breakpoint' in text else text))
         self.marks.append(mark)
 
 
-def _strip_markers(value: Any) -> Any:
+_ALL_MARKERS = ('cache_control', 'prompt_cache_breakpoint')
+
+
+def _strip_markers(value: Any, keys: tuple[str, ...] = ('cache_control',)) -> Any:
     if isinstance(value, dict):
-        return {k: _strip_markers(v) for k, v in value.items() if k != 'cache_control'}
+        return {k: _strip_markers(v, keys) for k, v in value.items() if k not in keys}
     if isinstance(value, list):
-        return [_strip_markers(v) for v in value]
+        return [_strip_markers(v, keys) for v in value]
     return value
 
 
-def canonical(value: Any) -> str:
-    """The segment's text as the fake tokenizes it (markers removed, keys sorted)."""
-    return json.dumps(_strip_markers(value), sort_keys=True, separators=(',', ':'), ensure_ascii=False) + '\n'
+def canonical(value: Any, strip: tuple[str, ...] = ('cache_control',)) -> str:
+    """The segment's text as the fake tokenizes it (Anthropic's markers removed, keys sorted)."""
+    return json.dumps(_strip_markers(value, strip), sort_keys=True, separators=(',', ':'), ensure_ascii=False) + '\n'
+
+
+def _openai_breakpoints(value: Any) -> Iterator[dict[str, Any]]:
+    """Every `prompt_cache_breakpoint` object inside `value`."""
+    if isinstance(value, dict):
+        marker = value.get('prompt_cache_breakpoint')
+        if marker is not None:
+            yield marker if isinstance(marker, dict) else {'invalid': marker}
+        for k, v in value.items():
+            if k != 'prompt_cache_breakpoint':
+                yield from _openai_breakpoints(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _openai_breakpoints(v)
 
 
 def _markers(value: Any) -> Iterator[dict[str, Any]]:
@@ -214,28 +268,43 @@ def anthropic_segments(body: dict[str, Any]) -> tuple[_Segments, int]:
 
 
 def openai_segments(wire: str, body: dict[str, Any]) -> _Segments:
-    """OpenAI's prompt order (assumed): instructions / leading system messages, tools, the rest."""
+    """OpenAI's prompt order (assumed): instructions / leading system messages, tools, the rest.
+    A segment's mark is the ttl of the last `prompt_cache_breakpoint` in it ('-' without its own)."""
     seg = _Segments()
+
+    def add(label: str, value: Any) -> None:
+        found = list(_openai_breakpoints(value)) if isinstance(value, dict | list) else []
+        mark = (str(found[-1].get('ttl') or '-')) if found else ''
+        seg.add(label, value, mark)
+
     if wire == 'responses':
         if body.get('instructions'):
             seg.add('instructions', body['instructions'])
         for n, tool in enumerate(body.get('tools') or []):
-            seg.add(f'tools[{n}]', tool)
+            add(f'tools[{n}]', tool)
         items = body.get('input')
         items = [{'role': 'user', 'content': items}] if isinstance(items, str) else items or []
         for n, item in enumerate(items):
-            seg.add(f'input[{n}] ({_kind(item)})', item)
+            add(f'input[{n}] ({_kind(item)})', item)
         return seg
     messages = list(body.get('messages') or [])
     lead = 0
     while lead < len(messages) and isinstance(messages[lead], dict) and messages[lead].get('role') in ('system', 'developer'):
-        seg.add(f'messages[{lead}] ({messages[lead]["role"]})', messages[lead])
+        add(f'messages[{lead}] ({messages[lead]["role"]})', messages[lead])
         lead += 1
     for n, tool in enumerate(body.get('tools') or []):
-        seg.add(f'tools[{n}]', tool)
+        add(f'tools[{n}]', tool)
     for n in range(lead, len(messages)):
-        seg.add(f'messages[{n}] ({_kind(messages[n])})', messages[n])
+        add(f'messages[{n}] ({_kind(messages[n])})', messages[n])
     return seg
+
+
+_OPENAI_ELIGIBLE = ('system', 'developer', 'user', 'tool', 'function_call_output')
+"""The messages / items a breakpoint may end (not assistant output, not tool definitions or calls)."""
+
+
+def _openai_error(message: str) -> dict[str, Any]:
+    return {'error': {'message': message, 'type': 'invalid_request_error', 'param': None, 'code': None}}
 
 
 def gemini_segments(body: dict[str, Any]) -> _Segments:
@@ -247,6 +316,11 @@ def gemini_segments(body: dict[str, Any]) -> _Segments:
     for n, content in enumerate(body.get('contents') or []):
         seg.add(f'contents[{n}] ({_kind(content)})', content)
     return seg
+
+
+def _kind_of(label: str) -> str:
+    """The kind a segment label names: 'messages[3] (tool)' -> 'tool'; 'tools[0]' -> 'tools'."""
+    return label.split('(', 1)[1].split(')', 1)[0] if '(' in label else label.split('[', 1)[0]
 
 
 def _kind(item: Any) -> str:
@@ -331,8 +405,12 @@ class PromptCache:
             ttls = self._ttls.setdefault(plan.route, {})
             now = self.clock()
             for digest, ttl in [*plan.refresh, *plan.writes]:
+                entries.pop(digest, None)  # reinserted: an entry's place in the dict is its last use
                 entries[digest] = now + ttl
                 ttls[digest] = ttl
+            while plan.counts.breakpoints and len(entries) > OPENAI_MATCHED_BREAKPOINTS:
+                oldest = next(iter(entries))
+                del entries[oldest], ttls[oldest]
             self.log.append(plan.counts)
             return plan.counts
 
@@ -402,6 +480,11 @@ class PromptCache:
     def _openai(self, wire: str, body: dict[str, Any]) -> _Plan:
         model = str(body.get('model', ''))
         seg = openai_segments(wire, body)
+        if openai_breakpoint_family(model):
+            return self._openai_breakpoints(wire, model, seg, body)
+        if any(seg.marks) or 'prompt_cache_options' in body:
+            error = _openai_error(f'prompt_cache_breakpoint and prompt_cache_options are not supported with {model}.')
+            return _Plan(Counts(wire, model, 0, error=error))
         text = ''.join(seg.texts)
         total = tokens(sum(seg.sizes))
         route_head = hashlib.blake2b(text[:OPENAI_ROUTE_TOKENS * CHARS_PER_TOKEN].encode(), digest_size=8).hexdigest()
@@ -420,6 +503,57 @@ class PromptCache:
                     read = tokens(chars)
                 plan.writes.append((digest, ttl))
         plan.counts = Counts(wire, model, total, read, 0, 0, extends, diverged, bool(body.get('tools')))
+        return plan
+
+    def _openai_breakpoints(self, wire: str, model: str, seg: _Segments, body: dict[str, Any]) -> _Plan:
+        """GPT-5.6 and later: exact prefixes at breakpoints (the module docstring's rules)."""
+        options = body.get('prompt_cache_options') or {}
+        if not isinstance(options, dict) or options.get('mode', 'implicit') not in ('implicit', 'explicit') or (
+                options.get('ttl', '30m') not in OPENAI_TTLS):
+            return _Plan(Counts(wire, model, 0, error=_openai_error(f'Invalid prompt_cache_options: {options!r}.')))
+        for n, mark in enumerate(seg.marks):
+            if mark and (_kind_of(seg.labels[n]) not in _OPENAI_ELIGIBLE or (mark != '-' and mark not in OPENAI_TTLS)):
+                return _Plan(Counts(wire, model, 0, error=_openai_error(
+                    f'prompt_cache_breakpoint is not supported on {seg.labels[n]}.')))
+        text = ''.join(seg.texts)
+        key = body.get('prompt_cache_key')
+        route_head = hashlib.blake2b(text[:OPENAI_ROUTE_TOKENS * CHARS_PER_TOKEN].encode(), digest_size=8).hexdigest()
+        route = ('openai', model, key if isinstance(key, str) else '', route_head)
+        digests, ends = _digests(seg, '|'.join(route))
+        at = [tokens(c) for c in ends]
+        total = at[-1] if at else 0
+        compare, _ = _digests(seg, 'compare')
+        extends, diverged = self._compare(('compare', wire, model, route[2]), seg, compare, bool(body.get('tools')))
+        default_ttl = OPENAI_TTLS[options.get('ttl', '30m')]
+        ttl_at = {n: OPENAI_TTLS.get(mark, default_ttl) for n, mark in enumerate(seg.marks) if mark}
+        explicit = sorted(ttl_at)
+        written_at = explicit[-OPENAI_MAX_WRITES:]
+        if options.get('mode', 'implicit') == 'implicit':
+            eligible = [n for n, label in enumerate(seg.labels) if _kind_of(label) in _OPENAI_ELIGIBLE]
+            if eligible:
+                implicit = eligible[-1]
+                ttl_at.setdefault(implicit, default_ttl)
+                written_at = sorted({implicit, *explicit[-(OPENAI_MAX_WRITES - 1):]})
+        # any prefix an earlier breakpoint of the route cached, wherever it ends (the route keeps its latest 80)
+        hit = max((n for n in range(len(at)) if at[n] >= OPENAI_MINIMUM and self._live(route, digests[n])), default=-1)
+        read = at[hit] if hit >= 0 else 0
+        plan = _Plan(Counts(wire, model, total), route)
+        ttl_of = self._ttls.get(route, {})
+        if hit >= 0:
+            plan.refresh.append((digests[hit], ttl_of.get(digests[hit], ttl_at.get(hit, default_ttl))))
+        furthest = hit
+        for b in written_at:
+            if b <= hit:
+                if self._live(route, digests[b]):
+                    plan.refresh.append((digests[b], ttl_at[b]))
+                continue
+            if at[b] < OPENAI_MINIMUM:
+                continue
+            plan.writes.append((digests[b], ttl_at[b]))
+            furthest = b
+        written = at[furthest] - read if furthest > hit else 0
+        plan.counts = Counts(wire, model, total, read, written, 0, extends, diverged, bool(body.get('tools')),
+                             breakpoints=True)
         return plan
 
     # ------------------------------------------------------------------ Gemini
@@ -468,10 +602,14 @@ def apply_usage(wire: str, counts: Counts, events: list[tuple[str | None, dict[s
         if wire == 'chat':
             usage['prompt_tokens'] = counts.total
             usage['prompt_tokens_details'] = {'cached_tokens': counts.read}
+            if counts.breakpoints:
+                usage['prompt_tokens_details']['cache_write_tokens'] = counts.written
             usage['total_tokens'] = counts.total + int(usage.get('completion_tokens') or 0)
         elif wire == 'responses':
             usage['input_tokens'] = counts.total
             usage['input_tokens_details'] = {**(usage.get('input_tokens_details') or {}), 'cached_tokens': counts.read}
+            if counts.breakpoints:
+                usage['input_tokens_details']['cache_write_tokens'] = counts.written
             usage['total_tokens'] = counts.total + int(usage.get('output_tokens') or 0)
         elif wire == 'anthropic' and 'input_tokens' in usage:
             usage['input_tokens'] = counts.uncached

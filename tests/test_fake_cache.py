@@ -222,6 +222,144 @@ def test_openai_ttl_via_the_injected_clock() -> None:
     assert run(cache, 'chat', day).read > 0
 
 
+# ---------------------------------------------------------------- OpenAI GPT-5.6 and later
+BREAK = {'mode': 'explicit'}
+
+
+def loop_body(model: str, steps: int, *, marks: str = 'every', wire: str = 'chat', options: dict[str, Any] | None = None,
+              result_tokens: int = 333) -> dict[str, Any]:
+    """A tool loop of `steps` steps on an OpenAI wire; `marks`: 'every' (a breakpoint on each tool
+    result, kept once placed), 'none'."""
+    system = text_of_tokens(1500)
+
+    def block(text: str, mark: bool) -> list[dict[str, Any]]:
+        kind = 'text' if wire == 'chat' else 'input_text'
+        return [{'type': kind, 'text': text, **({'prompt_cache_breakpoint': BREAK} if mark else {})}]
+
+    mark = marks == 'every'
+    if wire == 'chat':
+        messages: list[dict[str, Any]] = [{'role': 'system', 'content': system},
+                                          {'role': 'user', 'content': block('Fix the bug.', mark)}]
+        for n in range(steps):
+            messages.append({'role': 'assistant', 'content': None, 'tool_calls': [
+                {'id': f'c{n}', 'type': 'function', 'function': {'name': 'shell', 'arguments': '{}'}}]})
+            messages.append({'role': 'tool', 'tool_call_id': f'c{n}',
+                             'content': block(f'output {n} ' + text_of_tokens(result_tokens), mark)})
+        body: dict[str, Any] = {'model': model, 'messages': messages}
+    else:
+        items: list[dict[str, Any]] = [{'role': 'user', 'content': block('Fix the bug.', mark)}]
+        for n in range(steps):
+            items.append({'type': 'function_call', 'call_id': f'c{n}', 'name': 'shell', 'arguments': '{}'})
+            items.append({'type': 'function_call_output', 'call_id': f'c{n}',
+                          'output': block(f'output {n} ' + text_of_tokens(result_tokens), mark)})
+        body = {'model': model, 'instructions': system, 'input': items}
+    if options is not None:
+        body['prompt_cache_options'] = options
+    return body
+
+
+def test_openai_model_families_by_name() -> None:
+    from fake_cache import openai_breakpoint_family
+
+    assert [openai_breakpoint_family(m) for m in ('gpt-5', 'gpt-5.5', 'gpt-5.4-mini', 'gpt-4o', 'o3')] == [False] * 5
+    assert [openai_breakpoint_family(m) for m in ('gpt-5.6', 'gpt-5.6-mini', 'gpt-5.10', 'gpt-6', 'openai/gpt-5.6')] == [True] * 5
+
+
+@pytest.mark.parametrize('wire', ['chat', 'responses'])
+def test_openai_56_reads_the_whole_previous_request_and_pays_for_the_writes(wire: str) -> None:
+    """No 128-token increments on GPT-5.6: the read ends exactly at the previous request's end (its
+    breakpoint), and the step's growth is written (reported), where gpt-5 rounds down and writes nothing."""
+    cache = PromptCache(clock=ManualClock())
+    first = run(cache, wire, loop_body('gpt-5.6', 1, wire=wire))
+    assert first.read == 0 and first.written == first.total > 1024 and first.breakpoints
+    second = run(cache, wire, loop_body('gpt-5.6', 2, wire=wire))
+    assert second.read == first.total and second.written == second.total - first.total
+    assert second.extends is True
+    old = PromptCache(clock=ManualClock())
+    run(old, wire, loop_body('gpt-5', 1, wire=wire, marks='none'))
+    older = run(old, wire, loop_body('gpt-5', 2, wire=wire, marks='none'))
+    assert older.read % 128 == 0 and older.read < first.total - 20 and older.written == 0
+
+
+def test_openai_56_matches_only_at_breakpoints() -> None:
+    """A prefix no breakpoint ended is not read: with `mode: explicit` and no marker nothing is
+    cached; the implicit breakpoint ends the newest non-assistant message."""
+    cache = PromptCache(clock=ManualClock())
+    body = loop_body('gpt-5.6', 3, marks='none', options={'mode': 'explicit'})
+    assert run(cache, 'chat', body).written == 0
+    assert run(cache, 'chat', body).read == 0
+    implicit = PromptCache(clock=ManualClock())
+    shorter = loop_body('gpt-5.6', 3, marks='none')
+    run(implicit, 'chat', shorter)
+    # the same history cut inside its last step (an assistant call with no result): nothing to read
+    cut = loop_body('gpt-5.6', 3, marks='none')
+    cut['messages'] = cut['messages'][:-2]
+    assert run(implicit, 'chat', cut).read == 0
+    assert run(implicit, 'chat', loop_body('gpt-5.6', 4, marks='none')).read == run(implicit, 'chat', shorter).total
+
+
+def test_openai_56_writes_at_most_four_breakpoints_and_matches_the_latest_80() -> None:
+    """Explicit mode writes the latest four markers only; a marker is part of the prefix (moving it
+    is a change); entries beyond the route's latest 80 are no longer matched."""
+    cache = PromptCache(clock=ManualClock())
+    body = loop_body('gpt-5.6', 8, options={'mode': 'explicit'})
+    counts = run(cache, 'chat', body)
+    segs = [n for n, m in enumerate(body['messages']) if m['role'] in ('user', 'tool')]
+    assert len(segs) == 9 and counts.written > 0
+    # the fifth-newest marker (message segs[-5]) was not written: a request ending there reads less
+    probe = loop_body('gpt-5.6', 4, options={'mode': 'explicit'})
+    assert probe['messages'] == body['messages'][:segs[-5] + 1]
+    assert run(cache, 'chat', probe).read < PromptCache().plan('chat', '', probe).counts.total
+    moved = loop_body('gpt-5.6', 8, marks='none', options={'mode': 'explicit'})
+    moved['messages'][-1]['content'][-1]['prompt_cache_breakpoint'] = BREAK
+    assert run(cache, 'chat', moved).read < counts.total  # the unmarked earlier results are other bytes
+    many = PromptCache(clock=ManualClock())
+    first = loop_body('gpt-5.6', 0, result_tokens=0)
+    run(many, 'chat', first)
+    for n in range(85):
+        other = {**first, 'messages': [*first['messages'], {'role': 'user', 'content': f'question {n}'}]}
+        run(many, 'chat', other)
+    def then(n: int) -> dict[str, Any]:
+        asked = {'role': 'user', 'content': f'question {n}'}
+        return {**first, 'messages': [*first['messages'], asked, {'role': 'user', 'content': 'and more'}]}
+
+    common = PromptCache().plan('chat', '', first).counts.total
+    assert run(many, 'chat', then(0)).read == common  # question 0's breakpoint is 85 breakpoints old
+    assert run(many, 'chat', then(84)).read > common
+
+
+def test_openai_56_ttl_is_30_minutes_or_12_hours_and_markers_are_refused_before_56() -> None:
+    clock = ManualClock()
+    cache = PromptCache(clock=clock)
+    body = loop_body('gpt-5.6', 2)
+    run(cache, 'chat', body)
+    clock.advance(1799)
+    assert run(cache, 'chat', body).read > 0
+    clock.advance(1801)
+    assert run(cache, 'chat', body).read == 0
+    long = loop_body('gpt-5.6', 2, options={'mode': 'implicit', 'ttl': '12h'})
+    run(cache, 'chat', long)
+    clock.advance(11 * 3600)
+    assert run(cache, 'chat', long).read > 0
+    assert cache.plan('chat', '', loop_body('gpt-5', 2)).counts.error is not None
+    assert cache.plan('chat', '', loop_body('gpt-5', 2, marks='none', options={'mode': 'implicit'})).counts.error
+    assistant = loop_body('gpt-5.6', 1)
+    assistant['messages'][2]['content'] = [{'type': 'text', 'text': 'x', 'prompt_cache_breakpoint': BREAK}]
+    assert cache.plan('chat', '', assistant).counts.error is not None
+
+
+@pytest.mark.parametrize('wire', ['chat', 'responses'])
+def test_openai_56_usage_reports_writes_on_the_wire(wire: str) -> None:
+    with FakeProvider([Turn(text='a'), Turn(text='b')], cache=PromptCache(clock=ManualClock())) as fake:
+        url = f'{fake.base_url}/{"chat/completions" if wire == "chat" else "responses"}'
+        first, second = post(url, loop_body('gpt-5.6', 1, wire=wire), {}), post(url, loop_body('gpt-5.6', 2, wire=wire), {})
+        log = fake.cache.log
+    field = 'prompt_tokens_details' if wire == 'chat' else 'input_tokens_details'
+    assert first['usage'][field]['cache_write_tokens'] == log[0].written > 0
+    assert second['usage'][field] ['cached_tokens'] == log[1].read == log[0].total
+    assert second['usage'][field]['cache_write_tokens'] == log[1].written > 0
+
+
 # ---------------------------------------------------------------- Gemini
 def gemini_body(system: str, contents: int) -> dict[str, Any]:
     return {'systemInstruction': {'parts': [{'text': system}]},
