@@ -23,13 +23,13 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from pydantic_ai.exceptions import UnexpectedModelBehavior, UserError
-from pydantic_ai.messages import ModelMessage, ModelResponse, ThinkingPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ThinkingPart
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse, check_allow_model_requests
 from pydantic_ai.native_tools import WebSearchTool
 from pydantic_ai.profiles import ModelProfile, merge_profile
 
 from ketch.wire import chat_options
-from ketch.wire.chat_body import ChatEncoder, MessageMemo, backfill_thinking_field
+from ketch.wire.chat_body import HISTORY_BREAKPOINTS, ChatEncoder, HistoryMarks, MessageMemo, backfill_thinking_field
 from ketch.wire.chat_stream import FINISH_REASONS, ChatStream, completion_response
 from ketch.wire.http import WireClient
 
@@ -98,6 +98,7 @@ class ChatCompletionsModel(Model[Any]):
         self._client: WireClient | None = None
         self._encoder = ChatEncoder(self, string_content=string_content)
         self._memo = MessageMemo()
+        self._marks = HistoryMarks()
         super().__init__(profile=profile)
 
     # ------------------------------------------------------------ identity
@@ -152,8 +153,9 @@ class ChatCompletionsModel(Model[Any]):
 
     def _translate_cache(self, settings: Any, params: ModelRequestParameters) -> Any:
         """The unified ``cache`` setting on models with explicit breakpoints (GPT-5.6 on): OpenAI's
-        ``prompt_cache_options`` and a breakpoint after the static instructions, unless the caller
-        set OpenAI's own cache settings. Other models cache implicitly: nothing is sent."""
+        ``prompt_cache_options``, a breakpoint after the static instructions and, when the whole
+        conversation is cached, one on each request message of the history (:func:`mark_history`),
+        unless the caller set OpenAI's own cache settings. Other models cache implicitly: nothing is sent."""
         if (not params.cache or not self.profile.get("openai_supports_prompt_cache_breakpoints", False)
                 or any(k in (settings or {}) for k in _CACHE_KEYS)):
             return settings
@@ -162,7 +164,8 @@ class ChatCompletionsModel(Model[Any]):
         retention, whole = split_cache_setting(params.cache)
         ttl = "12h" if retention == "12h" else "30m"
         options = {"mode": "implicit", "ttl": ttl} if whole else _PREFIX_ONLY[ttl]
-        return {**(settings or {}), "openai_prompt_cache_options": options, "openai_cache_instructions": True}
+        return {**(settings or {}), "openai_prompt_cache_options": options, "openai_cache_instructions": True,
+                HISTORY_BREAKPOINTS: whole}
 
     # ------------------------------------------------------------ requests
     async def request(self, messages: list[ModelMessage], model_settings: Any,
@@ -226,7 +229,11 @@ class ChatCompletionsModel(Model[Any]):
         backfill = bool(field_name and profile.get("openai_chat_thinking_requires_field_on_tool_calls", False)
                         and self._thinks(settings, params))
         out: list[dict[str, Any]] = []
+        marks = self._marks.start() if (settings.get(HISTORY_BREAKPOINTS)
+                                        and profile.get("openai_supports_prompt_cache_breakpoints", False)) else None
         for message, encoded in self._memo.encode(messages, self._encoder):
+            if marks is not None and isinstance(message, ModelRequest):
+                encoded = marks.marked(encoded)
             if isinstance(message, ModelResponse):
                 backfill = backfill or any(isinstance(p, ThinkingPart) for p in message.parts)
                 if backfill and field_name:

@@ -196,6 +196,59 @@ class MessageMemo:
         self._seen = used
 
 
+HISTORY_BREAKPOINTS = "ketch_openai_cache_history"
+"""ketch's setting: a ``prompt_cache_breakpoint`` on each request message of the history (GPT-5.6 on)."""
+BREAKPOINT = {"mode": "explicit"}
+_BREAKPOINT_PARTS = frozenset({"text", "image_url", "input_audio", "file"})
+"""The Chat content parts OpenAI takes a breakpoint on."""
+
+
+def mark_last_block(encoded: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One request message's Chat messages with a breakpoint on the last block of the last user or
+    tool message that can carry one (a string content becomes one text part: the same text). A copy;
+    the memoized messages stay as they were."""
+    for index in range(len(encoded) - 1, -1, -1):
+        message = encoded[index]
+        if message.get("role") not in ("user", "tool"):
+            continue
+        content = message.get("content")
+        if isinstance(content, str) and content:
+            parts = [{"type": "text", "text": content, "prompt_cache_breakpoint": BREAKPOINT}]
+        elif isinstance(content, list) and content and content[-1].get("type") in _BREAKPOINT_PARTS:
+            parts = [*content[:-1], {**content[-1], "prompt_cache_breakpoint": BREAKPOINT}]
+        else:
+            continue
+        return [*encoded[:index], {**message, "content": parts}, *encoded[index + 1 :]]
+    return encoded
+
+
+class HistoryMarks:
+    """The marked copy of each request message's encoding, kept while the encoding is the same.
+
+    Every request message of the history carries its breakpoint in every request, so a marker once
+    sent is never moved: the bytes before the newest message stay those of the previous request
+    (OpenAI does not document a marker as left out of the cached prefix), and the newest request
+    message, where the next request's growth starts, always ends on a breakpoint. OpenAI writes the
+    latest of them (three and its implicit one) and matches its latest 80."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+        self._used: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+
+    def start(self) -> HistoryMarks:
+        """A new request: what the last one used is what this one may reuse."""
+        if self._used:
+            self._seen, self._used = self._used, {}
+        return self
+
+    def marked(self, encoded: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        hit = self._seen.get(id(encoded))
+        if hit is None or hit[0] is not encoded:
+            hit = (encoded, mark_last_block(encoded))
+        self._used[id(encoded)] = hit
+        return hit[1]
+
+
 def backfill_thinking_field(openai_messages: list[dict[str, Any]], profile: Any) -> list[dict[str, Any]]:
     """pydantic-ai's ``auto`` rule: when the assistant messages carry exactly one reasoning field, each
     tool-calling assistant message after the newest user message that lacks it gets it empty (a
@@ -217,4 +270,4 @@ def backfill_thinking_field(openai_messages: list[dict[str, Any]], profile: Any)
     return openai_messages
 
 
-__all__ = ["ChatEncoder", "MessageMemo", "backfill_thinking_field"]
+__all__ = ["HISTORY_BREAKPOINTS", "ChatEncoder", "HistoryMarks", "MessageMemo", "backfill_thinking_field", "mark_last_block"]

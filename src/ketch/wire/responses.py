@@ -9,9 +9,14 @@ comes from ``pydantic_ai.profiles.openai`` as the SDK providers derive it, the i
 
 Not mapped (ketch sends none of them): server-side state (``previous_response_id``,
 conversations, background responses, WebSockets), tool search and deferred tools, hosted tools
-other than web search, explicit prompt-cache breakpoints (GPT-5.6 ``openai_cache_instructions``),
-structured ``text.format`` output, response-scoped tool call ids. A setting or part that would need
+other than web search, a breakpoint after the instructions (GPT-5.6 ``openai_cache_instructions``: the
+top-level ``instructions`` cannot carry one, and moving them into the input would change every
+request's layout), structured ``text.format`` output, response-scoped tool call ids. A setting or part that would need
 one raises instead of being dropped.
+
+Prompt cache on GPT-5.6 and later (the unified ``cache`` setting): ``prompt_cache_options`` and a
+``prompt_cache_breakpoint`` on each request message of the history, kept once placed
+(``responses_items.mark_last_item``; the Chat wire's ``chat_body.HistoryMarks`` says why).
 """
 
 from __future__ import annotations
@@ -29,12 +34,21 @@ from pydantic_ai.profiles import ModelProfile
 
 from ketch.providers.lookalike_memo import LookalikeNotesMemo
 from ketch.wire.http import WireClient
-from ketch.wire.responses_items import Flags, ItemCache, encode, encoded_items, request_items, response_items
+from ketch.wire.chat_body import HISTORY_BREAKPOINTS
+from ketch.wire.responses_items import (
+    Flags,
+    ItemCache,
+    encode,
+    encoded_items,
+    mark_last_item,
+    request_items,
+    response_items,
+)
 
 _SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "logit_bias", "openai_logprobs",
              "openai_top_logprobs")
 _UNMAPPED = ("openai_previous_response_id", "openai_conversation_id", "openai_background", "openai_cache_instructions",
-             "openai_prompt_cache_options", "openai_transport")
+             "openai_transport")
 
 
 def responses_profile(model_name: str, *, official: bool) -> ModelProfile:
@@ -114,6 +128,24 @@ class ResponsesModel(Model[Any]):
     def _provider_model_profile(self) -> ModelProfile:
         return responses_profile(self._model_name, official=self._official)
 
+    def prepare_request(self, model_settings: Any, model_request_parameters: ModelRequestParameters) -> Any:
+        settings, params = super().prepare_request(model_settings, model_request_parameters)
+        return self._translate_cache(settings, params), params
+
+    def _translate_cache(self, settings: Any, params: ModelRequestParameters) -> Any:
+        """The unified ``cache`` setting on models with explicit breakpoints (GPT-5.6 on): OpenAI's
+        ``prompt_cache_options`` (implicit: OpenAI's breakpoint at the newest message stays) and, when
+        the whole conversation is cached, a breakpoint on each request message of the history, unless
+        the caller set OpenAI's own options. Other models cache implicitly: nothing is sent."""
+        if (not params.cache or not self.profile.get("openai_supports_prompt_cache_breakpoints", False)
+                or "openai_prompt_cache_options" in (settings or {})):
+            return settings
+        from pydantic_ai.models._prompt_cache import split_cache_setting
+
+        retention, whole = split_cache_setting(params.cache)
+        options = {"mode": "implicit", "ttl": "12h" if retention == "12h" else "30m"}
+        return {**(settings or {}), "openai_prompt_cache_options": options, HISTORY_BREAKPOINTS: whole}
+
     # ------------------------------------------------------------ the body
     def _flags(self, settings: dict[str, Any]) -> Flags:
         profile = self.profile
@@ -126,6 +158,8 @@ class ResponsesModel(Model[Any]):
             strict_status_none=bool(profile.get("openai_responses_requires_function_call_status_none", False)),
             supports_phase=bool(profile.get("openai_supports_phase", False)),
             carry_thinking_in_user_turn=bool(profile.get("mimics_assistant_message_formatting", False)),
+            breakpoints=bool(settings.get(HISTORY_BREAKPOINTS)
+                             and profile.get("openai_supports_prompt_cache_breakpoints", False)),
         )
 
     def _input(self, messages: list[ModelMessage], flags: Flags) -> str:
@@ -137,7 +171,8 @@ class ResponsesModel(Model[Any]):
             if isinstance(message, ModelRequest):
                 text = cache.get(message, flags, True)
                 if text is None:
-                    text = encoded_items(list(request_items(message, flags)))
+                    items = list(request_items(message, flags))
+                    text = encoded_items(mark_last_item(items) if flags.breakpoints else items)
                     cache.put(message, flags, True, text)
             elif isinstance(message, ModelResponse):
                 same_endpoint = message.provider_name != self._system or self.accepts_server_state(message)
@@ -251,6 +286,10 @@ class ResponsesModel(Model[Any]):
         if tools and "parallel_tool_calls" not in profile.get("openai_unsupported_model_settings", ()):
             _put(head, "parallel_tool_calls", settings.get("parallel_tool_calls"))
         _put(head, "prompt_cache_key", settings.get("openai_prompt_cache_key"))
+        if settings.get("openai_prompt_cache_options") is not None:
+            if not profile.get("openai_supports_prompt_cache_breakpoints", False):
+                raise UserError(f"openai_prompt_cache_options is not supported with {self._model_name!r}")
+            head["prompt_cache_options"] = settings["openai_prompt_cache_options"]
         _put(head, "prompt_cache_retention", settings.get("openai_prompt_cache_retention"))
         _put(head, "reasoning", self._reasoning(settings, params))
         _put(head, "store", store)

@@ -52,6 +52,8 @@ class Flags:
     strict_status_none: bool
     supports_phase: bool
     carry_thinking_in_user_turn: bool
+    breakpoints: bool = False
+    """A ``prompt_cache_breakpoint`` on each request message (GPT-5.6 on, :func:`mark_last_item`)."""
 
 
 def encode(value: Any) -> str:
@@ -134,6 +136,31 @@ def request_items(message: ModelRequest, flags: Flags) -> Iterator[dict[str, Any
             continue  # a mid-conversation effort change: sent as the request's own reasoning effort
         else:
             raise NotImplementedError(f"{type(part).__name__} is not sent on the Responses wire")
+
+
+_BREAKPOINT = {"mode": "explicit"}
+_BREAKPOINT_PARTS = frozenset({"input_text", "input_image", "input_file"})
+"""The Responses input content OpenAI takes a breakpoint on (never assistant output)."""
+
+
+def mark_last_item(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One request message's items with a breakpoint on the last block of its last user message or
+    function call output (a string becomes one ``input_text``: the same text). Every request message
+    carries it in every request, so a marker once sent is never moved (``chat_body.HistoryMarks``)."""
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        key = "output" if item.get("type") == "function_call_output" else "content" if item.get("role") == "user" else None
+        if key is None:
+            continue
+        body = item.get(key)
+        if isinstance(body, str) and body:
+            blocks = [{"type": "input_text", "text": body, "prompt_cache_breakpoint": _BREAKPOINT}]
+        elif isinstance(body, list) and body and body[-1].get("type") in _BREAKPOINT_PARTS:
+            blocks = [*body[:-1], {**body[-1], "prompt_cache_breakpoint": _BREAKPOINT}]
+        else:
+            continue
+        return [*items[:index], {**item, key: blocks}, *items[index + 1 :]]
+    return items
 
 
 # ---------------------------------------------------------------- responses
@@ -286,4 +313,5 @@ def encoded_items(items: list[dict[str, Any]]) -> str:
     return ",".join(encode(item) for item in items)
 
 
-__all__ = ["ENCODER", "Flags", "ItemCache", "encode", "encoded_items", "request_items", "response_items"]
+__all__ = ["ENCODER", "Flags", "ItemCache", "encode", "encoded_items", "mark_last_item", "request_items",
+           "response_items"]
