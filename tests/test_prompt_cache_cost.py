@@ -4,7 +4,9 @@ Against the fake provider with prompt-cache accounting (tests/fake_cache.py), ea
 must carry the input, cache-read and cache-write tokens the wire reported, and its `cost_usd` must
 be what the provider bills by its published rules: base input price for the uncached rest, cache
 reads at 0.1x (Anthropic, OpenAI's GPT-5 family, Gemini 2.5), Anthropic's cache writes at 1.25x
-(5 minutes) or 2x (1 hour), no write charge on OpenAI or Gemini's implicit cache.
+(5 minutes) or 2x (1 hour), OpenAI's at 1.25x from GPT-5.6 on, no write charge on OpenAI's
+earlier models or Gemini's implicit cache. On GPT-5.6 (both OpenAI wires) the requests carry
+breakpoints and still extend each other byte for byte, and the fake reads exactly the previous request.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ RULES: dict[str, dict[str, Any]] = {
     "anthropic-messages": {"preset": "anthropic", "model": "claude-sonnet-4-5", "input": 3.0, "output": 15.0,
                            "read": 0.1, "write": 1.25, "write_1h": 2.0},
     "gemini": {"preset": "gemini", "model": "gemini-2.5-flash", "input": 0.30, "output": 2.50, "read": 0.1, "write": 0.0},
+    # GPT-5.6: $4 / $20 per million (genai-prices' gpt-5.6-sol, under its 272k-token tier), writes 1.25x
+    "openai-chat gpt-5.6": {"preset": "openai", "model": "gpt-5.6", "wire": "openai-chat", "input": 4.0,
+                            "output": 20.0, "read": 0.1, "write": 1.25},
+    "openai-responses gpt-5.6": {"preset": "openai", "model": "gpt-5.6", "wire": "openai-responses", "input": 4.0,
+                                 "output": 20.0, "read": 0.1, "write": 1.25},
 }
 STEPS = 6
 
@@ -40,8 +47,9 @@ def billed(rule: dict[str, Any], total: int, read: int, written: int, output: in
             + output * rule["output"]) / 1e6
 
 
-def configure(root: Path, wire: str, fake: FakeProvider) -> None:
-    rule = RULES[wire]
+def configure(root: Path, case: str, fake: FakeProvider) -> None:
+    rule = RULES[case]
+    wire = rule.get("wire", case)
     base = fake.base_url if wire.startswith("openai") else fake.base_url.removesuffix("/v1")
     text = (f'model = "{rule["preset"]}:{rule["model"]}"\n[connections.{rule["preset"]}]\npreset = "{rule["preset"]}"\n'
             f'base_url = "{base}"\nmax_retries = 0\n')
@@ -64,6 +72,7 @@ def script() -> Any:
 
 @pytest.mark.parametrize("wire", list(RULES))
 def test_usage_events_carry_the_wire_cache_tokens_and_cost_by_the_billing_rules(wire: str, tmp_path: Path) -> None:
+    """``wire``: a wire, or a wire and a model (the RULES case)."""
     for n in range(STEPS):
         (tmp_path / f"f{n}.txt").write_text(f"file {n}: " + "some content of the file, line after line.\n" * 70)
     cache = PromptCache(clock=ManualClock())
@@ -86,7 +95,7 @@ def test_usage_events_carry_the_wire_cache_tokens_and_cost_by_the_billing_rules(
                                                          c.written_1h), rel=1e-9, abs=1e-12)
     # The fake did cache on this wire where its rules say it must (ketch's prompt is over every minimum
     # on OpenAI and Gemini; Anthropic caches only with a marker, which the request may or may not carry).
-    if wire != "anthropic-messages":
+    if not wire.startswith("anthropic-messages"):
         assert sum(c.read for c in counts[1:]) > 0
     else:
         marked = any('cache_control' in json.dumps(r.body) for r in fake.model_requests)
@@ -96,6 +105,46 @@ def test_usage_events_carry_the_wire_cache_tokens_and_cost_by_the_billing_rules(
     assert payload["usage"] == {"input_tokens": last.total, "output_tokens": 12, "cache_read_tokens": last.read,
                                 "cache_write_tokens": last.written}
     assert payload["cost_usd"] == pytest.approx(billed(rule, last.total, last.read, last.written, 12, last.written_1h))
+    if rule["model"] == "gpt-5.6":  # writes billed, and they happened
+        assert all(c.breakpoints for c in counts) and sum(c.written for c in counts) > 0
+
+
+@pytest.mark.parametrize("case", ["openai-chat gpt-5.6", "openai-responses gpt-5.6"])
+def test_gpt56_requests_carry_breakpoints_and_extend_each_other_byte_for_byte(case: str, tmp_path: Path) -> None:
+    """Each request's newest user or tool-result block carries a ``prompt_cache_breakpoint``, every
+    marker once sent stays where it was (the history before the newest message is the previous
+    request's, byte for byte), and the fake (GPT-5.6 rules) reads exactly the previous request and
+    writes exactly the step's growth, over a resume too."""
+    from test_prefix_stable import assert_append_only
+
+    wire = RULES[case]["wire"]
+    for n in range(STEPS):
+        (tmp_path / f"f{n}.txt").write_text(f"file {n}: " + "some content of the file, line after line.\n" * 70)
+    cache = PromptCache(clock=ManualClock())
+    with FakeProvider([script()] * (STEPS + 2), cache=cache) as fake:
+        configure(tmp_path, case, fake)
+        for args in (["-p", "read the files"], ["-p", "and once more", "--continue"]):
+            run = run_ketch([*args, "--output-format", "json"], tmp_path, env=KEYS)
+            assert run.code == 0, run.stderr[-2000:]
+        bodies = [r.body for r in fake.model_requests]
+    assert len(bodies) == STEPS + 2
+    assert_append_only(wire, bodies)
+    key = "messages" if wire == "openai-chat" else "input"
+    marks = []
+    for body in bodies:
+        assert body["prompt_cache_options"] == {"mode": "implicit", "ttl": "30m"}
+        items = body[key]
+        newest = max(i for i, item in enumerate(items) if item.get("role") in ("user", "tool")
+                     or item.get("type") == "function_call_output")
+        block = items[newest].get("content" if "role" in items[newest] else "output")
+        assert block[-1]["prompt_cache_breakpoint"] == {"mode": "explicit"}
+        marks.append(json.dumps(body).count('"prompt_cache_breakpoint"'))
+    assert marks == sorted(marks) and marks[-1] > marks[0]
+    counts = cache.log
+    assert counts[0].read == 0 and counts[0].written == counts[0].total
+    for before, now in zip(counts, counts[1:]):
+        assert now.extends is True
+        assert now.read == before.total and now.written == now.total - before.total > 0
 
 
 @pytest.mark.parametrize("ttl", ["5m", "1h"])

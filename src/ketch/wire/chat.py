@@ -165,7 +165,7 @@ class ChatCompletionsModel(Model[Any]):
         ttl = "12h" if retention == "12h" else "30m"
         options = {"mode": "implicit", "ttl": ttl} if whole else _PREFIX_ONLY[ttl]
         return {**(settings or {}), "openai_prompt_cache_options": options, "openai_cache_instructions": True,
-                HISTORY_BREAKPOINTS: whole}
+                HISTORY_BREAKPOINTS: (settings or {}).get(HISTORY_BREAKPOINTS, whole)}
 
     # ------------------------------------------------------------ requests
     async def request(self, messages: list[ModelMessage], model_settings: Any,
