@@ -1,7 +1,12 @@
 """Benchmark: how much of ketch's input the providers' prompt caches serve, and what it costs.
 
 Run: ``.venv/bin/python bench/prompt_cache.py [--scenario session|long200k|long32k|all]
-[--wire openai-chat,openai-responses,anthropic-messages,gemini] [--breakdown] [--json]``.
+[--wire openai-chat,openai-responses,anthropic-messages,gemini] [--openai-model gpt-5.6] [--breakdown] [--json]``.
+
+The OpenAI wires run twice, labelled: on ketch's default OpenAI model (``gpt-5``, the first-run
+default: OpenAI's pre-5.6 caching, 128-token increments, free writes) and on ``--openai-model``
+(default ``gpt-5.6``: explicit breakpoints, exact prefixes, writes billed at 1.25x); ``none``
+runs the default model only.
 
 The real ``ketch -p --yolo`` (a child process) runs scripted sessions against the fake provider
 with prompt-cache accounting on (``tests/fake_cache.py``: each provider's documented rules, the
@@ -22,8 +27,8 @@ Scenarios:
 Per wire it prints: requests, the cached share of input over requests 2..N and its ceiling (the
 share left when each request's growth over the previous one, its new step, is all that is not
 read: what the script allows a client that only appends), tokens written
-(Anthropic), the input cost with the cache against the same input without it (genai-prices'
-prices for the model: cache reads, 5-minute writes), ketch's own reported session cost, and the
+(Anthropic, OpenAI from GPT-5.6), the input cost with the cache against the same input without it (genai-prices'
+prices for the model: cache reads, writes (Anthropic's 5-minute rate)), ketch's own reported session cost, and the
 requests that broke the prefix (did not start with a whole earlier request) with where.
 ``--breakdown`` adds where the input not read from the cache comes from (``cache_breakdown.py``:
 tool outputs, the model's own messages, the user's prompt, ketch's reminders by section, the
@@ -54,7 +59,7 @@ from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn  # noqa: 
 
 WIRES: dict[str, tuple[str, str, str, str]] = {
     # wire: (connection preset, model, genai-prices provider, base-url suffix)
-    "openai-chat": ("openai", "gpt-5", "openai", "/v1"),
+    "openai-chat": ("openai", "gpt-5", "openai", "/v1"),  # gpt-5: frontends.first_run's OpenAI default
     "openai-responses": ("openai", "gpt-5", "openai", "/v1"),
     "anthropic-messages": ("anthropic", "claude-sonnet-4-5", "anthropic", ""),
     "gemini": ("gemini", "gemini-2.5-flash", "google", ""),
@@ -158,8 +163,8 @@ def make_project(root: Path, scenario: Scenario) -> None:
     subprocess.run([*git, "commit", "-qm", "start"], cwd=root, check=True)
 
 
-def write_config(home: Path, wire: str, fake: FakeProvider, scenario: Scenario) -> None:
-    preset, model, _, suffix = WIRES[wire]
+def write_config(home: Path, wire: str, fake: FakeProvider, scenario: Scenario, model: str) -> None:
+    preset, _, _, suffix = WIRES[wire]
     base = fake.base_url.removesuffix("/v1") + suffix
     lines = ["titles = false", "checkpoints = false", f'model = "{preset}:{model}"',
              f"max_steps = {max(scenario.turns) + 10}", f"[connections.{preset}]", f'preset = "{preset}"',
@@ -176,6 +181,7 @@ def write_config(home: Path, wire: str, fake: FakeProvider, scenario: Scenario) 
 class Result:
     wire: str
     scenario: Scenario
+    model: str
     counts: list[Counts]
     events: list[dict[str, Any]]
     seconds: float
@@ -184,7 +190,8 @@ class Result:
     """The model requests' bodies, in order (for ``--breakdown``)."""
 
 
-def run_wire(wire: str, scenario: Scenario) -> Result:
+def run_wire(wire: str, scenario: Scenario, model_name: str | None = None) -> Result:
+    model_name = model_name or WIRES[wire][1]
     model = Model(scenario)
     cache = PromptCache()
     started = time.perf_counter()
@@ -199,7 +206,7 @@ def run_wire(wire: str, scenario: Scenario) -> Result:
         error = ""
         script = [model] * (sum(scenario.turns) * 2 + 50)
         with FakeProvider(script, cache=cache, window=scenario.window) as fake:
-            write_config(home, wire, fake, scenario)
+            write_config(home, wire, fake, scenario, model_name)
             for t in range(len(scenario.turns)):
                 prompt = "Go through the modules and logs and fix what is wrong." if t == 0 else "Carry on with the rest."
                 args = [sys.executable, "-m", "ketch", "-p", prompt, "--yolo", "--output-format", "stream-json"]
@@ -213,7 +220,8 @@ def run_wire(wire: str, scenario: Scenario) -> Result:
             if fake.rejections:
                 error += f" rejections: {dict(fake.rejections)}"
             bodies = [r.body or {} for r in fake.requests if r.wire in MODEL_WIRES]
-    return Result(wire, scenario, list(cache.log), events, time.perf_counter() - started, error.strip(), bodies)
+    return Result(wire, scenario, model_name, list(cache.log), events, time.perf_counter() - started, error.strip(),
+                  bodies)
 
 
 def input_price(provider: str, model: str, total: int, read: int, written: int) -> float:
@@ -224,7 +232,8 @@ def input_price(provider: str, model: str, total: int, read: int, written: int) 
 
 
 def report(result: Result) -> dict[str, Any]:
-    _, model, provider, _ = WIRES[result.wire]
+    _, _, provider, _ = WIRES[result.wire]
+    model = result.model
     rest = result.counts[1:]
     total = sum(c.total for c in rest)
     read = sum(c.read for c in rest)
@@ -242,7 +251,7 @@ def report(result: Result) -> dict[str, Any]:
     costs = [e.get("cost_usd") for e in usage]
     ketch_cost = None if None in costs or not costs else round(sum(costs), 4)  # per process: sum the responses
     return {
-        "wire": result.wire, "scenario": result.scenario.name, "requests": len(result.counts),
+        "wire": result.wire, "model": model, "scenario": result.scenario.name, "requests": len(result.counts),
         "side_requests": sum(not c.has_tools for c in result.counts),
         "cached_share": round(share, 4), "append_only_ceiling": round(ceiling, 4), "target": result.scenario.target,
         "input_tokens_2_to_n": total, "cache_read_2_to_n": read, "cache_written": written,
@@ -271,14 +280,18 @@ def main() -> None:
     parser.add_argument("--scenario", default="session", choices=[*SCENARIOS, "all"])
     parser.add_argument("--wire", default=",".join(WIRES))
     parser.add_argument("--json", action="store_true", help="one JSON object per wire and scenario")
+    parser.add_argument("--openai-model", default="gpt-5.6",
+                        help="a second OpenAI model to run the OpenAI wires on, besides ketch's default (none: only the default)")
     parser.add_argument("--breakdown", action="store_true",
                         help="also print where the input not read from the cache comes from (cache_breakdown.py)")
     args = parser.parse_args()
     scenarios = list(SCENARIOS.values()) if args.scenario == "all" else [SCENARIOS[args.scenario]]
     failed = False
     for scenario in scenarios:
-        for wire in args.wire.split(","):
-            result = run_wire(wire, scenario)
+        rows = [(wire, model) for wire in args.wire.split(",") for model in dict.fromkeys(
+            [WIRES[wire][1], *([args.openai_model] if wire.startswith("openai") and args.openai_model != "none" else [])])]
+        for wire, model in rows:
+            result = run_wire(wire, scenario, model)
             row = report(result)
             if args.breakdown:
                 parts = breakdown(MODEL_WIRES[list(WIRES).index(wire)], result.bodies or [], result.counts)
@@ -288,19 +301,19 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
                 continue
             target = f" (target {scenario.target:.0%})" if scenario.target else ""
-            print(f"{scenario.name:9} {wire:19} requests {row['requests']:4} (side {row['side_requests']}), "
+            print(f"{scenario.name:9} {wire:17} {model:17} requests {row['requests']:4} (side {row['side_requests']}), "
                   f"cached share 2..N {row['cached_share']:.1%}{target} (append-only ceiling {row['append_only_ceiling']:.1%}); input cost vs no cache "
                   f"{row['input_cost_vs_no_cache']:.1%} (${row['input_cost_usd']:.2f} / ${row['input_cost_uncached_usd']:.2f}); "
                   f"written {row['cache_written']:,}; ketch's cost {row['ketch_session_cost_usd']}; "
                   f"largest request {row['largest_request']:,}; compactions {row['compactions']}; "
                   f"breaks {row['prefix_breaks']} {row['breaks_where']}; {row['seconds']} s", flush=True)
             if args.breakdown:
-                for line in lines(f"{'':29} {wire}", parts):
+                for line in lines(f"{'':45} {wire} {model}", parts):
                     print(line)
             if row["first_breaks"]:
-                print(f"{'':29} first breaks: {', '.join(row['first_breaks'])}")
+                print(f"{'':45} first breaks: {', '.join(row['first_breaks'])}")
             if row["error"]:
-                print(f"{'':29} ERROR: {row['error']}")
+                print(f"{'':45} ERROR: {row['error']}")
                 failed = True
     sys.exit(1 if failed else 0)
 

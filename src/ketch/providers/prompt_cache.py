@@ -11,9 +11,11 @@ settings tell the providers that take a marker where to cache and how to route:
   history up to the change would otherwise be prefilled again: the entry at the end of what the
   compaction had already rewritten is what the next one reads back.
 - OpenAI (the ``openai`` preset, Chat and Responses): ``prompt_cache_key``, the session's cache
-  key, so the requests of one conversation reach the machine holding its prefix; and the SDK's
-  unified ``cache`` setting, which places breakpoints on the models that take them (GPT-5.6 on)
-  and is ignored by the others.
+  key, so the requests of one conversation reach the machine holding its prefix; and pydantic-ai's
+  unified ``cache`` setting, which ketch's wires turn into ``prompt_cache_options`` and a
+  ``prompt_cache_breakpoint`` on each request message of the history (kept once placed, so the
+  newest one always ends on a breakpoint; Chat also one after the static instructions) on the
+  models that take them (GPT-5.6 on), and which the others ignore.
 - OpenRouter: the unified ``cache`` setting (cache_control for its Anthropic and Gemini models;
   its other providers cache by themselves).
 - Gemini, DeepSeek, Groq, xAI, Mistral, Z.AI and local or unknown servers: nothing is sent
