@@ -27,13 +27,14 @@ FORBIDDEN = ("openai", "anthropic", "google.genai", "groq", "mistralai", "pydant
              "pydantic_ai.providers.")
 
 
-@pytest.mark.parametrize("preset", ["openai", "ollama", "deepseek", "openai-compatible", "zai"])
+@pytest.mark.parametrize("preset", ["openai", "ollama", "deepseek", "openai-compatible", "zai", "openrouter"])
 def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> None:
     root = tmp_path / "work"
     root.mkdir()
     with FakeProvider([Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"}, id="c1")]), Turn(text="done")]) as fake:
         (root / "a.txt").write_text("hello\n")
-        write_project_config(root, f'model = "c:fake-model"\n[connections.c]\npreset = "{preset}"\n'
+        model = "fake/fake-model" if preset == "openrouter" else "fake-model"  # OpenRouter names vendor/model
+        write_project_config(root, f'model = "c:{model}"\n[connections.c]\npreset = "{preset}"\n'
                                    f'base_url = "{fake.base_url}"\nmax_retries = 0\n')
         code = textwrap.dedent(f"""
             import sys
@@ -43,7 +44,8 @@ def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> 
                          or m.startswith("pydantic_ai.providers."))
             print("RESULT", code, ",".join(bad) or "-")
         """)
-        env = ketch_env({"OPENAI_API_KEY": "sk-test", "DEEPSEEK_API_KEY": "sk-test", "ZAI_API_KEY": "zk", "PYTHONPATH": SRC})
+        env = ketch_env({"OPENAI_API_KEY": "sk-test", "DEEPSEEK_API_KEY": "sk-test", "ZAI_API_KEY": "zk", "OPENROUTER_API_KEY": "ok",
+                         "PYTHONPATH": SRC})
         proc = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, proc.stderr[-3000:]
         result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1].split()
@@ -51,7 +53,7 @@ def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> 
     assert result[1] == "0", proc.stdout[-2000:]
     assert result[2] == "-", f"SDK modules imported on the chat wire: {result[2][:300]}"
     first = fake.model_requests[0].body
-    cap = "max_completion_tokens" if preset in ("openai", "zai") else "max_tokens"
+    cap = "max_completion_tokens" if preset in ("openai", "zai") else "max_tokens"  # OpenRouter: max_tokens
     assert cap in first, sorted(first)
     assistant = fake.model_requests[1].body["messages"][-2]
     assert assistant["role"] == "assistant"

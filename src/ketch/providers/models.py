@@ -88,11 +88,11 @@ def _openai_provider(conn: Connection, wire: str) -> Any:
 
 def chat_wire_module(conn: Connection) -> str:
     """The module a Chat Completions connection's model comes from (for preloading it): the SDK's
-    for OpenRouter and Groq, ketch's own (``wire.chat``) for every other preset."""
+    for Groq, ketch's own (``wire.chat``, ``wire.chat_openrouter``) for every other preset."""
     from ketch.providers.groq import speaks_groq
 
     if speaks_openrouter(conn.preset.name, "openai-chat", conn.base_url):
-        return "pydantic_ai.models.openrouter"
+        return "ketch.wire.chat_openrouter"
     if speaks_groq(conn.preset.name, conn.base_url):
         return "ketch.providers.groq_model"
     return "ketch.wire.chat"
@@ -144,7 +144,7 @@ def build_model(
                               provider_name=name, official=official, timeout=conn.timeout,
                               max_retries=conn.max_retries, response_hooks=[coalesce.response_hook()], **extra)
     if speaks_openrouter(conn.preset.name, wire, conn.base_url):
-        return openrouter_model(conn.model_name, _openai_client(conn, wire), profile)
+        return openrouter_model(conn, _own_wire_hooks(), profile)
     from ketch.providers.groq import speaks_groq
     from ketch.providers.zai import speaks_zai
 
