@@ -94,7 +94,7 @@ def chat_wire_module(conn: Connection) -> str:
     if speaks_openrouter(conn.preset.name, "openai-chat", conn.base_url):
         return "ketch.wire.chat_openrouter"
     if speaks_groq(conn.preset.name, conn.base_url):
-        return "ketch.providers.groq_model"
+        return "ketch.wire.chat_groq"
     return "ketch.wire.chat"
 
 
@@ -149,9 +149,12 @@ def build_model(
     from ketch.providers.zai import speaks_zai
 
     if speaks_groq(conn.preset.name, conn.base_url):
-        from ketch.providers.groq_model import groq_model
+        from ketch.providers.groq import api_base_url
+        from ketch.wire.chat_groq import GroqChatModel
 
-        return groq_model(conn, _response_hooks(wire), **extra)
+        return GroqChatModel(conn.model_name, base_url=api_base_url(conn.base_url), api_key=conn.api_key or _NO_KEY,
+                             profile=profile, timeout=conn.timeout, max_retries=conn.max_retries,
+                             response_hooks=_own_wire_hooks())
 
     if speaks_zai(conn.preset.name, conn.base_url):
         from ketch.providers.zai import PROVIDER, ZaiChatModel, zai_profile
