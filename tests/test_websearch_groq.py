@@ -129,7 +129,7 @@ def test_a_whole_completion_reports_the_same_rows(tmp_path, fake_provider):
 
 
 def test_unreadable_executed_tool_arguments_do_not_break_the_answer():
-    from ketch.wire.chat_groq import readable_arguments
+    from ketch.wire.chat_groq_stream import readable_arguments
 
     assert json.loads(readable_arguments("{not json")) == {"unreadable_arguments": "{not json"}
     assert readable_arguments('{"query": "x"}') == '{"query": "x"}'
