@@ -334,3 +334,29 @@ def test_a_finished_stream_without_done_is_an_answer() -> None:
 
     response = _run(_model(handler))
     assert response.parts[0].content == "all" and response.finish_reason == "stop"
+
+
+@pytest.mark.parametrize("preset, wire, model", [
+    ("openai", "openai-responses", "gpt-5"), ("openai", "openai-chat", "gpt-5"), ("openrouter", "openai-chat", "openai/gpt-5"),
+    ("groq", "openai-chat", "openai/gpt-oss-120b"), ("anthropic", "anthropic-messages", "claude-sonnet-4-5"),
+    ("gemini", "gemini", "gemini-2.5-pro"), ("mistral", "openai-chat", "mistral-medium-latest"), ("zai", "openai-chat", "glm-4.6"),
+])
+def test_the_interactive_preload_imports_no_sdk(preset: str, wire: str, model: str, tmp_path: Path) -> None:
+    """The interactive UI imports the session's wire module in a thread before the session starts:
+    that module is ketch's own on every wire (it was ``pydantic_ai.models.openai`` for Responses)."""
+    write_project_config(tmp_path, f'model = "c:{model}"\n[connections.c]\npreset = "{preset}"\nwire = "{wire}"\n'
+                                   'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "SOME_KEY"\n')
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from ketch.frontends.cli import _main_parser
+        from ketch.frontends.interactive import _preload
+        _preload(_main_parser().parse_args([]), Path.cwd())
+        bad = sorted(m for m in sys.modules if m in {FORBIDDEN!r} or m.startswith(tuple(p + "." for p in {FORBIDDEN!r})))
+        print("RESULT", ",".join(bad) or "-")
+    """)
+    env = ketch_env({"SOME_KEY": "k", "PYTHONPATH": SRC})
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1].split()
+    assert result[1] == "-", f"SDK modules imported by the preload on {wire}: {result[1][:300]}"
