@@ -96,11 +96,11 @@ def _server(sent: list[tuple[str, bytes]], stream: bool):
 
 
 def _own(model_name: str, transport):
-    from ketch.providers.groq import api_base_url
+    from ketch.providers.groq import api_base_url, compound_refusal
     from ketch.wire.chat_groq import GroqChatModel
 
     model = GroqChatModel(model_name, base_url=api_base_url("https://api.groq.com/openai/v1"), api_key="k",
-                          max_retries=0)
+                          max_retries=0, compound_refusal=compound_refusal(model_name))
     model._http()._transport = transport
     return model
 

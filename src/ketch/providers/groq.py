@@ -51,6 +51,16 @@ def compound_connection(conn: Connection) -> bool:
     return conn.wire == "openai-chat" and speaks_groq(conn.preset.name, conn.base_url) and is_compound(conn.model_name)
 
 
+AUXILIARY = ("this request may not search (privacy mode, a subagent without web_search, or a title, summary or "
+             "commit message)")
+"""Why a compound request without the hosted search is refused (``wire.chat_groq``)."""
+
+
+def compound_refusal(model_name: str) -> str | None:
+    """The refusal of a search-less request for ``model_name`` if it is a compound system, else None."""
+    return refusal(model_name, AUXILIARY) if is_compound(model_name) else None
+
+
 def refusal(model_name: str, why: str) -> str:
     """One line: this compound model may not be used here, why, and what to do instead."""
     return (f"{model_name} searches the web on its own (Groq compound) and {why}: use a Groq model without "

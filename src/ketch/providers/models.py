@@ -102,11 +102,11 @@ def build_model(
     from ketch.providers.zai import speaks_zai
 
     if speaks_groq(conn.preset.name, conn.base_url):
-        from ketch.providers.groq import api_base_url
+        from ketch.providers.groq import api_base_url, compound_refusal
         from ketch.wire.chat_groq import GroqChatModel
 
         return GroqChatModel(conn.model_name, base_url=api_base_url(conn.base_url), api_key=conn.api_key or _NO_KEY,
-                             profile=profile, timeout=conn.timeout, max_retries=conn.max_retries,
+                             compound_refusal=compound_refusal(conn.model_name), profile=profile, timeout=conn.timeout, max_retries=conn.max_retries,
                              response_hooks=_own_wire_hooks())
 
     if speaks_zai(conn.preset.name, conn.base_url):

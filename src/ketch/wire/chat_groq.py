@@ -45,10 +45,6 @@ from ketch.wire.chat_groq_stream import GroqStream, executed_parts, failed_gener
 from ketch.wire.chat_stream import FINISH_REASONS, ChatStream
 
 PROVIDER = "groq"
-_AUXILIARY = ("this request may not search (privacy mode, a subagent without web_search, or a title, summary or "
-              "commit message)")
-
-
 def groq_profile(model_name: str) -> ModelProfile:
     """``GroqProvider.model_profile(model_name)`` (its module imports the SDK)."""
     from pydantic_ai.profiles._special_tokens import special_token_route_profile
@@ -139,17 +135,19 @@ class GroqChatModel(ChatCompletionsModel):
     stream_class: ClassVar[type[ChatStream]] = GroqStream
     finish_reasons: ClassVar[dict[str, FinishReason]] = FINISH_REASONS
 
-    def __init__(self, model_name: str, **kwargs: Any) -> None:
+    def __init__(self, model_name: str, *, compound_refusal: str | None = None, **kwargs: Any) -> None:
+        """``compound_refusal``: for a compound system (``providers.groq.is_compound``), the line a
+        request that may not search is refused with; None for every other model."""
         kwargs.setdefault("provider_name", PROVIDER)
         kwargs.setdefault("provider_profile", groq_profile(model_name))
         super().__init__(model_name, **kwargs)
         self._encoder = GroqEncoder(self)
+        self._compound_refusal = compound_refusal
 
     @property
     def compound(self) -> bool:
-        from ketch.providers.groq import is_compound
-
-        return is_compound(self.model_name)
+        """A compound system: it searches on its own and takes no function tools."""
+        return self._compound_refusal is not None
 
     @classmethod
     def supported_native_tools(cls) -> frozenset[type[Any]]:
@@ -170,10 +168,8 @@ class GroqChatModel(ChatCompletionsModel):
         return self.unsupported_settings
 
     def prepare_request(self, model_settings: Any, params: Any) -> Any:
-        from ketch.providers.groq import refusal
-
-        if self.compound and not any(isinstance(t, WebSearchTool) for t in params.native_tools):
-            raise UserError(refusal(self.model_name, _AUXILIARY))
+        if self._compound_refusal is not None and not any(isinstance(t, WebSearchTool) for t in params.native_tools):
+            raise UserError(self._compound_refusal)
         if (not self.profile.get("groq_always_has_web_search_builtin_tool", False)
                 and any(isinstance(t, WebSearchTool) and not t.optional for t in params.native_tools)
                 and not any(t.unless_native == WebSearchTool.kind for t in params.function_tools)):
