@@ -269,3 +269,27 @@ def test_an_error_inside_a_200_is_the_http_error_its_code_names(stream: bool) ->
     with pytest.raises(ModelHTTPError) as caught:
         _run(served, stream)
     assert caught.value.status_code == 429 and "Rate limit" in str(caught.value.body)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("model_name", ["anthropic/claude-opus-5", "openai/gpt-6-sol", "openai/gpt-5",
+                                        "anthropic/claude-sonnet-4.5"])
+def test_a_mid_conversation_level_change_equals_the_sdk_models(model_name: str, stream: bool) -> None:
+    """A ``/think`` change mid-session: on a route that takes it, a ``configuration_update`` where it
+    happened and the window's opening level as ``reasoning.effort``; elsewhere the current level."""
+    from pydantic_ai.messages import ModelRequest, ModelSettingsDeltaPart, UserPromptPart
+
+    def history():
+        messages = _history()
+        first, *rest = messages
+        first = ModelRequest(parts=[*first.parts, ModelSettingsDeltaPart(settings={"thinking": "high"}, top_level=True)])
+        return [first, *rest[:-1], ModelRequest(parts=[*rest[-1].parts,
+                                                        ModelSettingsDeltaPart(settings={"thinking": "low"}, top_level=False)])]
+
+    params = _params("low", True, False)
+    bodies = [_body(build, model_name, stream, {"max_tokens": 100}, params, history()) for build in (_sdk, _own)]
+    assert bodies[1] == bodies[0], (json.loads(bodies[0]), json.loads(bodies[1]))
+    sent = json.loads(bodies[1])
+    takes_it = model_name in ("anthropic/claude-opus-5", "openai/gpt-6-sol")
+    assert ("configuration_update" in bodies[1].decode()) == takes_it
+    assert sent["reasoning"]["effort"] == ("high" if takes_it else "low")

@@ -7,8 +7,10 @@
   ``none`` to turn it off, the route's lowest effort where reasoning is mandatory), never
   ``reasoning_effort`` unless ``openai_reasoning_effort`` is set;
 - the unified ``cache`` setting as ``cache_control`` breakpoints where the routed provider takes
-  them (Anthropic: after the tool definitions, the static instructions and the conversation, at most
-  four, with a TTL; Gemini: instructions and conversation, the last one never ending the request);
+  them (``wire.chat_openrouter_cache``);
+- a mid-conversation change of the thinking level, on a route that takes one, as a
+  ``configuration_update`` system message where it happened (the window's opening level stays the
+  request's ``reasoning.effort``, so the prefix does not change);
 - hosted search as the ``openrouter:web_search`` server tool after the function tools;
 - reasoning that came as ``reasoning_details`` goes back as ``reasoning_details`` (signed and
   encrypted details included), other reasoning in the ``reasoning`` field; a mid-conversation system
@@ -20,7 +22,8 @@ Answers are read by ``wire.chat_openrouter_stream``.
 from __future__ import annotations
 
 import dataclasses
-from itertools import chain
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 
 from pydantic_ai.messages import (
@@ -34,6 +37,7 @@ from pydantic_ai.native_tools import WebSearchTool
 
 from ketch.wire.chat import ChatCompletionsModel
 from ketch.wire.chat_body import ChatEncoder
+from ketch.wire.chat_openrouter_cache import CacheMarks, system_prefix_count
 from ketch.wire.chat_openrouter_stream import (
     OpenRouterStream,
     annotations_details,
@@ -105,7 +109,29 @@ def search_tool(tool: WebSearchTool) -> dict[str, Any]:
 
 class OpenRouterEncoder(ChatEncoder):
     """Reasoning OpenRouter can verify again (a thinking part of this system) goes back as
-    ``reasoning_details``, after the rest of the assistant message."""
+    ``reasoning_details``, after the rest of the assistant message; a mid-conversation change of
+    the thinking level (a ``ModelSettingsDeltaPart`` kept for a model that takes one) is
+    OpenRouter's content-less ``configuration_update`` system message, where it happened."""
+
+    def request(self, message: Any) -> list[dict[str, Any]]:
+        from pydantic_ai.messages import ModelSettingsDeltaPart
+
+        if not any(isinstance(p, ModelSettingsDeltaPart) for p in message.parts):
+            return super().request(message)
+        out: list[dict[str, Any]] = []
+        group: list[Any] = []
+        for part in [*message.parts, None]:
+            if part is not None and not isinstance(part, ModelSettingsDeltaPart):
+                group.append(part)
+                continue
+            if group:
+                out.extend(super().request(dataclasses.replace(message, parts=group)))
+                group = []
+            effort = part.settings.get("thinking") if part is not None else None
+            if part is not None and not part.top_level and effort is not None:
+                out.append({"role": "system", "content": "",
+                            "configuration_update": {"reasoning": {"effort": _EFFORT[effort]}}})
+        return out
 
     def response(self, message: ModelResponse) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         from pydantic_ai.models._reasoning_details import into_reasoning_detail
@@ -131,6 +157,7 @@ class OpenRouterChatModel(ChatCompletionsModel):
     """OpenRouter's Chat Completions (see the module docstring)."""
 
     stream_class: ClassVar[type[ChatStream]] = OpenRouterStream
+    _renders_effort_deltas: ClassVar[bool] = True
     finish_reasons: ClassVar[dict[str, Any]] = OPENROUTER_FINISH_REASONS
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
@@ -150,6 +177,36 @@ class OpenRouterChatModel(ChatCompletionsModel):
         if isinstance(native_tool, WebSearchTool):
             return native_tool.restricting_settings - {"allowed_domains", "blocked_domains", "max_uses"}
         return frozenset()
+
+    async def request(self, messages: list[ModelMessage], model_settings: Any, params: Any) -> ModelResponse:
+        messages, model_settings = self._effort_deltas(messages, model_settings, params)
+        return await super().request(messages, model_settings, params)
+
+    @asynccontextmanager
+    async def request_stream(self, messages: list[ModelMessage], model_settings: Any, params: Any,
+                             run_context: Any = None) -> AsyncIterator[Any]:
+        messages, model_settings = self._effort_deltas(messages, model_settings, params)
+        async with super().request_stream(messages, model_settings, params, run_context) as stream:
+            yield stream
+
+    def _effort_deltas(self, messages: list[ModelMessage], model_settings: Any, params: Any) -> tuple[Any, Any]:
+        """``OpenRouterModel._effort_delta_request``: a history with a mid-conversation level change, on
+        a model that takes one, keeps its changes and the window's opening level as ``reasoning.effort``
+        (the prefix stays the same); otherwise the changes go and the current level is sent."""
+        from pydantic_ai.models import _effort_window_baseline, _without_model_settings_deltas
+        from pydantic_ai.settings import merge_model_settings
+
+        baseline, changed = _effort_window_baseline(messages)
+        merged = merge_model_settings(self.settings, model_settings) or {}
+        if (changed and self.profile.get("supports_mid_conversation_effort", False)
+                and "openrouter_reasoning" not in merged and merged.get("openai_reasoning_effort") is None):
+            if baseline is not None and isinstance(merged.get("thinking", params.thinking), str):
+                model_settings = {**(model_settings or {}), "thinking": baseline}
+            return messages, model_settings
+        return _without_model_settings_deltas(messages), model_settings
+
+    def _settings_overriding_thinking(self, model_settings: Any) -> tuple[str, ...]:
+        return ("openrouter_reasoning",) if "openrouter_reasoning" in model_settings else ()
 
     def prepare_request(self, model_settings: Any, model_request_parameters: Any) -> Any:
         settings, params = super().prepare_request(model_settings, model_request_parameters)
@@ -182,7 +239,7 @@ class OpenRouterChatModel(ChatCompletionsModel):
         tools, choice = self._tools(settings, params)
         ttl = settings.get("openrouter_cache_tool_definitions")
         if tools and ttl and self.profile.get("openrouter_supports_tool_cache", False):
-            tools[-1]["cache_control"] = self._cache_control(ttl)
+            tools[-1]["cache_control"] = CacheMarks(self.profile).control(ttl)
         search = next((t for t in params.native_tools if isinstance(t, WebSearchTool)), None)
         if search is not None:
             tools = [*tools, search_tool(search)]
@@ -193,139 +250,24 @@ class OpenRouterChatModel(ChatCompletionsModel):
 
     # ------------------------------------------------------------ messages
     def messages(self, messages: list[ModelMessage], settings: dict[str, Any], params: Any) -> list[dict[str, Any]]:
-        out = super().messages(messages, settings, params)
+        mapped = super().messages(messages, settings, params)
         profile = self.profile
         if profile.get("supports_inline_system_prompts", False) and profile.get(
                 "openrouter_system_messages_precede_generation", False):
-            _place_system_messages_before_generation(out)
-        if not profile.get("openrouter_supports_cache_control", False):
-            return out
-        if out and (ttl := settings.get("openrouter_cache_messages")):
-            from pydantic_ai.models import _request_scoped_suffix_start, _request_scoped_tail_texts
-            from pydantic_ai.models._prompt_cache import previous_tail_needing_breakpoint
-
-            tail = previous_tail_needing_breakpoint([m["role"] for m in out], [_block_count(m) for m in out])
-            if tail is not None:
-                self._mark(out, tail, ttl)
-            end, _ = _request_scoped_suffix_start(out, _request_scoped_tail_texts(messages), _scoped_text)
-            if end:
-                self._mark(out, end - 1, ttl)
-        if ttl := settings.get("openrouter_cache_instructions"):
-            self._mark_instructions(out, messages, params, ttl)
-        if not profile.get("openrouter_supports_trailing_cache_control", True):
-            self._move_trailing(out)
-        tool_point = bool(settings.get("openrouter_cache_tool_definitions") and params.declared_tool_defs
-                          and profile.get("openrouter_supports_tool_cache", False))
-        self._limit(out, tool_point)
+            _place_system_messages_before_generation(mapped)
+        # a configuration_update has no content to carry a breakpoint: they are placed without it
+        updates = [(i, m) for i, m in enumerate(mapped) if "configuration_update" in m]
+        out = [m for m in mapped if "configuration_update" not in m]
+        CacheMarks(profile).place(out, messages, settings, params, self._get_instruction_parts(messages, params) or [])
+        for index, update in updates:
+            out.insert(index, update)
         return out
 
     def body(self, messages: list[ModelMessage], settings: dict[str, Any], params: Any, *, stream: bool) -> dict[str, Any]:
         body = super().body(messages, settings, params, stream=stream)
-        self._finalize_ttls(body.get("tools") or [], body["messages"])
+        CacheMarks(self.profile).finalize_ttls(body.get("tools") or [], body["messages"])
         return body
 
-    def _cache_control(self, ttl: Any) -> dict[str, str]:
-        out = {"type": "ephemeral"}
-        if self.profile.get("openrouter_supports_cache_ttl", False):
-            out["ttl"] = "5m" if isinstance(ttl, bool) else ttl
-        return out
-
-    def _mark(self, out: list[dict[str, Any]], index: int, ttl: Any) -> None:
-        """A breakpoint on the last block of ``out[index]``, on copies (the encoded history is memoized)."""
-        message = out[index]
-        content = message.get("content")
-        if isinstance(content, str):
-            out[index] = {**message, "content": [{"type": "text", "text": content, "cache_control": self._cache_control(ttl)}]}
-        elif isinstance(content, list) and content and "cache_control" not in content[-1]:
-            out[index] = {**message, "content": [*content[:-1], {**content[-1], "cache_control": self._cache_control(ttl)}]}
-
-    def _mark_instructions(self, out: list[dict[str, Any]], messages: list[ModelMessage], params: Any, ttl: Any) -> None:
-        instructions = self._get_instruction_parts(messages, params)
-        if not instructions:
-            if count := _system_prefix_count(out):
-                self._mark(out, count - 1, ttl)
-            return
-        role = self.profile.get("openai_system_prompt_role", None) or "system"
-        if role not in ("system", "developer"):
-            return
-        prefix_cache = self.profile.get("openrouter_supports_dynamic_instruction_cache", False)
-        if not prefix_cache and any(p.dynamic for p in instructions):
-            return
-        prefix = next((i for i, m in enumerate(out) if m.get("role") != role), len(out))
-        if not prefix_cache:
-            self._mark(out, prefix - 1, ttl)
-            return
-        from pydantic_ai.models._prompt_cache import instruction_cache_boundaries
-
-        first = prefix - len(instructions)
-        static, stable = instruction_cache_boundaries(instructions)
-        if first + static:
-            self._mark(out, first + static - 1, ttl)
-        if stable > static:
-            self._mark(out, first + stable - 1, ttl)
-
-    def _move_trailing(self, out: list[dict[str, Any]]) -> None:
-        """Gemini routes: only the last conversation breakpoint counts, and never at the request's end
-        or on a tool result (it would bill the prompt twice), so it moves to an earlier message."""
-        carriers = [(mi, pi) for mi, m in enumerate(out) if m["role"] not in ("system", "developer")
-                    and isinstance(m.get("content"), list) for pi, p in enumerate(m["content"]) if "cache_control" in p]
-        if not carriers:
-            return
-        last_mi, last_pi = carriers[-1]
-        control = out[last_mi]["content"][last_pi]["cache_control"]
-        for mi, pi in carriers:
-            content = list(out[mi]["content"])
-            content[pi] = {k: v for k, v in content[pi].items() if k != "cache_control"}
-            out[mi] = {**out[mi], "content": content}
-        message = out[last_mi]
-        at_end = last_mi == len(out) - 1 and last_pi == len(message["content"]) - 1
-        if message["role"] != "tool" and not at_end:
-            content = list(message["content"])
-            content[last_pi] = {**content[last_pi], "cache_control": control}
-            out[last_mi] = {**message, "content": content}
-            return
-        for i in range(last_mi - 1, -1, -1):
-            earlier = out[i]
-            content = earlier.get("content")
-            if earlier["role"] in ("user", "assistant") and content:
-                if isinstance(content, str):
-                    out[i] = {**earlier, "content": [{"type": "text", "text": content, "cache_control": control}]}
-                else:
-                    out[i] = {**earlier, "content": [*content[:-1], {**content[-1], "cache_control": control}]}
-                return
-
-    def _limit(self, out: list[dict[str, Any]], tool_point: bool) -> None:
-        """At most the downstream's number of breakpoints (Anthropic: 4): the tools' and the first
-        instructions' stay, the oldest message breakpoints go."""
-        most = self.profile.get("openrouter_max_cache_points")
-        if most is None:
-            return
-        from pydantic_ai.models._prompt_cache import excess_cache_points, split_instruction_cache_points
-
-        prefix = _system_prefix_count(out)
-        reserved, optional = split_instruction_cache_points(
-            [p for m in out[:prefix] if isinstance(m.get("content"), list) for p in m["content"] if "cache_control" in p])
-        reserved += int(tool_point)
-        parts = (p for m in reversed(out[prefix:]) if isinstance(m.get("content"), list) for p in reversed(m["content"]))
-        # every part carrying a breakpoint is a copy made by _mark/_move_trailing: safe to change in place
-        for part in excess_cache_points(chain(parts, optional), max_points=most, reserved=reserved,
-                                        is_cache_point=lambda p: "cache_control" in p, description="downstream provider"):
-            del part["cache_control"]
-
-    def _finalize_ttls(self, tools: list[Any], out: list[dict[str, Any]]) -> None:
-        """Anthropic refuses a 1h breakpoint after a 5m one: each takes the longest TTL after it."""
-        if not self.profile.get("openrouter_supports_cache_ttl", False):
-            return
-        from pydantic_ai.models._prompt_cache import raise_earlier_cache_ttls
-
-        blocks = [*tools, *(b for m in out if isinstance(m.get("content"), list) for b in m["content"])]
-        carriers = [b for b in blocks if isinstance(b, dict) and b.get("cache_control")]
-        ttls = [c["cache_control"].get("ttl", "5m") for c in carriers]
-        for carrier, ttl, raised in zip(carriers, ttls, raise_earlier_cache_ttls(ttls), strict=True):
-            if raised != ttl:
-                carrier["cache_control"] = self._cache_control(raised)
-
-    # ------------------------------------------------------------ answers
     def completion(self, data: Any) -> ModelResponse:
         raise_error(data, self._model_name, in_stream=False)
         message = None
@@ -357,31 +299,15 @@ class OpenRouterChatModel(ChatCompletionsModel):
         return result
 
 
-def _block_count(message: dict[str, Any]) -> int:
-    content = message.get("content")
-    count = len(content) if isinstance(content, list) else int(bool(content))
-    if message["role"] == "assistant":
-        count += len(message.get("tool_calls") or [])
-    return count
-
-
-def _scoped_text(message: dict[str, Any]) -> str | None:
-    content = message.get("content")
-    return content if message["role"] in ("user", "system") and isinstance(content, str) else None
-
-
-def _system_prefix_count(messages: list[dict[str, Any]]) -> int:
-    return next((i for i, m in enumerate(messages) if m["role"] not in ("system", "developer")), len(messages))
-
-
 def _place_system_messages_before_generation(messages: list[dict[str, Any]]) -> None:
     """An Anthropic route keeps a mid-conversation system message only right before a generation:
     each moves past the user and tool messages after it (pydantic-ai's rule)."""
-    for index in range(len(messages) - 1, _system_prefix_count(messages) - 1, -1):
-        if messages[index]["role"] != "system":
+    for index in range(len(messages) - 1, system_prefix_count(messages) - 1, -1):
+        if messages[index]["role"] != "system" or "configuration_update" in messages[index]:
             continue
         target = index + 1
-        while target < len(messages) and messages[target]["role"] in ("user", "tool"):
+        while target < len(messages) and (messages[target]["role"] in ("user", "tool")
+                                          or "configuration_update" in messages[target]):
             target += 1
         if target > index + 1:
             messages.insert(target - 1, messages.pop(index))
