@@ -129,15 +129,10 @@ def test_a_whole_completion_reports_the_same_rows(tmp_path, fake_provider):
 
 
 def test_unreadable_executed_tool_arguments_do_not_break_the_answer():
-    from groq.types.chat.chat_completion_message import ExecutedTool
+    from ketch.wire.chat_groq_stream import readable_arguments
 
-    from ketch.providers.groq_model import readable
-
-    bad = ExecutedTool(index=0, type="search", arguments="{not json")
-    good = ExecutedTool(index=1, type="search", arguments='{"query": "x"}')
-    fixed = readable([bad, good])
-    assert json.loads(fixed[0].arguments) == {"unreadable_arguments": "{not json"}
-    assert fixed[1] is good
+    assert json.loads(readable_arguments("{not json")) == {"unreadable_arguments": "{not json"}
+    assert readable_arguments('{"query": "x"}') == '{"query": "x"}'
 
 
 # ------------------------------------------------------------------------------ compound: never unasked

@@ -272,19 +272,18 @@ def test_capability_follows_the_openrouter_row():
     assert not resolve_capability("or", "openrouter", "openai-responses", official, "x/y").supported
 
 
-def test_openrouter_connections_are_built_on_the_sdk_openrouter_model():
+def test_openrouter_connections_are_built_on_the_own_openrouter_model():
     import dataclasses
-
-    from pydantic_ai.models.openrouter import OpenRouterModel
 
     from ketch.core.config import Config, resolve_connection
     from ketch.providers.models import build_model
+    from ketch.wire.chat_openrouter import OpenRouterChatModel as OpenRouterModel
 
     conn = resolve_connection(Config(), ONLINE, environ={"OPENROUTER_API_KEY": KEY})
     model = build_model(conn)
     assert isinstance(model, OpenRouterModel)
     assert model.model_name == "openai/gpt-5"
-    assert str(model.client.base_url).startswith("https://openrouter.ai/api/v1")
+    assert model.base_url.startswith("https://openrouter.ai/api/v1")
     other = build_model(dataclasses.replace(conn, name="deepseek", preset=dataclasses.replace(conn.preset, name="deepseek"),
                                             base_url="https://api.deepseek.com"))
     assert not isinstance(other, OpenRouterModel)

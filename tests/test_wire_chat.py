@@ -1,7 +1,8 @@
 """ketch's own Chat Completions model (``wire.chat``): no SDK on the wire, and what crosses it.
 
-- A headless turn on the chat wire (several presets) in a fresh interpreter imports no provider
-  SDK and no ``pydantic_ai.models.openai`` / ``pydantic_ai.providers`` module.
+- A headless turn on the chat wire (every dialect: OpenAI, local, DeepSeek, Z.AI, OpenRouter, Groq)
+  in a fresh interpreter imports no provider SDK and no ``pydantic_ai.models.openai`` /
+  ``pydantic_ai.providers`` module.
 - The per-preset profiles equal those of pydantic-ai's providers (which this test may import).
 - The streamed answer's parts, usage (cached tokens) and finish reason; the whole-answer path;
   a stream cut before ``[DONE]`` is an error; an HTTP error keeps its status and body.
@@ -27,13 +28,14 @@ FORBIDDEN = ("openai", "anthropic", "google.genai", "groq", "mistralai", "pydant
              "pydantic_ai.providers.")
 
 
-@pytest.mark.parametrize("preset", ["openai", "ollama", "deepseek", "openai-compatible", "zai"])
+@pytest.mark.parametrize("preset", ["openai", "ollama", "deepseek", "openai-compatible", "zai", "openrouter", "groq"])
 def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> None:
     root = tmp_path / "work"
     root.mkdir()
     with FakeProvider([Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"}, id="c1")]), Turn(text="done")]) as fake:
         (root / "a.txt").write_text("hello\n")
-        write_project_config(root, f'model = "c:fake-model"\n[connections.c]\npreset = "{preset}"\n'
+        model = "fake/fake-model" if preset == "openrouter" else "fake-model"  # OpenRouter names vendor/model
+        write_project_config(root, f'model = "c:{model}"\n[connections.c]\npreset = "{preset}"\n'
                                    f'base_url = "{fake.base_url}"\nmax_retries = 0\n')
         code = textwrap.dedent(f"""
             import sys
@@ -43,7 +45,8 @@ def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> 
                          or m.startswith("pydantic_ai.providers."))
             print("RESULT", code, ",".join(bad) or "-")
         """)
-        env = ketch_env({"OPENAI_API_KEY": "sk-test", "DEEPSEEK_API_KEY": "sk-test", "ZAI_API_KEY": "zk", "PYTHONPATH": SRC})
+        env = ketch_env({"OPENAI_API_KEY": "sk-test", "DEEPSEEK_API_KEY": "sk-test", "ZAI_API_KEY": "zk", "OPENROUTER_API_KEY": "ok",
+                         "GROQ_API_KEY": "gk", "PYTHONPATH": SRC})
         proc = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, proc.stderr[-3000:]
         result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1].split()
@@ -51,11 +54,12 @@ def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> 
     assert result[1] == "0", proc.stdout[-2000:]
     assert result[2] == "-", f"SDK modules imported on the chat wire: {result[2][:300]}"
     first = fake.model_requests[0].body
-    cap = "max_completion_tokens" if preset in ("openai", "zai") else "max_tokens"
+    cap = "max_completion_tokens" if preset in ("openai", "zai") else "max_tokens"  # OpenRouter, Groq: max_tokens
     assert cap in first, sorted(first)
     assistant = fake.model_requests[1].body["messages"][-2]
     assert assistant["role"] == "assistant"
-    assert assistant["content"] == ("" if preset in ("ollama", "openai-compatible") else None)  # local dialect: a string
+    # local dialect: a string; Groq: no content key on an assistant message without text
+    assert assistant.get("content", "absent") == {"ollama": "", "openai-compatible": "", "groq": "absent"}.get(preset)
 
 
 @pytest.mark.parametrize("preset, provider_module, provider_class", [
@@ -348,3 +352,29 @@ def test_a_finished_stream_without_done_is_an_answer() -> None:
 
     response = _run(_model(handler))
     assert response.parts[0].content == "all" and response.finish_reason == "stop"
+
+
+@pytest.mark.parametrize("preset, wire, model", [
+    ("openai", "openai-responses", "gpt-5"), ("openai", "openai-chat", "gpt-5"), ("openrouter", "openai-chat", "openai/gpt-5"),
+    ("groq", "openai-chat", "openai/gpt-oss-120b"), ("anthropic", "anthropic-messages", "claude-sonnet-4-5"),
+    ("gemini", "gemini", "gemini-2.5-pro"), ("mistral", "openai-chat", "mistral-medium-latest"), ("zai", "openai-chat", "glm-4.6"),
+])
+def test_the_interactive_preload_imports_no_sdk(preset: str, wire: str, model: str, tmp_path: Path) -> None:
+    """The interactive UI imports the session's wire module in a thread before the session starts:
+    that module is ketch's own on every wire (it was ``pydantic_ai.models.openai`` for Responses)."""
+    write_project_config(tmp_path, f'model = "c:{model}"\n[connections.c]\npreset = "{preset}"\nwire = "{wire}"\n'
+                                   'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "SOME_KEY"\n')
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from ketch.frontends.cli import _main_parser
+        from ketch.frontends.interactive import _preload
+        _preload(_main_parser().parse_args([]), Path.cwd())
+        bad = sorted(m for m in sys.modules if m in {FORBIDDEN!r} or m.startswith(tuple(p + "." for p in {FORBIDDEN!r})))
+        print("RESULT", ",".join(bad) or "-")
+    """)
+    env = ketch_env({"SOME_KEY": "k", "PYTHONPATH": SRC})
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1].split()
+    assert result[1] == "-", f"SDK modules imported by the preload on {wire}: {result[1][:300]}"

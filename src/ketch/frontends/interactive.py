@@ -58,8 +58,8 @@ def _preload(args: Any, cwd: Path) -> None:
 
     config = config_from_args(args, cwd)
     conn = connection_from_args(args, config)
-    wire_module = {"anthropic-messages": "ketch.wire.messages", "gemini": "ketch.wire.gemini"}.get(
-        conn.wire, "pydantic_ai.models.openai")
+    wire_module = {"anthropic-messages": "ketch.wire.messages", "gemini": "ketch.wire.gemini",
+                   "mistral-conversations": "ketch.providers.mistral_conversations"}.get(conn.wire, "ketch.wire.responses")
     if conn.wire == "openai-chat":
         from ketch.providers.models import chat_wire_module
 

@@ -1,7 +1,7 @@
 """Build pydantic-ai models and settings from a resolved Connection.
 
-This is the one module that imports the provider SDKs, and it imports only the one in
-use, lazily: ``pydantic_ai.models.anthropic`` alone costs about two seconds.
+Every wire is ketch's own model over httpx (``wire.*``, ``providers.mistral_conversations``):
+no provider SDK is imported, and each model module only when its wire is in use.
 """
 
 from __future__ import annotations
@@ -19,13 +19,8 @@ if TYPE_CHECKING:
 os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")
 
 _NO_KEY = "not-needed"
-"""Local servers take no key, but the OpenAI SDK refuses an empty one."""
-
-_DEDICATED_OPENAI_PROVIDERS: dict[str, tuple[str, str]] = {
-    "deepseek": ("pydantic_ai.providers.deepseek", "DeepSeekProvider"),
-    "openrouter": ("pydantic_ai.providers.openrouter", "OpenRouterProvider"),
-    "ollama": ("pydantic_ai.providers.ollama", "OllamaProvider"),
-}
+"""Local servers take no key; the bearer header the SDKs sent for none carried this (kept, so the
+bytes on the wire stay as they were)."""
 
 
 def _response_hooks(wire: str) -> list[Any]:
@@ -44,57 +39,15 @@ def _own_wire_hooks() -> list[Any]:
     return [coalesce.response_hook()]
 
 
-def _timeout(conn: Connection) -> Any:
-    """The connection's silence limit for reads (the first byte, then between bytes), writes
-    and the pool; connecting gets at most 30 s of it."""
-    from openai import Timeout
-
-    return Timeout(conn.timeout, connect=min(conn.timeout, 30.0))
-
-
-def _openai_client(conn: Connection, wire: str) -> Any:
-    """The OpenAI SDK client for ``conn``: its base URL, key, retries, silence limit and hooks."""
-    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
-
-    hooks: dict[str, list[Any]] = {"response": _response_hooks(wire)}
-    return AsyncOpenAI(
-        base_url=conn.base_url,
-        api_key=conn.api_key or _NO_KEY,
-        max_retries=conn.max_retries,
-        timeout=_timeout(conn),
-        http_client=DefaultAsyncHttpxClient(event_hooks=hooks),
-    )
-
-
-def _openai_provider(conn: Connection, wire: str) -> Any:
-    client = _openai_client(conn, wire)
-    if conn.preset.official_openai:
-        from pydantic_ai.providers.openai import OpenAIProvider
-
-        return OpenAIProvider(openai_client=client)
-    dedicated = _DEDICATED_OPENAI_PROVIDERS.get(conn.preset.name)
-    if dedicated:
-        import importlib
-
-        module = importlib.import_module(dedicated[0])
-        try:
-            return getattr(module, dedicated[1])(openai_client=client)
-        except TypeError:
-            pass
-    from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
-
-    return OpenAICompatibleProvider(conn.preset.name if conn.preset.name != "openai-compatible" else conn.name, openai_client=client)
-
-
 def chat_wire_module(conn: Connection) -> str:
-    """The module a Chat Completions connection's model comes from (for preloading it): the SDK's
-    for OpenRouter and Groq, ketch's own (``wire.chat``) for every other preset."""
+    """The module a Chat Completions connection's model comes from (for preloading it): the
+    dialect's (``wire.chat_openrouter``, ``wire.chat_groq``) or ``wire.chat``."""
     from ketch.providers.groq import speaks_groq
 
     if speaks_openrouter(conn.preset.name, "openai-chat", conn.base_url):
-        return "pydantic_ai.models.openrouter"
+        return "ketch.wire.chat_openrouter"
     if speaks_groq(conn.preset.name, conn.base_url):
-        return "ketch.providers.groq_model"
+        return "ketch.wire.chat_groq"
     return "ketch.wire.chat"
 
 
@@ -144,14 +97,17 @@ def build_model(
                               provider_name=name, official=official, timeout=conn.timeout,
                               max_retries=conn.max_retries, response_hooks=[coalesce.response_hook()], **extra)
     if speaks_openrouter(conn.preset.name, wire, conn.base_url):
-        return openrouter_model(conn.model_name, _openai_client(conn, wire), profile)
+        return openrouter_model(conn, _own_wire_hooks(), profile)
     from ketch.providers.groq import speaks_groq
     from ketch.providers.zai import speaks_zai
 
     if speaks_groq(conn.preset.name, conn.base_url):
-        from ketch.providers.groq_model import groq_model
+        from ketch.providers.groq import api_base_url, compound_refusal
+        from ketch.wire.chat_groq import GroqChatModel
 
-        return groq_model(conn, _response_hooks(wire), **extra)
+        return GroqChatModel(conn.model_name, base_url=api_base_url(conn.base_url), api_key=conn.api_key or _NO_KEY,
+                             compound_refusal=compound_refusal(conn.model_name), profile=profile, timeout=conn.timeout, max_retries=conn.max_retries,
+                             response_hooks=_own_wire_hooks())
 
     if speaks_zai(conn.preset.name, conn.base_url):
         from ketch.providers.zai import PROVIDER, ZaiChatModel, zai_profile

@@ -1,18 +1,18 @@
-"""OpenRouter connections on pydantic-ai's OpenRouter model (Chat Completions, OpenRouter's extensions).
+"""OpenRouter connections on ketch's own Chat model in OpenRouter's dialect (``wire.chat_openrouter``).
 
 A connection speaks OpenRouter when it is on the Chat Completions wire and either uses the
 ``openrouter`` preset or points at ``openrouter.ai``. Such a connection is built on
-``OpenRouterModel``: its hosted search goes out as OpenRouter's ``openrouter:web_search``
+``OpenRouterChatModel``: its hosted search goes out as OpenRouter's ``openrouter:web_search``
 server tool, and the ``url_citation`` annotations of an answer stay on its text part
-(``openai_include_raw_annotations``), where ``websearch.normalize`` reads the source rows.
+(``provider_details["annotations"]``), where ``websearch.normalize`` reads the source rows.
 
 A model id with OpenRouter's ``:online`` variant (``openai/gpt-5:online``) means "search the
 web": ketch takes the tag off the id it sends and routes search through the server tool
 instead (``websearch.wiring``), so search is on the wire once, only on the session's own
 requests, and never in privacy mode, in a child without the tool or in an auxiliary call.
 
-Nothing here imports the SDK at import time; the client (base URL, key, hooks) is the one the
-connection resolved, so the key goes exactly where the (trust-checked) connection says.
+No provider SDK is imported; the model's base URL and key are the ones the connection resolved,
+so the key goes exactly where the (trust-checked) connection says.
 """
 
 from __future__ import annotations
@@ -45,18 +45,13 @@ def without_online(model_name: str) -> str:
     return ":".join([head, *(t for t in tags if t != ONLINE_TAG)])
 
 
-def openrouter_model(model_name: str, openai_client: Any, profile: dict[str, Any] | None = None) -> Any:
-    """An ``OpenRouterModel`` for ``model_name`` (``:online`` taken off) over ``openai_client``."""
-    from pydantic_ai.models.openrouter import OpenRouterModel
-    from pydantic_ai.providers.openrouter import OpenRouterProvider
+def openrouter_model(conn: Any, hooks: list[Any], profile: dict[str, Any] | None = None) -> Any:
+    """ketch's own OpenRouter model for ``conn``'s model (``:online`` taken off), URL, key and limits."""
+    from ketch.wire.chat_openrouter import OpenRouterChatModel
 
-    extra: dict[str, Any] = {"profile": profile} if profile else {}
-    return OpenRouterModel(
-        without_online(model_name),
-        provider=OpenRouterProvider(openai_client=openai_client),
-        settings={"openai_include_raw_annotations": True},  # the sources stay on the text part
-        **extra,
-    )
+    return OpenRouterChatModel(without_online(conn.model_name), base_url=conn.base_url, api_key=conn.api_key or "not-needed",
+                               profile=profile, timeout=conn.timeout, max_retries=conn.max_retries,
+                               response_hooks=hooks)
 
 
 __all__ = ["ONLINE_TAG", "OPENROUTER_HOST", "is_online", "openrouter_model", "speaks_openrouter", "without_online"]

@@ -101,8 +101,8 @@ def capability_table() -> list[dict[str, str]]:
 
 _BUILT_PROTOCOLS: frozenset[str] = frozenset({"openai-responses", "anthropic-messages", "gemini", "zai-chat",
                                               "openrouter", "mistral-conversations", "groq-compound"})
-"""Protocols whose wire ketch can build a session on (``openrouter``: Chat Completions on the SDK's
-OpenRouter model, ``providers.openrouter``)."""
+"""Protocols whose wire ketch can build a session on (``openrouter``: Chat Completions in
+OpenRouter's dialect, ``wire.chat_openrouter``)."""
 
 
 def _state(rule: CapabilityRule) -> str:

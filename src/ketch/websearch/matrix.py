@@ -89,7 +89,7 @@ CAPABILITY_RULES: tuple[CapabilityRule, ...] = (
     ),
     CapabilityRule(
         "OpenRouter", ("openrouter",), ("openrouter.ai",), r".", ("openrouter",),
-        "openrouter:web_search server tool on the SDK's OpenRouter model (Chat Completions); a model "
+        "openrouter:web_search server tool on the Chat model in OpenRouter's dialect; a model "
         "id ending in :online counts as the opt-in and is sent without the tag (search on the wire once)",
         "routed models (search runs at OpenRouter)",
     ),

@@ -34,7 +34,7 @@ def annotated_search(part: Any) -> dict[str, Any] | None:
 
     OpenRouter's web search (its ``openrouter:web_search`` server tool, or the ``:online``
     variant) returns no call or result parts: the sources arrive as annotations of the answer
-    (``{"type": "url_citation", "url_citation": {url, title, content, ...}}``), which the SDK
+    (``{"type": "url_citation", "url_citation": {url, title, content, ...}}``), which the model
     keeps in the text part's ``provider_details["annotations"]``. The query is not reported, so
     it stays empty; the call id is derived from the answer and its sources, so it is the same
     wherever the stored answer is read again.

@@ -39,17 +39,21 @@ def reasoning_effort(profile: Any, settings: dict[str, Any], thinking: Any) -> s
     return next((e for e in active if EFFORT_ORDER.index(e) >= wanted), active[-1] if active else None)
 
 
-def tools_and_choice(profile: Any, model_name: str, settings: dict[str, Any], params: Any,
-                     thinks: bool) -> tuple[list[dict[str, Any]], Any]:
-    """The request's function ``tools`` and its ``tool_choice`` (None when there are no tools)."""
+def tools_and_choice(profile: Any, model_name: str, settings: dict[str, Any], params: Any, thinks: bool, *,
+                     forcing_thinks: bool | None = None, remedy: str | None = None) -> tuple[list[dict[str, Any]], Any]:
+    """The request's function ``tools`` and its ``tool_choice`` (None when there are no tools).
+
+    ``forcing_thinks``: the thinking that rules out a forced choice, where a dialect counts only the
+    thinking the caller asked for (OpenRouter); ``remedy``: what the refusal of a forced choice advises."""
     from pydantic_ai.models._tool_choice import resolve_tool_choice, support_tool_forcing, tool_forcing_unavailable_reason
 
     resolved = resolve_tool_choice(settings, params)  # type: ignore[arg-type]
     defs = params.declared_tool_defs
 
     def forcing() -> bool:
-        reason = tool_forcing_unavailable_reason(profile, thinking=thinks, thinking_remedy=(
-            "Disable thinking with `thinking=False` or `openai_reasoning_effort='none'`"))
+        reason = tool_forcing_unavailable_reason(
+            profile, thinking=thinks if forcing_thinks is None else forcing_thinks,
+            thinking_remedy=remedy or "Disable thinking with `thinking=False` or `openai_reasoning_effort='none'`")
         return support_tool_forcing(model_name, settings, reason,  # type: ignore[arg-type]
                                     disables_thinking=thinks and profile.get("forced_tool_choice_disables_thinking", False))
 
