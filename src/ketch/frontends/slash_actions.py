@@ -5,7 +5,8 @@ every other command here through ``AppConfig.on_command(name, args)``; the text 
 is printed into the transcript. Errors are raised as exceptions with a one-line message
 (the UI prints ``/name failed: …``). Commands run between turns: the UI queues them
 behind a running turn. It is one thing at this length: the table of what each slash
-command does to the session, the one place a front end reaches the session's state.
+command does to the session. What a command changes is sent as an operation
+(``core.operations``) through ``Session.apply``; nothing here sets the session's attributes.
 """
 
 from __future__ import annotations
