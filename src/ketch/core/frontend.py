@@ -1,7 +1,7 @@
 """What a front end (TUI, headless printer, tests) may call on a session.
 
-Front ends see a session only through this protocol and the events in ``events.py``;
-they never import the model SDK. ``Session`` in ``session.py`` implements it.
+Front ends see a session only through this protocol, the events in ``events.py`` and the
+operations in ``operations.py`` they send it; they never import the model SDK. ``Session`` in ``session.py`` implements it.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ketch.core.events import AgentEvent, Decision
+from ketch.core.operations import Operation
 
 
 @dataclass
@@ -75,6 +76,10 @@ class SessionLike(Protocol):
         ...
 
     def status(self) -> SessionStatus: ...
+
+    def apply(self, operation: Operation) -> str | None:
+        """Change the session between turns as ``operation`` says (``/model``, ``/clear``, ``/fork`` …)."""
+        ...
 
     def take_idle_events(self) -> list[AgentEvent]:
         """Events that happened between turns (a background command that ended), each once."""

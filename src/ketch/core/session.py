@@ -64,7 +64,7 @@ _NOT_STORED = (ev.TextDelta, ev.ReasoningDelta, ev.ToolOutputChunk)
 
 class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, CheckpointSteps, BackgroundCommands):
     """One conversation. Front ends use only ``run_turn``, ``decide``, ``answer``,
-    ``interrupt_command``, ``cancel_turn`` and ``status`` (see ``frontend.SessionLike``)."""
+    ``interrupt_command``, ``cancel_turn``, ``status`` and ``apply`` (see ``frontend.SessionLike``)."""
 
     def __init__(
         self,

@@ -1,7 +1,8 @@
 """What front ends change between turns and what they read: model, thinking, agent,
 the session switched to, and the status line's figures.
 
-A mixin of ``Session``.
+A mixin of ``Session``. Every change a front end asks for arrives as an operation
+(``core.operations``) through ``apply``, the one entry point; the methods behind it are private.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pydantic_ai.messages import ModelMessage
 
 from ketch.core.agents import AgentVariant
 from ketch.core.config import Connection
+from ketch.core import operations as op
 from ketch.core.frontend import SessionStatus
 from ketch.state.history_writer import HistoryWriter
 
@@ -25,7 +27,88 @@ class SessionControls:
         if self._task is not None and not self._task.done():
             raise RuntimeError("a turn is running; wait for it or press esc first")
 
-    def set_model(self, model: Any, connection: Connection | None) -> None:
+    def apply(self, operation: op.Operation) -> str | None:
+        """Carry out what a front end asked for between turns. Returns the line to show for a
+        mode switch, the new or kept session id for ``Clear`` and ``Fork`` (None when there was
+        nothing to keep), else None. A running turn raises ``RuntimeError``; a bad mode ``ValueError``."""
+        match operation:
+            case op.SetModel(model, connection, search):
+                self._set_model(model, connection)
+                if search is not None:
+                    self.web_search = search
+                    if self.live_search is not None:
+                        self.live_search.current = search
+            case op.SetThinking(level, settings):
+                self._set_thinking(level, settings)
+            case op.SetAgent(variant):
+                self._set_variant(variant)
+            case op.SetApprovalMode(mode):
+                return self._set_approval_mode(mode)
+            case op.SetSandboxMode(mode):
+                self._require_idle()
+                return self._set_sandbox_mode(mode)
+            case op.Clear(directory, in_place):
+                return self._clear_in_place() if in_place else self._clear(directory)
+            case op.Fork(in_place):
+                return self._fork(in_place)
+            case op.Resume(session_id, history):
+                self._switch_to(session_id, history)
+            case op.Repair(history):
+                self._switch_to(self.session_id, history)
+                if self.store is not None:
+                    self.store.set_pending(self.session_id, None)
+                self.history_rewritten = True  # a message may have changed in place: compare them all
+                self._persist(list(history))
+            case op.Rewind(history):
+                if self.store is not None:
+                    self.store.replace_history(self.session_id, list(history))
+                    self.store.set_pending(self.session_id, None)
+                self._switch_to(self.session_id, history)
+            case _:
+                raise TypeError(f"not a session operation: {operation!r}")
+        return None
+
+    def take_title_task(self) -> Any:
+        """The task naming the session after its first turn, handed over once (None when none started)."""
+        task, self.title_task = self.title_task, None
+        return task
+
+    def _clear(self, directory: str) -> str:
+        """A new conversation under a new id (the terminal's ``/clear``); the task list empties."""
+        new_id = self.store.reserve_session(directory, self.model_ref, self.variant.name)
+        self._switch_to(new_id, [])
+        self._empty_task_list()
+        return str(new_id)
+
+    def _clear_in_place(self) -> str | None:
+        """Keep the conversation as a copy, then start afresh under the same id (an editor's
+        ``/clear``): the stored history and title empty, and the next turn names it again."""
+        sid, store = self.session_id, self.store
+        kept = store.fork(sid) if store is not None and not store.is_reserved(sid) else None
+        self._switch_to(sid, [])
+        if kept is not None:
+            store.replace_history(sid, [])
+            store.set_title(sid, "")
+        self._empty_task_list()
+        self.auto_title = bool(getattr(self.config, "titles", False))
+        return kept
+
+    def _fork(self, in_place: bool) -> str | None:
+        """Copy the stored conversation; unless ``in_place``, go on in the copy."""
+        old, store = self.session_id, self.store
+        if store is None or store.is_reserved(old):
+            return None
+        new_id = store.fork(old)
+        if not in_place:
+            self._switch_to(new_id, self.messages)
+        return str(new_id)
+
+    def _empty_task_list(self) -> None:
+        notebook = self.deps.extras.get("notebook")
+        if notebook is not None:
+            notebook.write([])
+
+    def _set_model(self, model: Any, connection: Connection | None) -> None:
         """Send the next requests to ``model`` (``/model``); the history stays."""
         self._require_idle()
         self.model, self.connection = model, connection
@@ -36,7 +119,7 @@ class SessionControls:
         self.prefix.forget()
         self._record_settings()
 
-    def set_thinking(self, level: str, settings: Any) -> None:
+    def _set_thinking(self, level: str, settings: Any) -> None:
         """Use thinking ``level`` from the next request on; ``settings`` are its model settings."""
         self._require_idle()
         self.config = self.config.model_copy(update={"think": level})
@@ -44,7 +127,7 @@ class SessionControls:
         self.prefix.note_break(f"thinking level changed to {level}")
         self._record_settings()
 
-    def set_variant(self, variant: AgentVariant) -> None:
+    def _set_variant(self, variant: AgentVariant) -> None:
         """Switch the agent variant (``/agent``): tools and instructions follow it."""
         self._require_idle()
         self.variant = variant
@@ -56,7 +139,7 @@ class SessionControls:
         if store is not None:
             store.set_settings(self.session_id, self.model_ref, self.variant.name, self.config.think)
 
-    def set_approval_mode(self, mode: str) -> str:
+    def _set_approval_mode(self, mode: str) -> str:
         """Switch the approval mode for the rest of the session (``/approval``, Shift-Tab);
         the line the transcript keeps."""
         from ketch.core.approval import APPROVAL_MODES, describe_mode
@@ -71,7 +154,7 @@ class SessionControls:
             sandbox.approval = mode
         return f"approval mode: {describe_mode(mode)}"
 
-    def set_sandbox_mode(self, mode: str) -> str:
+    def _set_sandbox_mode(self, mode: str) -> str:
         """Switch the sandbox mode for the rest of the session (``/sandbox MODE``); the line
         the transcript keeps."""
         from ketch.sandbox.wiring import switch_mode
@@ -81,7 +164,7 @@ class SessionControls:
             raise ValueError("this session has no sandbox")
         return switch_mode(sandbox, mode, self.config)
 
-    def switch_to(self, session_id: str, history: Sequence[ModelMessage]) -> None:
+    def _switch_to(self, session_id: str, history: Sequence[ModelMessage]) -> None:
         """Continue as another stored session (``/clear``, ``/resume``, ``/fork``)."""
         self._require_idle()
         if self.claim is not None:

@@ -197,9 +197,9 @@ class KetchAgent(SessionTable):
             await forward(self.conn, session, event, self._ask_in_background, self.reviews[session_id], self.live[session_id])
             if isinstance(event, ev.TurnFinished):
                 reason = event.reason
-        if session.title_task is not None:
-            asyncio.get_running_loop().create_task(self._title_when_named(session, session.title_task))
-            session.title_task = None
+        title_task = session.take_title_task()
+        if title_task is not None:
+            asyncio.get_running_loop().create_task(self._title_when_named(session, title_task))
         return PromptResponse(stop_reason=STOP.get(reason, "end_turn"))
 
     async def _title_when_named(self, session: Any, task: asyncio.Task[str]) -> None:
@@ -262,7 +262,7 @@ class KetchAgent(SessionTable):
         actions = pickers.actions
         if name in NOT_IN_EDITORS:
             return f"/{name} is not available in an editor: open the session from the editor's session list."
-        if name not in IN_PLACE and name not in actions._handlers:  # noqa: SLF001 - the core's own commands
+        if name not in IN_PLACE and name not in actions.names:  # the core's own commands
             return None
         before = Settings.of(session)
         try:
@@ -293,7 +293,7 @@ class KetchAgent(SessionTable):
         from ketch.frontends.slash_actions import SlashActions
 
         with contextlib.suppress(Exception):
-            core = set(SlashActions(lambda: session, self.args, Path(session.workspace.root))._handlers) - NOT_IN_EDITORS  # noqa: SLF001
+            core = set(SlashActions(lambda: session, self.args, Path(session.workspace.root)).names) - NOT_IN_EDITORS
             commands = [
                 AvailableCommand(name=c.name, description=c.description,
                                  input=AvailableCommandInput(root=UnstructuredCommandInput(hint=c.args_hint)) if c.args_hint else None)

@@ -11,31 +11,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from ketch.core import operations as op
+
 NOT_IN_EDITORS = frozenset({"resume"})
 """Core commands an editor gets elsewhere (``session/load``, ``session/list``)."""
 
 
 async def clear_in_place(session: Any) -> str:
     """Keep the conversation as a copy, then start afresh under the same id."""
-    sid, store = session.session_id, session.store
-    kept = store.fork(sid) if store is not None and not store.is_reserved(sid) else None
-    session.switch_to(sid, [])
-    if kept is not None:
-        store.replace_history(sid, [])
-        store.set_title(sid, "")
-    notebook = session.deps.extras.get("notebook")
-    if notebook is not None:
-        notebook.write([])
-    session.auto_title = bool(getattr(session.config, "titles", False))
+    kept = session.apply(op.Clear(in_place=True))
     return "New conversation." + (f" The previous one is kept as session {kept}." if kept else "")
 
 
 async def fork_in_place(session: Any) -> str:
     """Keep the conversation so far as a copy; this session goes on from here."""
-    sid, store = session.session_id, session.store
-    if store is None or store.is_reserved(sid):
+    kept = session.apply(op.Fork(in_place=True))
+    if kept is None:
         return "Nothing to fork yet: this conversation has no messages."
-    kept = store.fork(sid)
     return f"Forked: the conversation so far is kept as session {kept}; you go on here."
 
 

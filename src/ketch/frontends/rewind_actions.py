@@ -91,9 +91,8 @@ class SessionRewind:
         prompt = None
         if what in ("chat", "both"):
             kept, prompt = await asyncio.to_thread(cut_conversation, cp, session.session_id, list(session.messages), turn)
-            if session.store is not None:
-                session.store.replace_history(session.session_id, kept)
-                session.store.set_pending(session.session_id, None)
-            session.switch_to(session.session_id, kept)
+            from ketch.core.operations import Rewind
+
+            session.apply(Rewind(tuple(kept)))
             lines.append(f"Conversation: back to before prompt {turn}; it is in the input box to edit and send again.")
         return RewindResult(lines, prompt)

@@ -5,7 +5,8 @@ every other command here through ``AppConfig.on_command(name, args)``; the text 
 is printed into the transcript. Errors are raised as exceptions with a one-line message
 (the UI prints ``/name failed: …``). Commands run between turns: the UI queues them
 behind a running turn. It is one thing at this length: the table of what each slash
-command does to the session, the one place a front end reaches the session's state.
+command does to the session. What a command changes is sent as an operation
+(``core.operations``) through ``Session.apply``; nothing here sets the session's attributes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from ketch.core import operations as op
 from ketch.core.exceptions import ConfigError
 from ketch.frontends.slash_background import BackgroundCommandsSlash
 from ketch.frontends.slash_extensions import ExtensionCommands
@@ -72,6 +74,11 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
             raise ConfigError("the session is still loading")
         return session
 
+    @property
+    def names(self) -> frozenset[str]:
+        """The commands this table runs (an editor advertises them)."""
+        return frozenset(self._handlers)
+
     async def run(self, name: str, args: str) -> str | None:
         """Run ``/name args``; returns the text to print."""
         handler = self._handlers.get(name)
@@ -104,9 +111,8 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
         """``/sandbox``: the panel; ``/sandbox MODE``: switch the mode for the session."""
         if not arg:
             return await session_panel_text(self.session)
-        self.session._require_idle()
         try:
-            return str(self.session.set_sandbox_mode(arg.lower()))
+            return str(self.session.apply(op.SetSandboxMode(arg.lower())))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
@@ -118,7 +124,7 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
         if not arg:
             return f"approval mode: {describe_mode(session.gate.approval)} (shift-tab cycles ask, auto, plan)"
         try:
-            return str(session.set_approval_mode(arg.lower()))
+            return str(session.apply(op.SetApprovalMode(arg.lower())))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
@@ -144,13 +150,9 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
         profile = search.model_profile() if search is not None else None
         model = await asyncio.to_thread(lambda: build_model(conn, wire, profile=profile))  # may import another SDK module
         old = session.model
-        session.set_model(model, conn)
-        if search is not None:
-            session.web_search = search
-            if session.live_search is not None:
-                session.live_search.current = search
+        session.apply(op.SetModel(model, conn, search))
         level = session.config.think
-        session.set_thinking(level, model_settings(level, wire=wire, model=model, conn=conn))  # the level, honestly, for this model
+        session.apply(op.SetThinking(level, model_settings(level, wire=wire, model=model, conn=conn)))  # the level, honestly, for this model
         await close_model(old)
         notes = [n for n in (url_notice, thinking_notice(level, model, conn, wire), search_note, _online_note(conn)) if n]
         return "\n".join([f"Model: {conn.ref} (the conversation so far is kept)", *notes])
@@ -225,7 +227,7 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
             raise ConfigError(f"unknown thinking level '{arg}'; use one of: {', '.join(THINK_LEVELS)}")
         from ketch.providers.thinking import thinking_notice
 
-        session.set_thinking(level, model_settings(level, model=session.model, conn=session.connection))
+        session.apply(op.SetThinking(level, model_settings(level, model=session.model, conn=session.connection)))
         notice = thinking_notice(level, session.model, session.connection)
         return f"Thinking: {level}" + (f"\n{notice}" if notice else "")
 
@@ -241,18 +243,13 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
             notes.append(await self.model(variant.model))
         if variant.think:
             notes.append(await self.think(variant.think))
-        session.set_variant(variant)
+        session.apply(op.SetAgent(variant))
         head = f"Agent: {variant.name}" + (f" — {variant.description}" if variant.description else "")
         return "\n".join([head, *notes])
 
     # -- conversations ------------------------------------------------------------------
     async def clear(self, arg: str) -> str:
-        session = self.session
-        new_id = session.store.reserve_session(str(self.cwd), session.model_ref, session.variant.name)
-        session.switch_to(new_id, [])
-        notebook = session.deps.extras.get("notebook")
-        if notebook is not None:
-            notebook.write([])
+        new_id = self.session.apply(op.Clear(str(self.cwd)))
         return f"New conversation: session {new_id}"
 
     async def compact(self, arg: str) -> str:
@@ -284,7 +281,7 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
             messages = await asyncio.to_thread(session.store.load_messages, row.id)
         except StoreError as exc:  # an unreadable history: say so and stay where we are
             raise ConfigError(str(exc)) from None
-        session.switch_to(row.id, messages)
+        session.apply(op.Resume(row.id, tuple(messages)))
         return await resumed_transcript(session)
 
     async def repair(self, arg: str) -> str:
@@ -295,11 +292,7 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
         repair = repair_last_exchange(session.messages)
         if repair is None:
             return describe(session.session_id, None)
-        session.switch_to(session.session_id, repair.messages)
-        if session.store is not None:
-            session.store.set_pending(session.session_id, None)
-        session.history_rewritten = True
-        session._persist(list(repair.messages))
+        session.apply(op.Repair(tuple(repair.messages)))
         return describe(session.session_id, repair)
 
     async def sessions(self, arg: str) -> str:
@@ -324,10 +317,9 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
     async def fork(self, arg: str) -> str:
         session = self.session
         old = session.session_id
-        if session.store.is_reserved(old):
+        new_id = session.apply(op.Fork())
+        if new_id is None:
             return "Nothing to fork yet: this conversation has no messages."
-        new_id = session.store.fork(old)
-        session.switch_to(new_id, session.messages)
         return f"Forked {old} into {new_id}; you are now in the copy ({old} stays as it was)."
 
     async def export(self, arg: str) -> str:
