@@ -1,8 +1,8 @@
 """``ketch`` without ``-p``: the inline UI wired to the real session.
 
 Start-up order matters more than anything here. The prompt marker is drawn and the tty
-quieted before anything heavy is imported; the UI takes keys at once, while the model
-SDK (1–2 s of imports) loads in a worker thread and the session is built behind it.
+quieted before anything heavy is imported; the UI takes keys at once, while the core
+(pydantic-ai, most of a second of imports) loads in a worker thread and the session is built behind it.
 Everything this module imports at the top is cheap; the core comes in lazily.
 """
 
@@ -45,7 +45,7 @@ def project_root(cwd: Path) -> Path:
 
 
 def _preload(args: Any, cwd: Path) -> None:
-    """Import the core and the SDK module of the configured wire (runs in a thread).
+    """Import the core and the model module of the configured wire (runs in a thread).
 
     Resolving the connection here also surfaces configuration errors (missing key,
     unknown model) before anything is built."""
@@ -58,13 +58,9 @@ def _preload(args: Any, cwd: Path) -> None:
 
     config = config_from_args(args, cwd)
     conn = connection_from_args(args, config)
-    wire_module = {"anthropic-messages": "ketch.wire.messages", "gemini": "ketch.wire.gemini"}.get(
-        conn.wire, "pydantic_ai.models.openai")
-    if conn.wire == "openai-chat":
-        from ketch.providers.models import chat_wire_module
+    from ketch.providers.models import wire_module
 
-        wire_module = chat_wire_module(conn)
-    importlib.import_module(wire_module)
+    importlib.import_module(wire_module(conn))
     from types import SimpleNamespace
 
     from ketch.providers.pricing import price_known

@@ -86,6 +86,16 @@ def _openai_provider(conn: Connection, wire: str) -> Any:
     return OpenAICompatibleProvider(conn.preset.name if conn.preset.name != "openai-compatible" else conn.name, openai_client=client)
 
 
+def wire_module(conn: Connection) -> str:
+    """The module a connection's model comes from (for preloading it off the event loop): ketch's
+    own wire module on every wire, except the SDK's for OpenRouter and Groq on Chat Completions."""
+    own = {"openai-responses": "ketch.wire.responses", "anthropic-messages": "ketch.wire.messages",
+           "gemini": "ketch.wire.gemini"}
+    if conn.wire in own:
+        return own[conn.wire]
+    return chat_wire_module(conn)
+
+
 def chat_wire_module(conn: Connection) -> str:
     """The module a Chat Completions connection's model comes from (for preloading it): the SDK's
     for OpenRouter and Groq, ketch's own (``wire.chat``) for every other preset."""
