@@ -161,11 +161,10 @@ class KetchApp:
         return task
 
     async def _start_background(self) -> None:
-        """Start the slow imports (the core, then Rich and the file walk) once the first frame
-        is on screen and the input reads keys: threads importing modules hold the GIL for most
-        of their time, and started earlier they would slow the first frame down. Rich's warm-up
-        and the ``@`` file walk are CPU work the session does not need: they start once the
-        session is ready (or failed), not beside it, where they would only delay it."""
+        """Start the slow imports once the first frame is on screen and the input reads keys:
+        threads importing modules hold the GIL for most of their time, and started earlier they
+        would slow the first frame down. Rich's warm-up and the ``@`` file walk wait for the
+        session (ready or failed): CPU work beside its build would only delay it."""
         drawn = asyncio.Event()
 
         def first_frame(_app: Any) -> None:
@@ -182,10 +181,9 @@ class KetchApp:
         loading.add_done_callback(self._after_session)
 
     def _after_session(self, loading: asyncio.Task[Any]) -> None:
-        if loading.cancelled():  # the app is closing
-            return
-        self._spawn(self._warm_renderer())
-        self._spawn(self._load_files())
+        if not loading.cancelled():  # cancelled: the app is closing
+            self._spawn(self._warm_renderer())
+            self._spawn(self._load_files())
 
     async def _warm_renderer(self) -> None:
         await asyncio.sleep(0)
