@@ -2,8 +2,9 @@
 
 The interactive session is built in a clean interpreter on each wire, the way ``ketch`` builds
 it (``Interactive.build_session``: the preload thread, then the session), and ``sys.modules`` is
-listed: no provider SDK and none of the modules made lazy (psutil: process trees; Rich's
-Markdown and Pygments' lexers: the renderer's warm-up). Prompt history opens the default store
+listed: no provider SDK and none of the modules made lazy (psutil: process trees; pathspec:
+ignore files, read when a tool walks; Rich's Markdown and Pygments' lexers: the renderer's
+warm-up). Prompt history opens the default store
 without pydantic. In the app, the renderer's warm-up and the ``@`` file walk wait for the
 session: CPU work beside its build would only delay it (the GIL is shared).
 """
@@ -27,7 +28,7 @@ from ketch.ui.controller import KetchApp
 WIRES = ("openai-chat", "openai-responses", "anthropic-messages", "gemini")
 NOT_AT_START = ("openai", "anthropic", "google.genai", "groq", "mistralai", "pydantic_ai.models.openai",
                 "pydantic_ai.models.anthropic", "pydantic_ai.models.google", "psutil", "rich.markdown",
-                "pygments.lexers.python")
+                "pygments.lexers.python", "pathspec")
 """Modules (and their submodules) a session start must not import."""
 
 BUILD = """
@@ -56,6 +57,7 @@ print(json.dumps({{"history": history, "before": before, "model": status.model, 
 @pytest.mark.parametrize("wire", WIRES)
 def test_an_interactive_session_starts_without_the_lazy_modules(wire: str, tmp_path: Path) -> None:
     (tmp_path / "project" / ".git").mkdir(parents=True)
+    (tmp_path / "project" / ".gitignore").write_text("*.log\n")
     env = ketch_env({"KETCH_CONFIG_DIR": str(tmp_path / "config"), "KETCH_DATA_DIR": str(tmp_path / "data"),
                      "GEMINI_API_KEY": "test"})
     with FakeProvider() as fake:
