@@ -48,15 +48,18 @@ def _preload(args: Any, cwd: Path) -> None:
     """Import the core and the model module of the configured wire (runs in a thread).
 
     Resolving the connection here also surfaces configuration errors (missing key,
-    unknown model) before anything is built."""
+    unknown model) before anything is built. The sandbox's probes (child processes) run
+    meanwhile in a thread of their own."""
+    from ketch.frontends.assemble import config_from_args, connection_from_args
+    from ketch.sandbox.wiring import detect_ahead
+
+    config = config_from_args(args, cwd)
+    detected = detect_ahead(config, yolo=bool(getattr(args, "yolo", False)), flag_mode=getattr(args, "sandbox", None))
     for name in _CORE_MODULES:
         try:
             importlib.import_module(name)
         except ImportError:
             pass  # renamed or gone: build_session imports what it really needs
-    from ketch.frontends.assemble import config_from_args, connection_from_args
-
-    config = config_from_args(args, cwd)
     conn = connection_from_args(args, config)
     from ketch.providers.models import wire_module
 
@@ -68,6 +71,7 @@ def _preload(args: Any, cwd: Path) -> None:
     price_known(SimpleNamespace(model_name=conn.model_name, system=None))  # loads the price data here, not on the loop
     if config.mcp.get("servers"):
         importlib.import_module("ketch.extensions.mcp")
+    detected()
 
 
 def _trust_question(args: Any, cwd: Path) -> Any:
