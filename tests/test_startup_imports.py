@@ -5,7 +5,8 @@ it (``Interactive.build_session``: the preload thread, then the session), and ``
 listed: no provider SDK and none of the modules made lazy (psutil: process trees; pathspec:
 ignore files, read when a tool walks; Rich's Markdown and Pygments' lexers: the renderer's
 warm-up). Prompt history opens the default store
-without pydantic. In the app, the renderer's warm-up and the ``@`` file walk wait for the
+without pydantic, and no cyclic-collector pass runs while the session is built (paused, then
+on again). In the app, the renderer's warm-up and the ``@`` file walk wait for the
 session: CPU work beside its build would only delay it (the GIL is shared).
 """
 
@@ -41,8 +42,13 @@ runtime = Interactive(_main_parser().parse_args(sys.argv[1:]), Path.cwd())
 history = runtime.load_history()
 before = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_ai'))
 
+import gc
+passes = []
+gc.callbacks.append(lambda phase, info: passes.append(info["generation"]) if phase == "start" else None)
+
 async def main():
     session = await runtime.build_session()
+    gc.callbacks.clear()
     status = session.status()
     await runtime.close()
     return status
@@ -50,7 +56,8 @@ async def main():
 status = asyncio.run(main())
 banned = {banned!r}
 loaded = sorted(m for m in sys.modules if any(m == b or m.startswith(b + '.') for b in banned))
-print(json.dumps({{"history": history, "before": before, "model": status.model, "loaded": loaded}}))
+print(json.dumps({{"history": history, "before": before, "model": status.model, "loaded": loaded,
+                  "passes": passes, "collecting": gc.isenabled()}}))
 """
 
 
@@ -70,6 +77,8 @@ def test_an_interactive_session_starts_without_the_lazy_modules(wire: str, tmp_p
     assert "fake-model" in result["model"]
     assert result["loaded"] == [], f"imported at session start on {wire}: {result['loaded']}"
     assert (tmp_path / "data" / "ketch.db").is_file(), "the store was opened where KETCH_DATA_DIR says"
+    assert result["passes"] == [], "the cyclic collector ran while the session was built"
+    assert result["collecting"] is True, "the collector is back on once the session is ready"
 
 
 @pytest.mark.asyncio
