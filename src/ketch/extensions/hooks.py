@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from ketch.core import strict_json
 from ketch.tools.child_env import ChildEnv, child_environment
 from ketch.sandbox.runtime import launch_argv
@@ -121,6 +119,8 @@ class HookOutcome:
 
 def _kill_tree(pid: int) -> None:
     """Kill a process, its process group and every descendant (even those that left the group)."""
+    import psutil  # here, not at the top: a session starts without it
+
     try:
         victims = psutil.Process(pid).children(recursive=True)
     except psutil.Error:

@@ -39,6 +39,16 @@ def _own_wire_hooks() -> list[Any]:
     return [coalesce.response_hook()]
 
 
+def wire_module(conn: Connection) -> str:
+    """The module a connection's model comes from (for preloading it off the event loop): ketch's
+    own wire module on every wire (on Chat Completions, the dialect's)."""
+    own = {"openai-responses": "ketch.wire.responses", "anthropic-messages": "ketch.wire.messages",
+           "gemini": "ketch.wire.gemini", "mistral-conversations": "ketch.providers.mistral_conversations"}
+    if conn.wire in own:
+        return own[conn.wire]
+    return chat_wire_module(conn)
+
+
 def chat_wire_module(conn: Connection) -> str:
     """The module a Chat Completions connection's model comes from (for preloading it): the
     dialect's (``wire.chat_openrouter``, ``wire.chat_groq``) or ``wire.chat``."""

@@ -20,6 +20,19 @@ def effective_mode(config_mode: str, *, yolo: bool, flag_mode: str | None) -> st
     return "full-access" if mode == "off" else mode
 
 
+def detect_ahead(config: Any, *, yolo: bool = False, flag_mode: str | None = None) -> Callable[[], None]:
+    """Start detecting the mechanism ``session_sandbox`` will ask for, in a thread; returns the
+    wait for it. Detection runs bwrap as child processes (tens of ms spent waiting on them),
+    which overlap the imports a session start is busy with; the result is cached per process."""
+    if effective_mode(config.sandbox.mode, yolo=yolo, flag_mode=flag_mode) == "full-access":
+        return lambda: None
+    import threading
+
+    probing = threading.Thread(target=detect, args=(config.sandbox.mechanism,), name="ketch-sandbox-detect", daemon=True)
+    probing.start()
+    return probing.join
+
+
 def session_sandbox(
     config: Any,
     workspace_root: Path,

@@ -26,9 +26,8 @@ import subprocess
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import psutil
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
@@ -36,6 +35,9 @@ from ketch.core.events import ToolOutputChunk
 from ketch.sandbox.escalation import after_shell, shell_launch
 from ketch.tools.child_env import child_environment
 from ketch.tools.base import ToolDeps, ToolSpec
+
+if TYPE_CHECKING:  # psutil is imported where a process tree is walked: a session starts without it
+    import psutil
 
 INTERRUPTED_MESSAGE = "The user interrupted this command. It did not finish, so its effects are unknown."
 
@@ -61,6 +63,8 @@ OutputSink = Callable[[Stream, str], None]
 
 def _process_tree(pid: int) -> list[psutil.Process]:
     """The process ``pid`` and all its descendants (empty when ``pid`` is gone)."""
+    import psutil
+
     try:
         root = psutil.Process(pid)
         return [root, *root.children(recursive=True)]
@@ -70,6 +74,8 @@ def _process_tree(pid: int) -> list[psutil.Process]:
 
 def _signal_tree(procs: list[psutil.Process], group: int, sig: signal.Signals) -> None:
     """Send ``sig`` to every process in ``procs`` and to the process group ``group``."""
+    import psutil
+
     for proc in procs:
         try:
             proc.send_signal(sig)
@@ -83,6 +89,8 @@ def _signal_tree(procs: list[psutil.Process], group: int, sig: signal.Signals) -
 
 def _is_gone(proc: psutil.Process) -> bool:
     """True when the process has exited (a zombie has exited; only its parent's reaping is left)."""
+    import psutil
+
     try:
         return proc.status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:

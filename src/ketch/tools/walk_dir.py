@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import TYPE_CHECKING
 
-from pathspec import GitIgnoreSpec
 from pydantic_ai.exceptions import ToolFailed
 
 import ketch.tools.beneath as beneath
+
+if TYPE_CHECKING:  # pathspec (~30 ms of imports) comes in with the first ignore file read
+    from pathspec import GitIgnoreSpec
 
 IGNORE_FILE_NAMES = (".gitignore", ".ignore")
 """Per-directory ignore files, in increasing precedence (``.ignore`` wins, as in rg)."""
@@ -47,6 +50,8 @@ def _rules_from(dirfd: int, *, include_git_exclude: bool) -> GitIgnoreSpec | Non
     patterns = [line for line in lines if line.strip() and not line.startswith("#")]
     if not patterns:
         return None
+    from pathspec import GitIgnoreSpec
+
     return GitIgnoreSpec.from_lines(patterns)
 
 

@@ -18,14 +18,19 @@ import re
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pathspec import GitIgnoreSpec
 from pydantic_ai.exceptions import ToolFailed
 
 import ketch.tools.beneath as beneath
 from ketch.tools.walk_dir import IGNORE_FILE_NAMES  # noqa: F401 - the names, where they were
 from ketch.tools.walk_dir import list_beneath as _list_beneath
 from ketch.tools.walk_dir import load_rules as _load_rules
+
+if TYPE_CHECKING:  # imported by tools.walk_dir when an ignore file is first read
+    from pathspec import GitIgnoreSpec
+
+    _Rules = tuple[tuple[str, GitIgnoreSpec], ...]  # (absolute directory the patterns are relative to, compiled)
 
 
 ALWAYS_SKIPPED = frozenset({".git"})
@@ -38,9 +43,6 @@ class PathOutsideWorkspace(ToolFailed):
 class InvalidPath(ToolFailed):
     """A path that can never name a file: empty, a NUL byte, or a symlink loop."""
 
-
-# (absolute directory the patterns are relative to, compiled patterns)
-_Rules = tuple[tuple[str, GitIgnoreSpec], ...]
 
 
 def _is_within(path: str, directory: str) -> bool:

@@ -161,9 +161,10 @@ class KetchApp:
         return task
 
     async def _start_background(self) -> None:
-        """Start the slow imports (SDK, Rich, the file walk) once the first frame is on
-        screen and the input reads keys: threads importing modules hold the GIL for most
-        of their time, and started earlier they would slow the first frame down."""
+        """Start the slow imports once the first frame is on screen and the input reads keys:
+        threads importing modules hold the GIL for most of their time, and started earlier they
+        would slow the first frame down. Rich's warm-up and the ``@`` file walk wait for the
+        session (ready or failed): CPU work beside its build would only delay it."""
         drawn = asyncio.Event()
 
         def first_frame(_app: Any) -> None:
@@ -176,9 +177,13 @@ class KetchApp:
             finally:
                 self.app.after_render -= first_frame
         await asyncio.sleep(0)  # let keys already typed be read and echoed first
-        self._spawn(self._load_session())
-        self._spawn(self._warm_renderer())
-        self._spawn(self._load_files())
+        loading = self._spawn(self._load_session())
+        loading.add_done_callback(self._after_session)
+
+    def _after_session(self, loading: asyncio.Task[Any]) -> None:
+        if not loading.cancelled():  # cancelled: the app is closing
+            self._spawn(self._warm_renderer())
+            self._spawn(self._load_files())
 
     async def _warm_renderer(self) -> None:
         await asyncio.sleep(0)
