@@ -1,8 +1,8 @@
 """Real ``ketch`` processes a test can watch and signal: ``python -m ketch`` itself, or a child
-forked from an interpreter that has already imported ketch and the provider SDKs.
+forked from an interpreter that has already imported ketch and pydantic-ai.
 
-A headless run spends about 2 to 4.5 s of CPU importing the SDKs before it does anything; a
-matrix that stops one process per boundary per wire cannot pay that each time. The forked
+A headless run spends about 1.5 s of CPU importing ketch and pydantic-ai before it does
+anything; a matrix that stops one process per boundary per wire cannot pay that each time. The forked
 child is a process of its own (own pid, own session and process group, its own stdout and
 stderr; stdin /dev/null, or stdin and stdout on pipes to the test, ``start_on_pipes``) that
 runs ``ketch/__main__.py`` from its first line with the given arguments, environment and cwd, and exits as ``python -m ketch`` would (a ``SystemExit`` code,
@@ -29,8 +29,8 @@ from typing import Any
 
 _SERVER = r"""
 import json, os, runpy, signal, sys, threading
-import ketch.frontends.cli, ketch.frontends.headless, ketch.frontends.assemble  # noqa: F401
-import pydantic_ai.models.openai, pydantic_ai.models.anthropic  # noqa: F401
+import ketch.frontends.cli, ketch.frontends.headless, ketch.frontends.assemble, ketch.frontends.acp_server  # noqa: F401
+import ketch.core.session, pydantic_ai  # noqa: F401  (what a run imports; ketch's own wires load no provider SDK)
 if threading.active_count() != 1:
     raise SystemExit(f"the preloaded interpreter has {threading.active_count()} threads: no fork")
 control_in, control_out = os.fdopen(0, "r", closefd=False), os.fdopen(1, "w", closefd=False)
@@ -167,7 +167,7 @@ def start_exec(argv: list[str], cwd: Path, env: dict[str, str], out_dir: Path) -
 
 
 class Preloaded:
-    """The interpreter that has imported ketch and the SDKs and forks one ketch per ``start``."""
+    """The interpreter that has imported ketch and pydantic-ai and forks one ketch per ``start``."""
 
     def __init__(self) -> None:
         self._proc = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
