@@ -70,7 +70,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def preloaded_ketch():  # noqa: ANN201
-    """The interpreter that forks real ketch processes without paying the SDK imports
+    """The interpreter that forks real ketch processes without paying the imports
     (``ketch_processes.Preloaded``), started once for the tests that ask for it."""
     from ketch_processes import Preloaded
 

@@ -25,8 +25,38 @@ def validator(name: str) -> Any:
     return Draft202012Validator(schema)
 
 
+@functools.cache
+def by_event_type(name: str) -> dict[str, Any]:
+    """For a schema whose top level is ``oneOf`` a list of ``$defs`` each requiring ``type`` to
+    be the constant naming it, one validator per type: the whole schema with ``oneOf`` narrowed
+    to that type's own branch. For an object whose ``type`` is T every other branch fails on
+    the constant, so "exactly one branch fits" is "T's branch fits": the same verdict, without
+    evaluating (and building the errors of) the other branches for every event. A schema not
+    of that shape gets no narrowed validators (everything goes through the whole schema)."""
+    from jsonschema import Draft202012Validator
+
+    schema = event_schema.shipped(name)
+    defs, branches = schema.get("$defs", {}), schema.get("oneOf")
+    if not isinstance(branches, list) or "type" not in schema.get("required", []):
+        return {}
+    narrowed: dict[str, Any] = {}
+    for branch in branches:
+        ref = branch.get("$ref", "") if isinstance(branch, dict) else ""
+        key = ref.removeprefix("#/$defs/")
+        sub = defs.get(key) if set(branch) == {"$ref"} and ref.startswith("#/$defs/") else None
+        if not (isinstance(sub, dict) and "type" in sub.get("required", [])
+                and sub.get("properties", {}).get("type", {}).get("const") == key and key not in narrowed):
+            return {}
+        narrowed[key] = Draft202012Validator({**schema, "oneOf": [branch]})
+    return narrowed
+
+
 def problems(value: Any, name: str) -> list[str]:
     """Why ``value`` breaks schema ``name`` (none when it fits)."""
+    kind = value.get("type") if isinstance(value, dict) else None
+    narrowed = by_event_type(name).get(kind) if isinstance(kind, str) else None
+    if narrowed is not None and narrowed.is_valid(value):
+        return []
     return [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
             for e in validator(name).iter_errors(value)]
 

@@ -1,11 +1,11 @@
 """Real ``ketch`` processes a test can watch and signal: ``python -m ketch`` itself, or a child
-forked from an interpreter that has already imported ketch and the provider SDKs.
+forked from an interpreter that has already imported ketch and pydantic-ai.
 
-A headless run spends about 2 to 4.5 s of CPU importing the SDKs before it does anything; a
-matrix that stops one process per boundary per wire cannot pay that each time. The forked
+A headless run spends about 1.5 s of CPU importing ketch and pydantic-ai before it does
+anything; a matrix that stops one process per boundary per wire cannot pay that each time. The forked
 child is a process of its own (own pid, own session and process group, its own stdout and
-stderr, no stdin) that runs ``ketch/__main__.py`` from its first line with the given
-arguments, environment and cwd, and exits as ``python -m ketch`` would (a ``SystemExit`` code,
+stderr; stdin /dev/null, or stdin and stdout on pipes to the test, ``start_on_pipes``) that
+runs ``ketch/__main__.py`` from its first line with the given arguments, environment and cwd, and exits as ``python -m ketch`` would (a ``SystemExit`` code,
 or death by the signal a ``KeyboardInterrupt`` stands for). Only the imports happened before:
 the server does nothing else (no thread, no event loop, no file open), and refuses to fork if a
 thread exists.
@@ -29,25 +29,22 @@ from typing import Any
 
 _SERVER = r"""
 import json, os, runpy, signal, sys, threading
-import ketch.frontends.cli, ketch.frontends.headless, ketch.frontends.assemble  # noqa: F401
-import pydantic_ai.models.openai, pydantic_ai.models.anthropic  # noqa: F401
+import ketch.frontends.cli, ketch.frontends.headless, ketch.frontends.assemble, ketch.frontends.acp_server  # noqa: F401
+import ketch.core.session, pydantic_ai  # noqa: F401  (what a run imports; ketch's own wires load no provider SDK)
 if threading.active_count() != 1:
     raise SystemExit(f"the preloaded interpreter has {threading.active_count()} threads: no fork")
 control_in, control_out = os.fdopen(0, "r", closefd=False), os.fdopen(1, "w", closefd=False)
 control_out.write("ready\n")
 control_out.flush()
 
-def child(order):
+def child(order, opened):
     os.setsid()
     os.chdir(order["cwd"])
     os.environ.clear()
     os.environ.update(order["env"])
-    for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
-                            (1, order["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-                            (2, order["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
-        opened = os.open(path, flags, 0o600)
-        os.dup2(opened, fd)
-        os.close(opened)
+    for fd, fd_opened in enumerate(opened):
+        os.dup2(fd_opened, fd)
+        os.close(fd_opened)
     sys.stdin = open(0, "r", closefd=False)
     sys.stdout = open(1, "w", closefd=False)
     sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
@@ -87,9 +84,17 @@ for line in control_in:
         continue
     if threading.active_count() != 1:
         raise SystemExit("a thread appeared in the preloaded interpreter: no fork")
+    # Opened here, before the fork: a path may be /proc/<test>/fd/N, a pipe end the test closes
+    # as soon as it has the pid.
+    opened = [os.open(path, flags, 0o600) for path, flags in (
+        (order.get("stdin", os.devnull), os.O_RDONLY),
+        (order["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+        (order["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC))]
     pid = os.fork()
     if pid == 0:
-        child(order)
+        child(order, opened)
+    for fd_opened in opened:
+        os.close(fd_opened)
     control_out.write(json.dumps({"pid": pid}) + "\n")
     control_out.flush()
 """
@@ -162,7 +167,7 @@ def start_exec(argv: list[str], cwd: Path, env: dict[str, str], out_dir: Path) -
 
 
 class Preloaded:
-    """The interpreter that has imported ketch and the SDKs and forks one ketch per ``start``."""
+    """The interpreter that has imported ketch and pydantic-ai and forks one ketch per ``start``."""
 
     def __init__(self) -> None:
         self._proc = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -199,6 +204,40 @@ class Preloaded:
             return self._ask({"wait": pid})["code"]
 
         return KetchProcess(pid, stdout, stderr, wait)
+
+    def start_on_pipes(self, argv: list[str], cwd: Path, env: dict[str, str], out_dir: Path) -> tuple[KetchProcess, int, int]:
+        """Start one ketch whose stdin and stdout are pipes to this process, as an editor runs
+        ``ketch acp``: the process, the fd to write its stdin and the fd to read its stdout
+        (both this process's to close; the stdout file of the process stays empty). The
+        server opens the child's ends through ``/proc/<this pid>/fd``; they are closed here
+        once the child has them, so its exit is seen as EOF."""
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        stdout, stderr = out_dir / "stdout", out_dir / "stderr"
+        stdout.touch()
+        try:
+            reply = self._ask({"argv": argv, "cwd": str(cwd), "env": env, "stdin": f"/proc/{os.getpid()}/fd/{to_child_r}",
+                               "stdout": f"/proc/{os.getpid()}/fd/{from_child_w}", "stderr": str(stderr)})
+        except BaseException:
+            for fd in (to_child_w, from_child_r):
+                os.close(fd)
+            raise
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
+        pid = reply["pid"]
+
+        def wait(timeout: float) -> int:
+            deadline = time.monotonic() + timeout
+            while _alive(pid) and not _zombie(pid):
+                if time.monotonic() > deadline:
+                    os.killpg(pid, signal.SIGKILL)
+                    self._ask({"wait": pid})
+                    raise subprocess.TimeoutExpired(f"ketch {argv}", timeout)
+                time.sleep(0.01)
+            return self._ask({"wait": pid})["code"]
+
+        return KetchProcess(pid, stdout, stderr, wait), to_child_w, from_child_r
 
     def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 180) -> tuple[int, str, str]:
         """Start one ketch with ARGV and wait for its end: its exit code (negative: the signal

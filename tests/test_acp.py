@@ -5,15 +5,18 @@ received (updates, permission requests, file writes) and on the files on disk.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import sys
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 acp = pytest.importorskip("acp")
-from acp import PROTOCOL_VERSION, spawn_agent_process, text_block  # noqa: E402
+from acp import PROTOCOL_VERSION, text_block  # noqa: E402
+from acp.client.connection import ClientSideConnection  # noqa: E402
 from acp.schema import (  # noqa: E402
     AllowedOutcome,
     ClientCapabilities,
@@ -79,9 +82,32 @@ async def until(predicate: Any, timeout: float = 120.0) -> None:
     raise AssertionError("timed out")
 
 
-async def _start(client: EditorClient, fake: FakeProvider, cwd: Path, *extra: str) -> Any:
-    return spawn_agent_process(client, sys.executable, "-m", "ketch", "acp", *adhoc(fake, "openai-chat"), *extra,
-                               env=ketch_env(), cwd=str(cwd))
+@contextlib.asynccontextmanager
+async def _start(preloaded: Any, client: EditorClient, fake: FakeProvider, cwd: Path, *extra: str) -> Any:
+    """``ketch acp`` on real pipes, its own process, forked from the interpreter that has already
+    imported ketch (``ketch_processes.Preloaded``: the imports are paid once per worker, not per
+    test; tests/test_acp_editor.py drives the binary itself). Ends as the SDK's spawn does: the
+    connection closed, then stdin, then the process waited for."""
+    with tempfile.TemporaryDirectory(prefix="ketch-acp-") as out:
+        process, to_agent, from_agent = preloaded.start_on_pipes(["acp", *adhoc(fake, "openai-chat"), *extra],
+                                                                 cwd, ketch_env(), Path(out))
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=2**20)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(from_agent, "rb", 0))
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(to_agent, "wb", 0))
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        conn = ClientSideConnection(client, writer, reader)
+        try:
+            yield conn, process
+        finally:
+            await conn.close()
+            writer.close()  # (the pipe closes on the loop's next turn: the wait runs in a thread)
+            try:  # stdin at EOF: ketch acp ends (a liveness limit, then SIGKILL)
+                await asyncio.to_thread(process.wait, 60)
+            finally:
+                reader_transport = getattr(reader, "_transport", None)
+                if reader_transport is not None:
+                    reader_transport.close()
 
 
 async def _initialize(conn: Any) -> Any:
@@ -91,7 +117,7 @@ async def _initialize(conn: Any) -> Any:
     )
 
 
-async def test_a_session_streams_asks_writes_through_the_editor_plans_and_cancels(tmp_path: Path) -> None:
+async def test_a_session_streams_asks_writes_through_the_editor_plans_and_cancels(tmp_path: Path, preloaded_ketch: Any) -> None:
     (tmp_path / "notes.txt").write_text("on disk\n")
     script = [
         Turn(text="Writing the notes.", tool_calls=[ToolCall("write_file", {"path": "notes.txt", "content": "from the model\n"}, id="w1")]),
@@ -104,7 +130,7 @@ async def test_a_session_streams_asks_writes_through_the_editor_plans_and_cancel
     ]
     client = EditorClient([ "allow_once", "reject_once"])
     with FakeProvider(script) as fake:
-        async with await _start(client, fake, tmp_path) as (conn, process):
+        async with _start(preloaded_ketch, client, fake, tmp_path) as (conn, process):
             init = await _initialize(conn)
             assert init.agent_capabilities.load_session is True
             new = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
@@ -140,12 +166,12 @@ async def test_a_session_streams_asks_writes_through_the_editor_plans_and_cancel
     assert user_texts(fake.model_requests[3]) == ["write the notes", "run the check"]
 
 
-async def test_a_cancel_withdraws_a_pending_permission_request(tmp_path: Path) -> None:
+async def test_a_cancel_withdraws_a_pending_permission_request(tmp_path: Path, preloaded_ketch: Any) -> None:
     script = [Turn(tool_calls=[ToolCall("shell", {"command": f"touch {tmp_path / 'ran-marker'}"}, id="s1")]), Turn(text="ok")]
     client = EditorClient(["allow_once"])
     client.hold_permission.clear()  # the editor never answers
     with FakeProvider(script) as fake:
-        async with await _start(client, fake, tmp_path) as (conn, _process):
+        async with _start(preloaded_ketch, client, fake, tmp_path) as (conn, _process):
             await _initialize(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             pending = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("run it")]))
@@ -158,16 +184,16 @@ async def test_a_cancel_withdraws_a_pending_permission_request(tmp_path: Path) -
     assert not (tmp_path / "ran-marker").exists()
 
 
-async def test_session_load_replays_a_headless_session_and_the_next_prompt_continues_it(tmp_path: Path) -> None:
+async def test_session_load_replays_a_headless_session_and_the_next_prompt_continues_it(tmp_path: Path, preloaded_ketch: Any) -> None:
     (tmp_path / "a.txt").write_text("alpha\n")
     with FakeProvider([Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"}, id="r1")]), Turn(text="It says alpha.")]) as fake:
         run = run_ketch(["-p", "what is in a.txt", "--output-format", "json", *adhoc(fake, "openai-chat")], tmp_path,
-                        subprocess_=True)  # (this test's event loop is running: the real binary, in its own process)
+                        forked_from=preloaded_ketch)  # (this test's event loop is running: a ketch process of its own)
     sid = json.loads(run.stdout)["session_id"]
     assert run.code == 0 and sid, run.stderr
     client = EditorClient([])
     with FakeProvider([Turn(text="Still alpha.")]) as fake:
-        async with await _start(client, fake, tmp_path) as (conn, _process):
+        async with _start(preloaded_ketch, client, fake, tmp_path) as (conn, _process):
             await _initialize(conn)
             await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
             await until(lambda: "It says alpha." in client.text())
@@ -181,7 +207,7 @@ async def test_session_load_replays_a_headless_session_and_the_next_prompt_conti
     assert not fake.rejections
 
 
-async def test_guards_still_refuse_and_rules_still_decide_without_asking(tmp_path: Path) -> None:
+async def test_guards_still_refuse_and_rules_still_decide_without_asking(tmp_path: Path, preloaded_ketch: Any) -> None:
     (tmp_path / ".ketch").mkdir()
     user_config = Path(ketch_env()["KETCH_CONFIG_DIR"]) / "config.toml"
     user_config.write_text(user_config.read_text() + '\n[permissions]\nshell = { "echo *" = "allow" }\n\n'
@@ -193,7 +219,7 @@ async def test_guards_still_refuse_and_rules_still_decide_without_asking(tmp_pat
     ]
     client = EditorClient([])
     with FakeProvider(script) as fake:
-        async with await _start(client, fake, tmp_path) as (conn, _process):
+        async with _start(preloaded_ketch, client, fake, tmp_path) as (conn, _process):
             await _initialize(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[text_block("go")])
@@ -202,10 +228,10 @@ async def test_guards_still_refuse_and_rules_still_decide_without_asking(tmp_pat
     assert results["s1"] == "completed" and results["s2"] == "failed"
 
 
-async def test_loading_a_session_that_is_not_there_is_an_error_not_a_new_session(tmp_path: Path) -> None:
+async def test_loading_a_session_that_is_not_there_is_an_error_not_a_new_session(tmp_path: Path, preloaded_ketch: Any) -> None:
     client = EditorClient([])
     with FakeProvider([]) as fake:
-        async with await _start(client, fake, tmp_path) as (conn, _process):
+        async with _start(preloaded_ketch, client, fake, tmp_path) as (conn, _process):
             await _initialize(conn)
             for missing in ("", "nope-not-a-session"):
                 with pytest.raises(acp.RequestError):
@@ -215,12 +241,12 @@ async def test_loading_a_session_that_is_not_there_is_an_error_not_a_new_session
     assert fake.model_requests == []
 
 
-async def test_plan_mode_narrows_the_tools_the_model_is_offered(tmp_path: Path) -> None:
+async def test_plan_mode_narrows_the_tools_the_model_is_offered(tmp_path: Path, preloaded_ketch: Any) -> None:
     from fakeprovider import tool_names
 
     client = EditorClient([])
     with FakeProvider([Turn(text="planned"), Turn(text="built")]) as fake:
-        async with await _start(client, fake, tmp_path) as (conn, _process):
+        async with _start(preloaded_ketch, client, fake, tmp_path) as (conn, _process):
             await _initialize(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             await conn.set_session_mode(session_id=sid, mode_id="plan")
@@ -235,10 +261,10 @@ async def test_plan_mode_narrows_the_tools_the_model_is_offered(tmp_path: Path) 
     assert {"write_file", "shell"} <= built
 
 
-async def test_the_slash_commands_are_advertised(tmp_path: Path) -> None:
+async def test_the_slash_commands_are_advertised(tmp_path: Path, preloaded_ketch: Any) -> None:
     client = EditorClient([])
     with FakeProvider([]) as fake:
-        async with await _start(client, fake, tmp_path) as (conn, _process):
+        async with _start(preloaded_ketch, client, fake, tmp_path) as (conn, _process):
             await _initialize(conn)
             await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             await until(lambda: any(u.session_update == "available_commands_update" for u in client.updates))
@@ -247,10 +273,10 @@ async def test_the_slash_commands_are_advertised(tmp_path: Path) -> None:
     assert {"compact", "commit", "memory"} <= names and "quit" not in names
 
 
-async def test_the_model_and_thinking_level_are_session_config_options(tmp_path: Path) -> None:
+async def test_the_model_and_thinking_level_are_session_config_options(tmp_path: Path, preloaded_ketch: Any) -> None:
     client = EditorClient([])
     with FakeProvider([Turn(text="one"), Turn(text="two")]) as fake:
-        async with await _start(client, fake, tmp_path) as (conn, _process):
+        async with _start(preloaded_ketch, client, fake, tmp_path) as (conn, _process):
             await _initialize(conn)
             new = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             options = {o.id: o for o in new.config_options}
@@ -266,7 +292,7 @@ async def test_the_model_and_thinking_level_are_session_config_options(tmp_path:
     assert fake.model_requests  # the session still answers after a refused switch
 
 
-async def test_reads_see_the_editors_unsaved_buffer_and_ask_only_for_the_lines_wanted(tmp_path: Path) -> None:
+async def test_reads_see_the_editors_unsaved_buffer_and_ask_only_for_the_lines_wanted(tmp_path: Path, preloaded_ketch: Any) -> None:
     from fakeprovider import tool_results
 
     (tmp_path / "big.py").write_text("".join(f"disk {i}\n" for i in range(1, 5001)))
@@ -276,7 +302,7 @@ async def test_reads_see_the_editors_unsaved_buffer_and_ask_only_for_the_lines_w
                                ToolCall("read_file", {"path": "big.py", "offset": 999999999, "limit": 1}, id="r2")]),
               Turn(text="ok")]
     with FakeProvider(script) as fake:
-        async with await _start(client, fake, tmp_path) as (conn, _process):
+        async with _start(preloaded_ketch, client, fake, tmp_path) as (conn, _process):
             await _initialize(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[text_block("read")])
@@ -287,13 +313,13 @@ async def test_reads_see_the_editors_unsaved_buffer_and_ask_only_for_the_lines_w
     assert (str(tmp_path / "big.py"), 4000, 4) in client.reads  # only the range, never the whole file
 
 
-async def test_a_permission_request_says_why_the_allow_rule_did_not_cover_it(tmp_path: Path) -> None:
+async def test_a_permission_request_says_why_the_allow_rule_did_not_cover_it(tmp_path: Path, preloaded_ketch: Any) -> None:
     user_config = Path(ketch_env()["KETCH_CONFIG_DIR"]) / "config.toml"
     user_config.write_text(user_config.read_text() + '\n[permissions]\nshell = { "echo *" = "allow" }\n')
     script = [Turn(tool_calls=[ToolCall("shell", {"command": "echo hi > out.txt"}, id="s1")]), Turn(text="done")]
     client = EditorClient(["reject_once"])
     with FakeProvider(script) as fake:
-        async with await _start(client, fake, tmp_path) as (conn, _process):
+        async with _start(preloaded_ketch, client, fake, tmp_path) as (conn, _process):
             await _initialize(conn)
             sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[text_block("go")])

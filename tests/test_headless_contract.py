@@ -58,6 +58,28 @@ def test_every_event_of_a_real_run_is_checked_and_a_stray_field_is_caught(tmp_pa
                                      json.dumps({**json.loads(lines[-1]), "reason": "finished-ish"}))
 
 
+def test_the_per_type_check_gives_the_whole_schemas_verdict(tmp_path: Path) -> None:
+    """``check_output`` checks an event against its own type's branch (the other branches of
+    the ``oneOf`` fail on the ``type`` constant); on real events and on broken ones (a stray
+    field, a missing one, a type with another type's fields, an unknown type) that verdict is
+    the whole schema's, and every event type has its narrowed check."""
+    name = event_schema.STREAM_FILE
+    assert set(headless_schema.by_event_type(name)) == set(ev.EVENT_TYPES)
+    with FakeProvider([Turn(reasoning="think", tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a\n"})]),
+                       Turn(text="ok")]) as fake:
+        run = run_ketch(["-p", "go", "--yolo", "--output-format", "stream-json", *adhoc(fake, "openai-responses")], tmp_path)
+    events = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len({e["type"] for e in events}) >= 5, events
+    shapeless: list[object] = [{}, [], "text_delta", {"type": 7}, {"type": "no_such_event"}]
+    broken = [{**e, "extra": 1} for e in events] + [{k: v for k, v in e.items() if k != "session_id"} for e in events]
+    relabelled = [{**o, "type": e["type"]} for e in events for o in events if o["type"] != e["type"]]
+    whole = headless_schema.validator(name)
+    for cases, fit in ((events, True), (shapeless, False), (broken, False), (relabelled, None)):
+        for case in cases:
+            verdict = not headless_schema.problems(case, name)
+            assert verdict == whole.is_valid(case) and fit in (None, verdict), (verdict, case)
+
+
 def test_the_json_result_is_checked(tmp_path: Path) -> None:
     before = headless_schema.checked["results"]
     with FakeProvider([Turn(text="hello")]) as fake:

@@ -96,10 +96,12 @@ def llamacpp_counter(root: str, *, api_key: str | None = None) -> Counter:
     async def count(instructions: str, request_context: Any) -> int | None:
         import httpx
 
+        from ketch.wire.tls import verifying_context
+
         text = request_text(instructions, request_context)
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         try:
-            async with httpx.AsyncClient(timeout=COUNT_TIMEOUT, headers=headers) as client:
+            async with httpx.AsyncClient(timeout=COUNT_TIMEOUT, headers=headers, verify=verifying_context()) as client:
                 response = await client.post(f"{root}/tokenize", json={"content": text})
             tokens = response.json().get("tokens") if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError):

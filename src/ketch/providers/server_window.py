@@ -203,7 +203,9 @@ async def read_window(preset: str, base_url: str, model: str, *, api_key: str | 
     else:
         return WindowReading(None, "", f"the {preset} preset reports no window")
     first: WindowReading | None = None
-    async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
+    from ketch.wire.tls import verifying_context
+
+    async with httpx.AsyncClient(timeout=timeout, headers=headers, verify=verifying_context()) as client:
         for kind in kinds:
             reading = await _probe(client, kind, root, model)
             if reading.window is not None or reading.loading:

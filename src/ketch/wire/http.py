@@ -82,8 +82,10 @@ class WireClient:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
+            from ketch.wire.tls import verifying_context
+
             self._client = httpx.AsyncClient(timeout=self._timeout, transport=self._transport,
-                                             event_hooks={"response": self._hooks})
+                                             event_hooks={"response": self._hooks}, verify=verifying_context())
         return self._client
 
     async def post(self, url: str, body: bytes, *, stream: bool, headers: Mapping[str, str] | None = None) -> httpx.Response:
