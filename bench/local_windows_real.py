@@ -51,11 +51,13 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
-from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn  # noqa: E402
+from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn, counted_input  # noqa: E402
 
 CAP_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 SUMMARY_MARK = "[older conversation omitted]"
 FILE_NAME = re.compile(r"f\d{3}\.txt")
+ZERO_WIDTH = re.compile("[\u200b-\u200d\u2060\ufeff]")
+"""What pydantic-ai puts into special tokens a model wrote (``<|im_end|>``) before they are sent again."""
 
 
 # ---------------------------------------------------------------- the real servers
@@ -160,6 +162,9 @@ class Exchange:
     cut: bool = False
     text: str = ""
     error: str = ""
+    fake_tokens: int = 0
+    """The request as the test fake counts it at 4 characters a token (``counted_input``): the
+    server's prompt count over this is the factor the fake needs to count as this server does."""
 
 
 def cap_of(body: dict[str, Any]) -> int | None:
@@ -228,7 +233,7 @@ class Driver:
     def __call__(self, request: RecordedRequest) -> Turn:
         body = dict(request.body or {})
         tools = bool(body.get("tools"))
-        exchange = Exchange(tools=tools, cap=cap_of(body))
+        exchange = Exchange(tools=tools, cap=cap_of(body), fake_tokens=counted_input(body, 4.0))
         self.exchanges.append(exchange)
         body["stream"] = False
         body.pop("stream_options", None)
@@ -424,6 +429,17 @@ def report(title: str, window: int, exchanges: list[Exchange], events: list[dict
     return line
 
 
+def strings(value: Any) -> list[str]:
+    """Every string in a request body (the text a summary reaches the next request as, unescaped)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in strings(v)]
+    return []
+
+
 def driven_run(server: Server, wire: str, steps: int, full_generation: bool, configured: bool = False) -> dict[str, Any]:
     home = project(steps)
     driver = Driver(server, steps, full_generation)
@@ -437,8 +453,13 @@ def driven_run(server: Server, wire: str, steps: int, full_generation: bool, con
     line = report(title, server.window, driver.exchanges, events)
     line["model_made_tool_calls"] = driver.model_calls
     line["steps_done"] = min(driver.step, steps)
-    later = [json.dumps(r.body) for r in fake.model_requests]
-    reached = [bool(text.strip()) and any(text.strip()[:60] in r for r in later) for _, text in driver.summaries]
+    later = [ZERO_WIDTH.sub("", "\n".join(strings(r.body))) for r in fake.model_requests]
+    reached = [bool(text.strip()) and any(ZERO_WIDTH.sub("", text.strip()[:60]) in r for r in later)
+               for _, text in driver.summaries]
+    factors = sorted(e.prompt / e.fake_tokens for e in driver.exchanges if e.prompt and e.fake_tokens and e.tools)
+    if factors:  # the token factor the test fake needs (its chars_per_token is 4 / factor)
+        line["fake_token_factor"] = {"min": round(factors[0], 3), "median": round(factors[len(factors) // 2], 3),
+                                     "max": round(factors[-1], 3)}
     line["summaries"] = {
         "count": len(driver.summaries),
         "files_in_summary_requests": sorted({len(seen) for seen, _ in driver.summaries}),

@@ -257,6 +257,73 @@ def test_a_30_step_turn_stays_inside_a_small_window(wire: str, window: int, tmp_
         assert len(reader.summaries) <= 30 // 5, len(reader.summaries)
 
 
+class Degenerate(Reader):
+    """The steps of :class:`Reader`, and a summary model like Gemma 3 270M on llama-server: it
+    writes special tokens and role names over and over until its output cap (the bench's real
+    runs saw ``<|im_end|>assistant`` repeated to the cap, every time)."""
+
+    def __call__(self, req: Any) -> Turn:
+        body = req.body or {}
+        if body.get("tools"):
+            return super().__call__(req)
+        cap = body.get("max_tokens") or body.get("max_output_tokens") or 512
+        self.summaries.append(sorted(set(__import__("re").findall(r"f\d{3}\.txt", json.dumps(body)))))
+        text = ""
+        while len(text) < cap * 3:  # about the cap in this model's tokens
+            text += "<|im_end|>assistant\n"
+        return Turn(text=text, usage=(0, cap))
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    return [s for v in value for s in _strings(v)] if isinstance(value, list) else []
+
+
+def _appends(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Whether ``after`` sends everything ``before`` sent, unchanged, and more (no compaction between)."""
+    old, new = (b.get("messages") or b.get("input") or [] for b in (before, after))
+    return isinstance(old, list) and isinstance(new, list) and new[: len(old)] == old and len(new) > len(old)
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
+@pytest.mark.parametrize("window", [8192, 4096])
+def test_a_useless_summary_at_the_real_server_s_count_is_not_written_every_step(wire: str, window: int,
+                                                                                tmp_path: Path) -> None:
+    """What the real llama-server runs showed: its count of ketch's requests (Gemma 3's tokenizer;
+    the fake's ``gemma3`` count matches it within a few percent) and a summary model that writes
+    junk to its cap. A summary was written at about every step, each as big as the history's
+    room, and every step compacted. Now the kept summary and a new output are sized from the
+    history's room as the server counts it, and compaction comes in chunks: a summary at most
+    every fifth step, never a compaction at two requests in a row, every request inside the
+    window, and what a summary stands for still names the files read."""
+    steps = 30
+    _write_files(tmp_path, steps)
+    reader = Degenerate(steps)
+    with FakeProvider([reader] * (steps + 40), window=window, tokenizer="gemma3", count_usage=True,
+                      strict_responses=False) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": window}})
+        run = run_ketch(["-p", "Read every log file in order.", "--output-format", "stream-json", "--max-steps", "80",
+                         *adhoc(fake, wire)], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr[-2000:] + run.stdout[-2000:]
+    events = strict_lines(run.stdout)
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == f"Read all {steps} files.", events[-1]
+    over = [(n, tokens, cap) for n, (tokens, cap) in enumerate(fake.counted) if tokens + (cap or 0) > window]
+    assert not over and not fake.rejections, (over, fake.counted)
+    assert len(reader.summaries) <= steps // 5, (len(reader.summaries), fake.counted)
+    steps_sent = [r.body for r in fake.model_requests if (r.body or {}).get("tools")]
+    compacted = [not _appends(a, b) for a, b in zip(steps_sent, steps_sent[1:])]
+    assert not any(x and y for x, y in zip(compacted, compacted[1:])), "".join(".C"[x] for x in compacted)  # never two in a row
+    if window == 4096:
+        assert reader.summaries and all(reader.summaries), reader.summaries
+        [summary] = [text for text in map(json.dumps, _strings(steps_sent[-1])) if "Summary of the earlier" in text]
+        # the junk line is kept once; ketch's own record of the steps names the files read
+        assert summary.count("im_end") <= 1, summary
+        assert "Files touched" in summary and len(__import__("re").findall(r"f0\d\d\.txt", summary)) >= 10, summary
+
+
 def test_a_new_output_too_big_for_a_small_window_keeps_its_head_and_tail_and_names_the_cut() -> None:
     from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
 
