@@ -531,3 +531,60 @@ def test_anthropic_s_count_endpoint_sizes_the_first_request(tmp_path: Path) -> N
     tokens, cap = fake.counted[-1]
     assert tokens + cap <= 8192 and not fake.rejections, fake.counted
     assert strict_lines(run.stdout)[-1]["reason"] == "done"
+
+
+def _turn(n: int, steps: int, lines: int) -> list[Any]:
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
+
+    messages: list[Any] = [ModelRequest(parts=[UserPromptPart(f"question {n}")])]
+    for step in range(steps):
+        call = f"c{n}_{step}"
+        text = "".join(f"{i:>6}\tline {i} of f{n}_{step}\n" for i in range(lines))
+        messages += [ModelResponse(parts=[ToolCallPart("read_file", {"path": f"f{n}_{step}.txt"}, tool_call_id=call)]),
+                     ModelRequest(parts=[ToolReturnPart("read_file", text, tool_call_id=call)])]
+    return [*messages, ModelResponse(parts=[TextPart(f"answer {n}")])]
+
+
+def test_a_summary_that_does_not_shrink_the_request_is_not_kept() -> None:
+    """Earlier turns of a few big reads placeholder to almost nothing; a summary as long as its
+    room allows comes out bigger than those placeholders: it is refused, the cheaper cut is used,
+    and the result says why. A short summary of the same turns is kept."""
+    import asyncio
+
+    from ketch.context.prune import is_summary_part, prune
+
+    messages = _turn(0, 2, 100) + _turn(1, 2, 100) + _turn(2, 1, 150)[:-1]
+
+    async def verbose(transcript: str) -> str:
+        return "\n".join(f"point {i}: something the model said about the work" for i in range(400))
+
+    async def brief(transcript: str) -> str:
+        return "Read f0_0, f0_1, f1_0 and f1_1."
+
+    refused = asyncio.run(prune(messages, limit=1000, summarize=verbose, summarize_above=1000))
+    kept = asyncio.run(prune(messages, limit=1000, summarize=brief, summarize_above=1000))
+    assert refused.stage == "tool_results" and refused.summary_refused, refused
+    assert "no fewer than" in refused.summary_refused
+    assert not any(is_summary_part(p) for m in refused.messages for p in m.parts if hasattr(p, "content"))
+    assert kept.stage == "summary" and kept.summary_refused is None and kept.tokens_after < refused.tokens_after
+
+
+def test_marks_are_the_usual_ones_in_a_large_window_and_shares_of_the_room_in_a_small_one() -> None:
+    from ketch.context.marks import OUTPUT_SHARE, PRUNE_TARGET, SMALL_LOW, SMALL_OUTPUT, SMALL_SUMMARY, marks
+    from ketch.context.prune_plan import SUMMARY_RESERVE_TOKENS
+
+    def same(tokens: int) -> int:
+        return tokens
+
+    big = marks(18_350, 3_651, same)  # a 32k window with the full profile
+    assert not big.small and big.high == big.summarize_above == 18_350 and big.low == int(18_350 * PRUNE_TARGET)
+    assert big.output == int((18_350 - 3_651) * OUTPUT_SHARE) and big.summary == SUMMARY_RESERVE_TOKENS
+    small = marks(2_294, 1_000, same)  # 4k with the compact profile: 60 % of the limit leaves 376 of 1,294
+    room = 2_294 - 1_000
+    assert small.small and small.low == 1_000 + int(room * SMALL_LOW)
+    assert small.output == int(room * SMALL_OUTPUT) and small.summary == int(room * SMALL_SUMMARY)
+    # a summary only when placeholders leave no room for one more step's output
+    assert small.low < small.summarize_above <= small.high - small.output
+    counted_more = marks(2_294, 1_000, lambda tokens: int(tokens / 1.3))  # the server counts 1.3 x the estimate
+    assert counted_more.output < small.output and counted_more.summary < small.summary
+    assert not marks(2_294, 2_200, same).small  # no step fits beside the profile: the usual marks

@@ -163,7 +163,7 @@ class Compactor:
     """The turn in which a summary call failed (its requests are pruned without one)."""
     _last_estimate: int = field(default=0, repr=False)
     _summary_rest: int = field(default=0, repr=False)
-    """Requests to go before a summary is tried again, after one was written and not kept."""
+    """Compactions to go before a summary is tried again, after one was written and not kept."""
 
     def __post_init__(self) -> None:
         if self.limits is None:
@@ -428,7 +428,7 @@ class Compactor:
 
 
 SUMMARY_REST = 3
-"""Requests after a summary that was not kept before another is tried."""
+"""Compactions after a summary that was not kept before another is tried."""
 
 
 async def _failed_already(transcript: str) -> str:
