@@ -523,6 +523,8 @@ def main() -> None:
     parser.add_argument("--lcp-chat-format", help="llama-cpp-python's --chat_format (chatml-function-calling "
                         "makes it call tools; without it the GGUF's format is guessed)")
     parser.add_argument("--no-fallback", action="store_true", help="skip llama-cpp-python's fallback check")
+    parser.add_argument("--only-configured", action="store_true", help="for a server that does not say its "
+                        "window (llama-cpp-python), only the run with context_window in the config")
     parser.add_argument("--log", default=os.path.join(tempfile.gettempdir(), "local_windows_real.log"))
     args = parser.parse_args()
     windows = args.window or [8192, 4096]
@@ -533,8 +535,10 @@ def main() -> None:
         wires = [w for w in offered if not args.wire or w in args.wire]
         for wire in wires:
             if args.drive in ("steps", "both"):
-                print(json.dumps(driven_run(server, wire, args.steps, args.full_generation)), flush=True)
-                if not server.tells_window():
+                told = server.tells_window()
+                if told or not args.only_configured:
+                    print(json.dumps(driven_run(server, wire, args.steps, args.full_generation)), flush=True)
+                if not told:
                     print(json.dumps(driven_run(server, wire, args.steps, args.full_generation, configured=True)),
                           flush=True)
             if args.drive in ("model", "both"):
