@@ -111,14 +111,15 @@ class Server:
         return status == 200
 
 
-def start_server(kind: str, program: str, gguf: str, window: int, log: Path, extra: list[str] | None = None) -> Server:
+def start_server(kind: str, program: str, gguf: str, window: int, log: Path, extra: list[str] | None = None,
+                 threads: int = 2) -> Server:
     port = free_port()
     if kind == "llama-server":
         argv = [program, "-m", gguf, "-c", str(window), "--host", "127.0.0.1", "--port", str(port), "--jinja",
-                "-np", "1", "-t", "2"]
+                "-np", "1", "-t", str(threads)]
     else:
         argv = [program, "-m", "llama_cpp.server", "--model", gguf, "--n_ctx", str(window), "--host", "127.0.0.1",
-                "--port", str(port), "--n_threads", "2", *(extra or [])]
+                "--port", str(port), "--n_threads", str(threads), *(extra or [])]
     process = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT)
     root = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
@@ -523,6 +524,8 @@ def main() -> None:
     parser.add_argument("--lcp-chat-format", help="llama-cpp-python's --chat_format (chatml-function-calling "
                         "makes it call tools; without it the GGUF's format is guessed)")
     parser.add_argument("--no-fallback", action="store_true", help="skip llama-cpp-python's fallback check")
+    parser.add_argument("--threads", type=int, default=2, help="the servers' threads (1 on a loaded machine: "
+                        "two threads that wait on each other generated 0.3 tokens a second under load 20)")
     parser.add_argument("--only-configured", action="store_true", help="for a server that does not say its "
                         "window (llama-cpp-python), only the run with context_window in the config")
     parser.add_argument("--log", default=os.path.join(tempfile.gettempdir(), "local_windows_real.log"))
@@ -555,7 +558,7 @@ def main() -> None:
             continue
         for window in windows:
             extra = ["--chat_format", args.lcp_chat_format] if kind == "llama-cpp-python" and args.lcp_chat_format else []
-            server = start_server(kind, program, args.gguf, window, log, extra)
+            server = start_server(kind, program, args.gguf, window, log, extra, args.threads)
             try:
                 print(json.dumps({"server": kind, "window": window, "model": server.model,
                                   "responses_wire": server.offers_responses()}), flush=True)
