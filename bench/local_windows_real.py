@@ -422,6 +422,8 @@ def report(title: str, window: int, exchanges: list[Exchange], events: list[dict
         "peak_prompt_plus_cap": max(((e.prompt or 0) + (e.cap or 0) for e in exchanges), default=0),
         "ketch_exit": events[-1]["code"], "ending": {k: finished.get(k) for k in ("reason", "text") if k in finished},
         "compacted_events": sum(1 for e in events if e.get("type") == "compacted"),
+        "compactions": sum(1 for e in events if e.get("type") == "prefix_break" and str(e.get("cause")).startswith("compaction")),
+        "summaries_not_kept": sum(1 for e in events if e.get("type") == "prefix_break" and "not kept" in str(e.get("cause"))),
         "errors": [e.get("message", e.get("text", ""))[:200] for e in events if e.get("type") == "error"][:3],
         "compaction_notices": [n[:200] for n in notices if "compact" in n.lower() or "summar" in n.lower()][:4],
     }
