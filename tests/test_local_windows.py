@@ -298,11 +298,13 @@ def test_a_useless_summary_at_the_real_server_s_count_is_not_written_every_step(
     room, and every step compacted. Now the kept summary and a new output are sized from the
     history's room as the server counts it, and compaction comes in chunks: a summary at most
     every fifth step, never a compaction at two requests in a row, every request inside the
-    window, and what a summary stands for still names the files read."""
+    window, and what a summary stands for still names the files read. The server also counts on
+    request (``/tokenize``), which counts the tool schemas its template never sends: at 8k that
+    count, kept in the ratio, left the history no room and a summary was written every step."""
     steps = 30
     _write_files(tmp_path, steps)
     reader = Degenerate(steps)
-    with FakeProvider([reader] * (steps + 40), window=window, tokenizer="gemma3", count_usage=True,
+    with FakeProvider([reader] * (steps + 40), window=window, tokenizer="gemma3", count_usage=True, tokenize=True,
                       strict_responses=False) as fake:
         fake.serve_json("/props", {"default_generation_settings": {"n_ctx": window}})
         run = run_ketch(["-p", "Read every log file in order.", "--output-format", "stream-json", "--max-steps", "80",

@@ -236,7 +236,10 @@ class Compactor:
     async def _server_count(self, request_context: Any, raw: int) -> None:
         """Where the server counts tokens itself (llama.cpp ``/tokenize``): before the first
         request, and when a request is near the limit, its count of the request's text
-        calibrates the estimate (a failure leaves the estimate as it was)."""
+        calibrates the estimate (a failure leaves the estimate as it was), until an answer has
+        reported the prompt tokens the server counted."""
+        if self.calibration.reported:  # the server's own report of what it counted is the truth
+            return
         counter = self.calibration.counter_for(getattr(request_context, "model", None))
         if counter is None:
             return
@@ -253,7 +256,7 @@ class Compactor:
             counted = None
         if counted is None:
             self.calibration.failed = True
-        self.calibration.observe(raw, counted)
+        self.calibration.observe_asked(raw, counted)
 
     def _summarizer(self, session: Session, kept: int | None = None) -> Summarize:
         assert self.limits is not None
