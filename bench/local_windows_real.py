@@ -51,11 +51,13 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
-from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn  # noqa: E402
+from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn, counted_input  # noqa: E402
 
 CAP_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 SUMMARY_MARK = "[older conversation omitted]"
 FILE_NAME = re.compile(r"f\d{3}\.txt")
+ZERO_WIDTH = re.compile("[\u200b-\u200d\u2060\ufeff]")
+"""What pydantic-ai puts into special tokens a model wrote (``<|im_end|>``) before they are sent again."""
 
 
 # ---------------------------------------------------------------- the real servers
@@ -109,14 +111,15 @@ class Server:
         return status == 200
 
 
-def start_server(kind: str, program: str, gguf: str, window: int, log: Path, extra: list[str] | None = None) -> Server:
+def start_server(kind: str, program: str, gguf: str, window: int, log: Path, extra: list[str] | None = None,
+                 threads: int = 2) -> Server:
     port = free_port()
     if kind == "llama-server":
         argv = [program, "-m", gguf, "-c", str(window), "--host", "127.0.0.1", "--port", str(port), "--jinja",
-                "-np", "1", "-t", "2"]
+                "-np", "1", "-t", str(threads)]
     else:
         argv = [program, "-m", "llama_cpp.server", "--model", gguf, "--n_ctx", str(window), "--host", "127.0.0.1",
-                "--port", str(port), "--n_threads", "2", *(extra or [])]
+                "--port", str(port), "--n_threads", str(threads), *(extra or [])]
     process = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT)
     root = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
@@ -160,6 +163,9 @@ class Exchange:
     cut: bool = False
     text: str = ""
     error: str = ""
+    fake_tokens: int = 0
+    """The request as the test fake counts it at 4 characters a token (``counted_input``): the
+    server's prompt count over this is the factor the fake needs to count as this server does."""
 
 
 def cap_of(body: dict[str, Any]) -> int | None:
@@ -228,7 +234,7 @@ class Driver:
     def __call__(self, request: RecordedRequest) -> Turn:
         body = dict(request.body or {})
         tools = bool(body.get("tools"))
-        exchange = Exchange(tools=tools, cap=cap_of(body))
+        exchange = Exchange(tools=tools, cap=cap_of(body), fake_tokens=counted_input(body, 4.0))
         self.exchanges.append(exchange)
         body["stream"] = False
         body.pop("stream_options", None)
@@ -416,12 +422,25 @@ def report(title: str, window: int, exchanges: list[Exchange], events: list[dict
         "peak_prompt_plus_cap": max(((e.prompt or 0) + (e.cap or 0) for e in exchanges), default=0),
         "ketch_exit": events[-1]["code"], "ending": {k: finished.get(k) for k in ("reason", "text") if k in finished},
         "compacted_events": sum(1 for e in events if e.get("type") == "compacted"),
+        "compactions": sum(1 for e in events if e.get("type") == "prefix_break" and str(e.get("cause")).startswith("compaction")),
+        "summaries_not_kept": sum(1 for e in events if e.get("type") == "prefix_break" and "not kept" in str(e.get("cause"))),
         "errors": [e.get("message", e.get("text", ""))[:200] for e in events if e.get("type") == "error"][:3],
         "compaction_notices": [n[:200] for n in notices if "compact" in n.lower() or "summar" in n.lower()][:4],
     }
     if events[-1]["code"] != 0:
         line["stderr"] = events[-1]["stderr"]
     return line
+
+
+def strings(value: Any) -> list[str]:
+    """Every string in a request body (the text a summary reaches the next request as, unescaped)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in strings(v)]
+    return []
 
 
 def driven_run(server: Server, wire: str, steps: int, full_generation: bool, configured: bool = False) -> dict[str, Any]:
@@ -437,8 +456,14 @@ def driven_run(server: Server, wire: str, steps: int, full_generation: bool, con
     line = report(title, server.window, driver.exchanges, events)
     line["model_made_tool_calls"] = driver.model_calls
     line["steps_done"] = min(driver.step, steps)
-    later = [json.dumps(r.body) for r in fake.model_requests]
-    reached = [bool(text.strip()) and any(text.strip()[:60] in r for r in later) for _, text in driver.summaries]
+    later = [ZERO_WIDTH.sub("", "\n".join(strings(r.body))) for r in fake.model_requests]
+    # its first line (ketch keeps a line a summary repeats once, so a longer opening may not be kept as written)
+    reached = [bool(text.strip()) and any(ZERO_WIDTH.sub("", text.strip().splitlines()[0][:60]) in r for r in later)
+               for _, text in driver.summaries]
+    factors = sorted(e.prompt / e.fake_tokens for e in driver.exchanges if e.prompt and e.fake_tokens and e.tools)
+    if factors:  # the token factor the test fake needs (its chars_per_token is 4 / factor)
+        line["fake_token_factor"] = {"min": round(factors[0], 3), "median": round(factors[len(factors) // 2], 3),
+                                     "max": round(factors[-1], 3)}
     line["summaries"] = {
         "count": len(driver.summaries),
         "files_in_summary_requests": sorted({len(seen) for seen, _ in driver.summaries}),
@@ -502,6 +527,10 @@ def main() -> None:
     parser.add_argument("--lcp-chat-format", help="llama-cpp-python's --chat_format (chatml-function-calling "
                         "makes it call tools; without it the GGUF's format is guessed)")
     parser.add_argument("--no-fallback", action="store_true", help="skip llama-cpp-python's fallback check")
+    parser.add_argument("--threads", type=int, default=2, help="the servers' threads (1 on a loaded machine: "
+                        "two threads that wait on each other generated 0.3 tokens a second under load 20)")
+    parser.add_argument("--only-configured", action="store_true", help="for a server that does not say its "
+                        "window (llama-cpp-python), only the run with context_window in the config")
     parser.add_argument("--log", default=os.path.join(tempfile.gettempdir(), "local_windows_real.log"))
     args = parser.parse_args()
     windows = args.window or [8192, 4096]
@@ -512,8 +541,10 @@ def main() -> None:
         wires = [w for w in offered if not args.wire or w in args.wire]
         for wire in wires:
             if args.drive in ("steps", "both"):
-                print(json.dumps(driven_run(server, wire, args.steps, args.full_generation)), flush=True)
-                if not server.tells_window():
+                told = server.tells_window()
+                if told or not args.only_configured:
+                    print(json.dumps(driven_run(server, wire, args.steps, args.full_generation)), flush=True)
+                if not told:
                     print(json.dumps(driven_run(server, wire, args.steps, args.full_generation, configured=True)),
                           flush=True)
             if args.drive in ("model", "both"):
@@ -530,7 +561,7 @@ def main() -> None:
             continue
         for window in windows:
             extra = ["--chat_format", args.lcp_chat_format] if kind == "llama-cpp-python" and args.lcp_chat_format else []
-            server = start_server(kind, program, args.gguf, window, log, extra)
+            server = start_server(kind, program, args.gguf, window, log, extra, args.threads)
             try:
                 print(json.dumps({"server": kind, "window": window, "model": server.model,
                                   "responses_wire": server.offers_responses()}), flush=True)

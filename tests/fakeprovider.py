@@ -632,6 +632,10 @@ class FakeProvider:
         count_usage: report the input tokens as the window rule counts them (`counted_input`)
             as each answer's prompt tokens, instead of the turn's scripted `usage`, as a real
             server reports what its tokenizer counted.
+        tokenizer: how input is counted: `'chars'` (one token per `chars_per_token` characters of
+            the body's strings), or `'gemma3'`, as llama.cpp's `llama-server` counted Gemma 3 270M
+            under its ChatML template (`gemma3_count`: tool schemas are not in that prompt, each
+            digit is a token, other text about 3.1 characters a token).
     """
 
     def __init__(self, script: Sequence[ScriptEntry] = (), models: Sequence[str] = ('fake-model',),
@@ -639,7 +643,9 @@ class FakeProvider:
                  refuse_stream_with_tools: str = '', strict_json: bool = False, window: int | None = None,
                  input_limit: int | None = None, chars_per_token: float = 3.5,
                  cache: fake_cache.PromptCache | None = None, llama_cpp_python: bool = False,
-                 count_usage: bool = False, tokenize: bool = False) -> None:
+                 count_usage: bool = False, tokenize: bool = False, tokenizer: str = 'chars') -> None:
+        assert tokenizer in ('chars', 'gemma3'), tokenizer
+        self.tokenizer = tokenizer
         self.cache = cache
         """Prompt-cache accounting (see `fake_cache`); None: the turns' scripted usage, no caching."""
         self.tokenize = tokenize
@@ -728,6 +734,14 @@ class FakeProvider:
         Failures do not consume the script."""
         with self._lock:
             self._failures[_normalize(path)] = [status, body, times]
+
+    def count(self, body: dict[str, Any]) -> int:
+        """Input tokens of a request body as this server's tokenizer counts them (``tokenizer``)."""
+        return gemma3_count(body) if self.tokenizer == 'gemma3' else counted_input(body, self.chars_per_token)
+
+    def count_text(self, text: str) -> int:
+        """Tokens of one text (``POST /tokenize``)."""
+        return gemma3_text(text) if self.tokenizer == 'gemma3' else int(len(text) / self.chars_per_token) + 1
 
     def serve_json(self, path: str, payload: Any, status: int = 200) -> None:
         """Answer any method on exactly `path` (e.g. llama.cpp's `/props`, Ollama's `/api/show`,
@@ -831,10 +845,10 @@ class _Handler(BaseHTTPRequestHandler):
             elif route is not None:
                 self._json(route[0], route[1](body) if callable(route[1]) else route[1])
             elif self.fake.tokenize and _normalize(path) == '/messages/count_tokens' and self.command == 'POST':
-                self._json(200, {'input_tokens': counted_input(body or {}, self.fake.chars_per_token)})
+                self._json(200, {'input_tokens': self.fake.count(body or {})})
             elif self.fake.tokenize and path == '/tokenize' and self.command == 'POST':
                 content = (body or {}).get('content') if isinstance(body, dict) else None
-                count = int(len(content) / self.fake.chars_per_token) + 1 if isinstance(content, str) else 0
+                count = self.fake.count_text(content) if isinstance(content, str) else 0
                 self._json(200, {'tokens': list(range(count))})
             elif self.fake.exact_paths and path.rstrip('/') not in _EXACT:
                 self._json(404, {'error': {'code': 404, 'message': 'File Not Found', 'type': 'not_found_error'}})
@@ -939,7 +953,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fake.count_usage:
             import dataclasses
 
-            turn = dataclasses.replace(turn, usage=(counted_input(body, fake.chars_per_token), turn.usage[1]))
+            turn = dataclasses.replace(turn, usage=(fake.count(body), turn.usage[1]))
         if turn.hold is not None:
             fake._hold(turn.hold)
         fake._wait(turn.delay)
@@ -1096,10 +1110,49 @@ def counted_input(body: dict[str, Any], chars_per_token: float = 3.5) -> int:
     return int(chars / chars_per_token) + 1
 
 
+GEMMA3_CHARS_PER_TOKEN = 3.1
+"""Characters of text other than digits per token, as llama.cpp counted Gemma 3 270M (measured
+on ketch's requests through /apply-template and /tokenize, which agree with the usage it reports)."""
+GEMMA3_MESSAGE_TOKENS = 5
+"""The ChatML framing of one message (``<|im_start|>role`` … ``<|im_end|>``)."""
+
+
+def gemma3_text(text: str) -> int:
+    """Tokens of ``text`` as Gemma 3's tokenizer counted this kind of text: a digit each, the rest
+    about :data:`GEMMA3_CHARS_PER_TOKEN` characters a token."""
+    digits = sum(c.isdigit() for c in text)
+    return digits + int((len(text) - digits) / GEMMA3_CHARS_PER_TOKEN)
+
+
+def gemma3_count(body: dict[str, Any]) -> int:
+    """Input tokens of a Chat or Responses body as llama.cpp's ``llama-server`` (``--jinja``)
+    counted them for Gemma 3 270M: its ChatML template renders instructions and message text
+    but neither the tool schemas nor the calls' arguments (so those are left out here too)."""
+    texts: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if key not in ('arguments', 'type', 'role', 'id', 'call_id', 'name', 'status'):
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    messages = body.get('messages') or body.get('input') or []
+    for key, value in body.items():
+        if key not in _NOT_INPUT and key != 'tools':
+            walk(value)
+    framing = GEMMA3_MESSAGE_TOKENS * ((len(messages) if isinstance(messages, list) else 1) + 1)
+    return sum(map(gemma3_text, texts)) + framing
+
+
 def window_refusal(fake: FakeProvider, wire: str, body: dict[str, Any]) -> dict[str, Any] | None:
     """The provider's 400 body when `body` breaks the window rule, else None."""
     assert fake.window is not None
-    tokens = counted_input(body, fake.chars_per_token)
+    tokens = fake.count(body)
     output = next((body[f] for f in _OUTPUT_FIELDS if isinstance(body.get(f), int)), None)
     with fake._lock:
         fake.counted.append((tokens, output))

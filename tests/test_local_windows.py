@@ -257,6 +257,75 @@ def test_a_30_step_turn_stays_inside_a_small_window(wire: str, window: int, tmp_
         assert len(reader.summaries) <= 30 // 5, len(reader.summaries)
 
 
+class Degenerate(Reader):
+    """The steps of :class:`Reader`, and a summary model like Gemma 3 270M on llama-server: it
+    writes special tokens and role names over and over until its output cap (the bench's real
+    runs saw ``<|im_end|>assistant`` repeated to the cap, every time)."""
+
+    def __call__(self, req: Any) -> Turn:
+        body = req.body or {}
+        if body.get("tools"):
+            return super().__call__(req)
+        cap = body.get("max_tokens") or body.get("max_output_tokens") or 512
+        self.summaries.append(sorted(set(__import__("re").findall(r"f\d{3}\.txt", json.dumps(body)))))
+        text = ""
+        while len(text) < cap * 3:  # about the cap in this model's tokens
+            text += "<|im_end|>assistant\n"
+        return Turn(text=text, usage=(0, cap))
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    return [s for v in value for s in _strings(v)] if isinstance(value, list) else []
+
+
+def _appends(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Whether ``after`` sends everything ``before`` sent, unchanged, and more (no compaction between)."""
+    old, new = (b.get("messages") or b.get("input") or [] for b in (before, after))
+    return isinstance(old, list) and isinstance(new, list) and new[: len(old)] == old and len(new) > len(old)
+
+
+@pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
+@pytest.mark.parametrize("window", [8192, 4096])
+def test_a_useless_summary_at_the_real_server_s_count_is_not_written_every_step(wire: str, window: int,
+                                                                                tmp_path: Path) -> None:
+    """What the real llama-server runs showed: its count of ketch's requests (Gemma 3's tokenizer;
+    the fake's ``gemma3`` count matches it within a few percent) and a summary model that writes
+    junk to its cap. A summary was written at about every step, each as big as the history's
+    room, and every step compacted. Now the kept summary and a new output are sized from the
+    history's room as the server counts it, and compaction comes in chunks: a summary at most
+    every fifth step, never a compaction at two requests in a row, every request inside the
+    window, and what a summary stands for still names the files read. The server also counts on
+    request (``/tokenize``), which counts the tool schemas its template never sends: at 8k that
+    count, kept in the ratio, left the history no room and a summary was written every step."""
+    steps = 30
+    _write_files(tmp_path, steps)
+    reader = Degenerate(steps)
+    with FakeProvider([reader] * (steps + 40), window=window, tokenizer="gemma3", count_usage=True, tokenize=True,
+                      strict_responses=False) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": window}})
+        run = run_ketch(["-p", "Read every log file in order.", "--output-format", "stream-json", "--max-steps", "80",
+                         *adhoc(fake, wire)], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr[-2000:] + run.stdout[-2000:]
+    events = strict_lines(run.stdout)
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == f"Read all {steps} files.", events[-1]
+    over = [(n, tokens, cap) for n, (tokens, cap) in enumerate(fake.counted) if tokens + (cap or 0) > window]
+    assert not over and not fake.rejections, (over, fake.counted)
+    assert len(reader.summaries) <= steps // 5, (len(reader.summaries), fake.counted)
+    steps_sent = [r.body for r in fake.model_requests if (r.body or {}).get("tools")]
+    compacted = [not _appends(a, b) for a, b in zip(steps_sent, steps_sent[1:])]
+    assert not any(x and y for x, y in zip(compacted, compacted[1:])), "".join(".C"[x] for x in compacted)  # never two in a row
+    if window == 4096:
+        assert reader.summaries and all(reader.summaries), reader.summaries
+        [summary] = [text for text in map(json.dumps, _strings(steps_sent[-1])) if "Summary of the earlier" in text]
+        # the junk line is kept once; ketch's own record of the steps names the files read
+        assert summary.count("im_end") <= 1, summary
+        assert "Files touched" in summary and len(__import__("re").findall(r"f0\d\d\.txt", summary)) >= 10, summary
+
+
 def test_a_new_output_too_big_for_a_small_window_keeps_its_head_and_tail_and_names_the_cut() -> None:
     from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
 
@@ -464,3 +533,60 @@ def test_anthropic_s_count_endpoint_sizes_the_first_request(tmp_path: Path) -> N
     tokens, cap = fake.counted[-1]
     assert tokens + cap <= 8192 and not fake.rejections, fake.counted
     assert strict_lines(run.stdout)[-1]["reason"] == "done"
+
+
+def _turn(n: int, steps: int, lines: int) -> list[Any]:
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
+
+    messages: list[Any] = [ModelRequest(parts=[UserPromptPart(f"question {n}")])]
+    for step in range(steps):
+        call = f"c{n}_{step}"
+        text = "".join(f"{i:>6}\tline {i} of f{n}_{step}\n" for i in range(lines))
+        messages += [ModelResponse(parts=[ToolCallPart("read_file", {"path": f"f{n}_{step}.txt"}, tool_call_id=call)]),
+                     ModelRequest(parts=[ToolReturnPart("read_file", text, tool_call_id=call)])]
+    return [*messages, ModelResponse(parts=[TextPart(f"answer {n}")])]
+
+
+def test_a_summary_that_does_not_shrink_the_request_is_not_kept() -> None:
+    """Earlier turns of a few big reads placeholder to almost nothing; a summary as long as its
+    room allows comes out bigger than those placeholders: it is refused, the cheaper cut is used,
+    and the result says why. A short summary of the same turns is kept."""
+    import asyncio
+
+    from ketch.context.prune import is_summary_part, prune
+
+    messages = _turn(0, 2, 100) + _turn(1, 2, 100) + _turn(2, 1, 150)[:-1]
+
+    async def verbose(transcript: str) -> str:
+        return "\n".join(f"point {i}: something the model said about the work" for i in range(400))
+
+    async def brief(transcript: str) -> str:
+        return "Read f0_0, f0_1, f1_0 and f1_1."
+
+    refused = asyncio.run(prune(messages, limit=1000, summarize=verbose, summarize_above=1000))
+    kept = asyncio.run(prune(messages, limit=1000, summarize=brief, summarize_above=1000))
+    assert refused.stage == "tool_results" and refused.summary_refused, refused
+    assert "no fewer than" in refused.summary_refused
+    assert not any(is_summary_part(p) for m in refused.messages for p in m.parts if hasattr(p, "content"))
+    assert kept.stage == "summary" and kept.summary_refused is None and kept.tokens_after < refused.tokens_after
+
+
+def test_marks_are_the_usual_ones_in_a_large_window_and_shares_of_the_room_in_a_small_one() -> None:
+    from ketch.context.marks import OUTPUT_SHARE, PRUNE_TARGET, SMALL_LOW, SMALL_OUTPUT, SMALL_SUMMARY, marks
+    from ketch.context.prune_plan import SUMMARY_RESERVE_TOKENS
+
+    def same(tokens: int) -> int:
+        return tokens
+
+    big = marks(18_350, 3_651, same)  # a 32k window with the full profile
+    assert not big.small and big.high == big.summarize_above == 18_350 and big.low == int(18_350 * PRUNE_TARGET)
+    assert big.output == int((18_350 - 3_651) * OUTPUT_SHARE) and big.summary == SUMMARY_RESERVE_TOKENS
+    small = marks(2_294, 1_000, same)  # 4k with the compact profile: 60 % of the limit leaves 376 of 1,294
+    room = 2_294 - 1_000
+    assert small.small and small.low == 1_000 + int(room * SMALL_LOW)
+    assert small.output == int(room * SMALL_OUTPUT) and small.summary == int(room * SMALL_SUMMARY)
+    # a summary only when placeholders leave no room for one more step's output
+    assert small.low < small.summarize_above <= small.high - small.output
+    counted_more = marks(2_294, 1_000, lambda tokens: int(tokens / 1.3))  # the server counts 1.3 x the estimate
+    assert counted_more.output < small.output and counted_more.summary < small.summary
+    assert not marks(2_294, 2_200, same).small  # no step fits beside the profile: the usual marks

@@ -11,9 +11,13 @@ code or JSON, tokenizes differently, and a count that runs low is what overflows
 and never below 1: a server whose count runs below the estimate only keeps more headroom.
 
 Where the server can count a request itself (llama.cpp ``POST /tokenize``, Anthropic
-``POST /v1/messages/count_tokens``), the compactor asks it before the first request and
-whenever a request is close to the limit; a count that fails or takes too long leaves the
-estimate as it was, and a server whose count failed is not asked again.
+``POST /v1/messages/count_tokens``), the compactor asks it before the first answer has reported
+a count, and whenever a request is close to the limit until then; a count that fails or takes
+too long leaves the estimate as it was, and a server whose count failed is not asked again.
+Once an answer has reported its prompt tokens, those alone set the ratio: ``/tokenize`` counts
+ketch's own rendering of the request (tool schemas as JSON), and a chat template may send less
+(llama-server's ChatML template for Gemma 3 sends no tool schemas: it counted 0.43 of ketch's
+estimate at 8k where ``/tokenize`` said more than 1, and the history's room came out as none).
 """
 
 from __future__ import annotations
@@ -49,22 +53,41 @@ class Calibration:
     failed: bool = False
     """A count the server was asked for failed: it is not asked again."""
     _seen: deque[float] = field(default_factory=lambda: deque(maxlen=KEEP), repr=False)
+    """Ratios from the prompt tokens answers reported."""
+    _asked: deque[float] = field(default_factory=lambda: deque(maxlen=KEEP), repr=False)
+    """Ratios from the server's count on request (``/tokenize``), used until an answer reports one."""
 
     @property
     def ratio(self) -> float:
         """What an estimate is multiplied by: the largest recent observation, at least 1."""
-        return min(MAX_RATIO, max(1.0, *self._seen)) if self._seen else 1.0
+        seen = self._seen or self._asked
+        return min(MAX_RATIO, max(1.0, *seen)) if seen else 1.0
 
     @property
     def observed(self) -> bool:
         """Whether any count of this server has been seen."""
+        return bool(self._seen or self._asked)
+
+    @property
+    def reported(self) -> bool:
+        """Whether an answer has reported its prompt tokens (a count on request then adds nothing)."""
         return bool(self._seen)
 
-    def observe(self, estimate: int, counted: int | None) -> None:
-        """Take one server count of a request ketch estimated at ``estimate`` tokens."""
+    @staticmethod
+    def _ratio(estimate: int, counted: int | None) -> float | None:
         if not isinstance(counted, int) or isinstance(counted, bool) or counted <= 0 or estimate < MIN_ESTIMATE:
-            return
-        self._seen.append(counted / estimate)
+            return None
+        return counted / estimate
+
+    def observe(self, estimate: int, counted: int | None) -> None:
+        """Take the prompt tokens an answer reported for a request ketch estimated at ``estimate``."""
+        if (ratio := self._ratio(estimate, counted)) is not None:
+            self._seen.append(ratio)
+
+    def observe_asked(self, estimate: int, counted: int | None) -> None:
+        """Take the server's count on request (``/tokenize``) of a request estimated at ``estimate``."""
+        if (ratio := self._ratio(estimate, counted)) is not None:
+            self._asked.append(ratio)
 
     def scale(self, estimate: int) -> int:
         """``estimate`` corrected by the ratio (rounded up)."""
@@ -77,6 +100,7 @@ class Calibration:
     def reset(self) -> None:
         """Forget what was seen (another connection or model)."""
         self._seen.clear()
+        self._asked.clear()
         self.counter, self.failed = None, False
 
     def counter_for(self, model: Any) -> Counter | None:

@@ -34,6 +34,7 @@ from ketch.context.budget import (
     reserved_tokens,
 )
 from ketch.context.calibration import Calibration, CalibrationObserver
+from ketch.context.marks import Marks, marks
 from ketch.context.overflow import context_length_counts
 from ketch.context.prune import ITEM_REPLAY_PROVIDERS, PruneResult, Summarize, prune
 from ketch.context.windows import Limits, assume_unknown, fit_output, known_by_name, limits_for, limits_for_connection
@@ -96,33 +97,23 @@ def _charge(session: Session) -> Callable[[ModelResponse], None]:
     return charge
 
 
-PRUNE_TARGET = 0.6
-"""The low-water mark: share of the prune limit (the high-water mark) a pruned request is cut to.
-Between two compactions every request only appends to the one before, so the provider's prompt
-cache serves all of it; a compaction rewrites the history once and costs one uncached request.
-Cutting to 60 % leaves 40 % of the budget for the steps that follow, so compactions come in
-chunks, far apart, rather than one slide per step near the limit."""
-
-SUMMARY_ABOVE = 1.0
-"""A summary (an auxiliary model call that replaces whole turns) is written only when dropping
-reasoning and placeholdering older results cannot bring the request under this share of the
-prune limit; short of that, those rungs go as far toward :data:`PRUNE_TARGET` as they reach.
-At 1.0 a summary is written only when nothing cheaper fits: in a small window, where one step's
-output is a large share of the room, a lower share had a summary written after every step
-(each kept summary plus the newest output stayed above it)."""
-
 SUMMARY_OUTPUT_TOKENS = 4_096
 """``max_tokens`` of the summary call; the ladder keeps at most about 2,000 tokens of it."""
+
+MIN_SUMMARY_OUTPUT_TOKENS = 96
+"""The least ``max_tokens`` a summary call asks for, however little of it a small window keeps."""
 
 MIN_SUMMARY_TRANSCRIPT_CHARS = 2_000
 """The least transcript a summary call is given, however small the window: a summary of
 nothing (``[older conversation omitted]`` alone) is no summary."""
 
 
-def summary_output_tokens(limits: Limits) -> int:
+def summary_output_tokens(limits: Limits, kept: int | None = None) -> int:
     """``max_tokens`` of the summary call: :data:`SUMMARY_OUTPUT_TOKENS`, at most an eighth of a
-    small window (at 4k, 512), so the transcript keeps most of the room."""
-    return max(256, min(SUMMARY_OUTPUT_TOKENS, limits.max_output, limits.window // 8))
+    small window (at 4k, 512), so the transcript keeps most of the room; with ``kept`` (the
+    server's tokens of the most of it that will be kept, in a small window) no more than that."""
+    tokens = max(256, min(SUMMARY_OUTPUT_TOKENS, limits.max_output, limits.window // 8))
+    return tokens if kept is None else max(MIN_SUMMARY_OUTPUT_TOKENS, min(tokens, kept))
 
 
 def summary_transcript_chars(limits: Limits, ratio: float = 1.0) -> int:
@@ -171,6 +162,8 @@ class Compactor:
     _summary_failed: str | None = field(default=None, repr=False)
     """The turn in which a summary call failed (its requests are pruned without one)."""
     _last_estimate: int = field(default=0, repr=False)
+    _summary_rest: int = field(default=0, repr=False)
+    """Compactions to go before a summary is tried again, after one was written and not kept."""
 
     def __post_init__(self) -> None:
         if self.limits is None:
@@ -243,7 +236,10 @@ class Compactor:
     async def _server_count(self, request_context: Any, raw: int) -> None:
         """Where the server counts tokens itself (llama.cpp ``/tokenize``): before the first
         request, and when a request is near the limit, its count of the request's text
-        calibrates the estimate (a failure leaves the estimate as it was)."""
+        calibrates the estimate (a failure leaves the estimate as it was), until an answer has
+        reported the prompt tokens the server counted."""
+        if self.calibration.reported:  # the server's own report of what it counted is the truth
+            return
         counter = self.calibration.counter_for(getattr(request_context, "model", None))
         if counter is None:
             return
@@ -260,31 +256,34 @@ class Compactor:
             counted = None
         if counted is None:
             self.calibration.failed = True
-        self.calibration.observe(raw, counted)
+        self.calibration.observe_asked(raw, counted)
 
-    def _summarizer(self, session: Session) -> Summarize:
+    def _summarizer(self, session: Session, kept: int | None = None) -> Summarize:
         assert self.limits is not None
         turn = session._turn
         if self._summary_failed is not None and (turn is None or self._summary_failed == turn.turn_id):
             return _failed_already  # not again in the same turn: one failed call, one warning
         self._summary_failed = None
         return self.summarize or model_summarizer(
-            session.model, _charge(session), max_tokens=summary_output_tokens(self.limits)
+            session.model, _charge(session), max_tokens=summary_output_tokens(self.limits, kept)
         )
 
     async def _prune(
         self, session: Session, messages: Sequence[ModelMessage], *, limit: int, reserved: int, warn: bool = True,
-        summarize_above: int | None = None,
+        summarize_above: int | None = None, marked: Marks | None = None,
     ) -> PruneResult:
         assert self.limits is not None
+        # in a small window the summary is sized from the history's room (as the server counts)
+        small = marked is not None and marked.small
         result = await prune(
             messages,
             limit=limit,
             reserved=reserved,
-            summarize=self._summarizer(session),
+            summarize=self._summarizer(session, self.calibration.scale(marked.summary) if small else None),
             inline_native_from=self.inline_native_from,
             summary_chars=summary_transcript_chars(self.limits, self.calibration.ratio),
             summarize_above=summarize_above,
+            **({"summary_tokens": marked.summary, "record_first": True} if small else {}),
         )
         if warn and result.summary_error is not None and self._summary_failed is None:
             turn = session._turn
@@ -327,9 +326,16 @@ class Compactor:
         # Pruned to the low-water mark, so the next steps send an unchanged, growing prefix (and
         # skip the ladder) until the high-water mark, instead of re-pruning, and rewriting, the
         # history every few steps: each compaction is a prefix break, recorded with its cause.
-        target = int(self.limit * PRUNE_TARGET)
-        result = await self._prune(session, request_context.messages, limit=calibration.unscale(target), reserved=reserved,
-                                   summarize_above=calibration.unscale(int(self.limit * SUMMARY_ABOVE)))
+        marked = marks(self.limit, reserved, calibration.unscale)
+        resting = self._summary_rest > 0
+        self._summary_rest = max(0, self._summary_rest - 1)
+        # a summary written and not kept is not tried again for a few requests (the history must
+        # grow before another could come out smaller); a mark above everything turns it off
+        above = 1 << 60 if resting else marked.summarize_above
+        result = await self._prune(session, request_context.messages, limit=marked.low, reserved=reserved,
+                                   summarize_above=above, marked=marked)
+        if result.summary_refused is not None:
+            self._summary_rest = SUMMARY_REST
         self._last_raw = result.tokens_after
         self._last_estimate = calibration.scale(result.tokens_after)
         self._set_max_tokens(request_context, self._last_estimate)
@@ -341,7 +347,9 @@ class Compactor:
             return request_context  # this request only: a summary that failed replaces nothing stored
         ctx.messages[:] = result.messages
         session.history_rewritten = True
-        session.prefix.note_break(f"compaction ({result.stage}): {result.tokens_before:,} → {result.tokens_after:,} tokens")
+        refused = f"; a summary was written and not kept: {result.summary_refused}" if result.summary_refused else ""
+        session.prefix.note_break(f"compaction ({result.stage}): {result.tokens_before:,} → {result.tokens_after:,} tokens"
+                                  + refused)
         turn = session._turn
         if turn is not None and not turn.compacted and result.tokens_after < result.tokens_before:
             turn.compacted = True  # (a ladder that could take nothing away is not reported as a compaction)
@@ -349,14 +357,15 @@ class Compactor:
         return request_context
 
     def _fit_new_output(self, session: Session, ctx: Any, request_context: Any, reserved: int) -> None:
-        """Cut the newest tool outputs (which no request has carried yet) to
-        :data:`~ketch.context.output_fit.OUTPUT_SHARE` of the history's room, head and tail kept,
-        where one alone would take more: in a small window, rather than compact every step."""
-        from ketch.context.output_fit import OUTPUT_SHARE, fit_new_results
+        """Cut the newest tool outputs (which no request has carried yet) to what one output may
+        take (``marks``: half the history's room, a quarter in a small window, as the server's
+        counts corrected it), head and tail kept, where one alone would take more: in a small
+        window, rather than compact every step."""
+        from ketch.context.output_fit import fit_new_results
 
         assert self.limits is not None
-        room = self.calibration.unscale(self.limit) - reserved  # ketch's own tokens, as the plan counts them
-        fitted = fit_new_results(request_context.messages, int(room * OUTPUT_SHARE) * CHARS_PER_TOKEN, self.limits.window)
+        output = marks(self.limit, reserved, self.calibration.unscale).output  # ketch's own tokens, as the plan counts them
+        fitted = fit_new_results(request_context.messages, output * CHARS_PER_TOKEN, self.limits.window)
         if fitted is None:
             return
         newest = request_context.messages[-1]
@@ -419,6 +428,10 @@ class Compactor:
         session.last_request_tokens = 0  # the status estimates the new history until the next request
         after = estimate_messages(result.messages)
         return [ev.Compacted(session_id=session.session_id, tokens_before=before, tokens_after=after, stage=result.stage)]
+
+
+SUMMARY_REST = 3
+"""Compactions after a summary that was not kept before another is tried."""
 
 
 async def _failed_already(transcript: str) -> str:

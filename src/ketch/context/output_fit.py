@@ -4,7 +4,8 @@ In a small window (a local server's 4k or 8k) one file read can be most of what 
 may hold. Sent whole, every later step passes the prune limit, and the ladder compacts (or
 writes a summary) at every step. Peers cut such an output instead. :func:`fit_new_results`
 cuts the results of the newest request, which no request has carried yet (so every earlier
-request's bytes stay as they were), to a share of the room the history has. It keeps the
+request's bytes stay as they were), to a share of the room the history has (``marks``: the
+caller sizes it from the server-corrected count). It keeps the
 first and last lines and puts one line in between saying how much was cut and how to read
 it (``read_file`` with ``offset`` and ``limit``, or a narrower command). An output that fits
 its share is never touched.
@@ -18,15 +19,14 @@ from dataclasses import replace
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 
-OUTPUT_SHARE = 0.5
-"""The most of the history's room (the prune limit less instructions and tool schemas) one
-new tool output may take whole."""
-
 MIN_OUTPUT_CHARS = 1_000
 """An output is never cut below this many characters."""
 
 HEAD_SHARE = 0.6
 """Share of what is kept that comes from the output's start (the rest is its end)."""
+
+NOTE_CHARS = 200
+"""Characters kept for the line that names the cut (it is part of the output's share)."""
 
 _NUMBERED = re.compile(r"\s*(\d+)\t")
 
@@ -47,7 +47,8 @@ def cut_middle(text: str, max_chars: int, tool_name: str, window: int) -> str | 
     if len(text) <= max_chars:
         return None
     lines = text.splitlines(keepends=True)
-    head_room, tail_room = int(max_chars * HEAD_SHARE), max_chars - int(max_chars * HEAD_SHARE)
+    kept = max(0, max_chars - NOTE_CHARS)  # the note is part of what the output may take
+    head_room, tail_room = int(kept * HEAD_SHARE), kept - int(kept * HEAD_SHARE)
     head, used = 0, 0
     while head < len(lines) and used + len(lines[head]) <= head_room:
         used += len(lines[head])
@@ -87,4 +88,4 @@ def fit_new_results(messages: Sequence[ModelMessage], max_chars: int, window: in
     return [*messages[:-1], replace(last, parts=parts)]
 
 
-__all__ = ["MIN_OUTPUT_CHARS", "OUTPUT_SHARE", "cut_middle", "fit_new_results"]
+__all__ = ["MIN_OUTPUT_CHARS", "cut_middle", "fit_new_results"]

@@ -27,7 +27,7 @@ the provider may no longer hold or that depended on a dropped reasoning item.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
@@ -38,6 +38,8 @@ from ketch.context.prune_plan import (
     SUMMARY_RESERVE_TOKENS,
     SUMMARY_TAIL_SHARE,
     Stage,
+    _Decision,
+    _Plan,
     _decide,
     _plan,
     _Stopwatch,
@@ -74,6 +76,9 @@ class PruneResult:
     summary_error: str | None = None
     """Why a summary the ladder needed could not be written (the history was then pruned by
     the lower rungs only); None when no summary was needed or it was written."""
+    summary_refused: str | None = None
+    """Why a summary that was written was not kept: with it the request came out no smaller
+    than placeholders alone make it (the history was then pruned by the lower rungs only)."""
 
     @property
     def changed(self) -> bool:
@@ -102,6 +107,19 @@ async def _written_summary(summarize: Summarize, transcript: str) -> tuple[str |
     return (text, None) if text else (None, "the summary came back empty")
 
 
+def _without_repeats(text: str) -> str:
+    """``text`` with each line it repeats (beyond the first occurrence) left out; blank lines stay."""
+    seen: set[str] = set()
+    kept = []
+    for line in text.splitlines():
+        key = line.strip()
+        if key and key in seen:
+            continue
+        seen.add(key)
+        kept.append(line)
+    return "\n".join(kept)
+
+
 def _removed_note(head: Sequence[ModelMessage]) -> str:
     """The summary's body when there is no summarizer: how many turns went."""
     return f"({len(turn_starts(head)) or 1} earlier turn(s) were removed to fit the context window.)"
@@ -117,6 +135,8 @@ async def prune(
     timings: dict[str, float] | None = None,
     summary_chars: int = SUMMARY_TOTAL_CHARS,
     summarize_above: int | None = None,
+    summary_tokens: int = SUMMARY_RESERVE_TOKENS,
+    record_first: bool = False,
 ) -> PruneResult:
     """Run the ladder until the request fits ``limit`` tokens, then repair.
 
@@ -145,6 +165,16 @@ async def prune(
             placeholders) aim for: a summary is written only when those rungs, as far as they
             go, leave the request above ``summarize_above`` tokens; otherwise they go as far as
             they can (a best effort toward ``limit``) and no summary call is made.
+        summary_tokens: The most tokens the kept summary message may take (the caller sizes it
+            to the history's room; a summary is cut to it).
+        record_first: ketch's own record of the summarized steps (files, commands) may take all
+            the room the model's text leaves, not only a third of it (a small window, where a
+            small model's summary is often empty).
+
+    A line the summary repeats is kept once (a small model can repeat one line to its cap).
+
+    A summary that was written but leaves the request no smaller than placeholders alone do
+    is not kept (``summary_refused`` says so): the lower rungs' result is returned instead.
 
     Returns:
         A :class:`PruneResult`; ``stage`` is the last rung used ("none" when it fit).
@@ -158,9 +188,9 @@ async def prune(
         before = sum(plan.full) + reserved
         if before <= limit:
             return PruneResult(list(messages), before, before, "none")
-        decision = _decide(messages, plan, limit - reserved, lap)
+        decision = _decide(messages, plan, limit - reserved, lap, summary_tokens)
         if decision.stage == "summary" and summarize_above is not None and summarize_above > limit:
-            if _decide(messages, plan, summarize_above - reserved, None).stage != "summary":
+            if _decide(messages, plan, summarize_above - reserved, None, summary_tokens).stage != "summary":
                 decision.stage, decision.start, decision.in_turn = "tool_results", 0, False
         if decision.stage == "summary" and summarize is not None:
             transcript = render_for_summary(messages[: decision.start], summary_chars)
@@ -170,37 +200,53 @@ async def prune(
         summarized = messages[: decision.start]
         body, failure = (_removed_note(summarized), None) if transcript is None else await _written_summary(summarize, transcript)
         if body is not None:
-            digest = step_digest(summarized, decision.room // 3)
-            room = decision.room - len(digest)
-            body = body.strip()[:room] + ("\n\n" + digest if digest else "")
+            text = _without_repeats(body.strip())
+            record = decision.room // 3
+            if record_first:  # what the model's text leaves goes to ketch's own record
+                record = max(record, decision.room - len(text) - 2)
+            digest = step_digest(summarized, record)
+            room = decision.room - len(digest) - (2 if digest else 0)
+            body = text[:room] + ("\n\n" + digest if digest else "")
             head = _summary_request(body, decision.room, messages[decision.current] if decision.in_turn else None)
         else:  # no summary: nothing is replaced; placeholders do what they can
             decision.stage, decision.start, decision.in_turn = "tool_results", 0, False
         if lap:
             lap("summary")
     with collector_paused():
-        if decision.tail_cut:
-            decision.cut = _tail_cut(plan, decision, head)
-        if lap:
-            lap("price")
-        out, after = _rebuild(
-            messages,
-            inline_native_from=inline_native_from,
-            drop_orphans=True,
-            thin_before=decision.thin_before,
-            placeholders=plan.placeholders,
-            placeholder_before=decision.cut,
-            start=decision.start,
-            plan=plan,
-            keep_ids_at=decision.newest,
-        )
-        after += reserved
+        out, after = _built(messages, plan, decision, head, reserved, inline_native_from)
+        refused = None
         if head is not None:
-            out.insert(0, head)
-            after += message_tokens(head)
+            cheaper = replace(decision, stage="tool_results", start=0, in_turn=False)
+            plain, plain_after = _built(messages, plan, cheaper, None, reserved, inline_native_from)
+            if after >= plain_after:
+                refused = (f"the summary left {after:,} tokens, no fewer than the {plain_after:,} "
+                           "placeholders alone leave")
+                out, after, decision = plain, plain_after, cheaper
         if lap:
             lap("rebuild")
-    return PruneResult(out, before, after, decision.stage, failure)
+    return PruneResult(out, before, after, decision.stage, failure, refused)
+
+
+def _built(messages: Sequence[ModelMessage], plan: _Plan, decision: _Decision, head: ModelRequest | None,
+           reserved: int, inline_native_from: Collection[str]) -> tuple[list[ModelMessage], int]:
+    """The history ``decision`` makes (``head`` first: the summary message, if any) and its tokens."""
+    cut = _tail_cut(plan, decision, head) if decision.tail_cut else decision.cut
+    out, after = _rebuild(
+        messages,
+        inline_native_from=inline_native_from,
+        drop_orphans=True,
+        thin_before=decision.thin_before,
+        placeholders=plan.placeholders,
+        placeholder_before=cut,
+        start=decision.start,
+        plan=plan,
+        keep_ids_at=decision.newest,
+    )
+    after += reserved
+    if head is not None:
+        out.insert(0, head)
+        after += message_tokens(head)
+    return out, after
 
 
 __all__ = [

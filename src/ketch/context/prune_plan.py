@@ -252,11 +252,12 @@ def _plan(messages: Sequence[ModelMessage]) -> _Plan:
     return _Plan(full, thinned, starts, pending, plain, calls, messages, result_at, result_chars, most_saved)
 
 
-def _summary_cut(starts: list[int], tokens: Sequence[int], budget: int, limit_index: int) -> int:
+def _summary_cut(starts: list[int], tokens: Sequence[int], budget: int, limit_index: int,
+                 reserve: int = SUMMARY_RESERVE_TOKENS) -> int:
     """The smallest turn start (≤ ``limit_index``) whose tail, as ``tokens`` counts it (earlier
     turns without reasoning), fits :data:`SUMMARY_TAIL_SHARE` of ``budget`` beside room for
-    the summary; the latest allowed start when none fits (0: no turn may be cut)."""
-    target = int(budget * SUMMARY_TAIL_SHARE) - SUMMARY_RESERVE_TOKENS
+    the summary (``reserve``); the latest allowed start when none fits (0: no turn may be cut)."""
+    target = int(budget * SUMMARY_TAIL_SHARE) - reserve
     starts = [s for s in starts if 0 < s <= limit_index]
     if not starts:
         return 0
@@ -349,29 +350,30 @@ def _pending_response(messages: Sequence[ModelMessage], plan: _Plan) -> int:
     )
 
 
-def _reserve(budget: int) -> int:
+def _reserve(budget: int, reserve: int = SUMMARY_RESERVE_TOKENS) -> int:
     """Tokens kept for a summary message beside the steps an in-turn cut keeps."""
-    return min(SUMMARY_RESERVE_TOKENS, budget // 8)
+    return min(reserve, budget // 8)
 
 
-def _turn_over_budget(plan: _Plan, decision: _Decision, budget: int) -> bool:
+def _turn_over_budget(plan: _Plan, decision: _Decision, budget: int, reserve: int = SUMMARY_RESERVE_TOKENS) -> bool:
     """Whether the current turn alone stays over ``budget`` (less room for a summary of what
     came before it) with every older result of it a placeholder and the newest output whole."""
     current, tokens = decision.current, decision.tokens
-    room = budget - (_reserve(budget) if current > 0 else 0)
+    room = budget - (_reserve(budget, reserve) if current > 0 else 0)
     if sum(tokens[current:]) <= room:
         return False
     cut, fits = plan.results_cut(tokens, room, current)
     return not fits or cut > decision.whole_from
 
 
-def _decide(messages: Sequence[ModelMessage], plan: _Plan, budget: int, lap: _Stopwatch | None) -> _Decision:
+def _decide(messages: Sequence[ModelMessage], plan: _Plan, budget: int, lap: _Stopwatch | None,
+            reserve: int = SUMMARY_RESERVE_TOKENS) -> _Decision:
     """The rung the history needs and its cut points, from token arithmetic over the plan.
 
     Reasoning goes first: of earlier turns, then of the current turn's older steps (the newest
     response keeps its own). Then older tool results become placeholders, the newest call's
     output never. Then a summary replaces whole earlier turns and, when the current turn alone
-    is too big, its older steps too."""
+    is too big, its older steps too. ``reserve``: the most tokens the summary message may take."""
     current = plan.starts[-1] if plan.starts else 0
     newest = _newest_response(messages)
     whole_from = plan.result_at[-1] if plan.result_at and plan.result_at[-1] > newest else len(messages)
@@ -397,16 +399,16 @@ def _decide(messages: Sequence[ModelMessage], plan: _Plan, budget: int, lap: _St
         return decision
     decision.tail_cut = True
     limit_index = _suspended_limit(messages, plan)
-    start = _summary_cut(plan.starts, tokens, budget, limit_index)
+    start = _summary_cut(plan.starts, tokens, budget, limit_index, reserve)
     pending = _pending_response(messages, plan)
     has_steps = bool(plan.result_at) and plan.result_at[-1] > current
-    if has_steps and limit_index == current and start in (0, current) and _turn_over_budget(plan, decision, budget):
+    if has_steps and limit_index == current and start in (0, current) and _turn_over_budget(plan, decision, budget, reserve):
         last = pending if pending > current else newest
-        target = int(budget * SUMMARY_TAIL_SHARE) - _reserve(budget)
+        target = int(budget * SUMMARY_TAIL_SHARE) - _reserve(budget, reserve)
         step = _step_cut(messages, plan, tokens, target, current, last)
         if step:
             start, decision.in_turn = step, True
-    room = min(SUMMARY_RESERVE_TOKENS, sum(tokens[:start]) // 2) * CHARS_PER_TOKEN - len(SUMMARY_HEADER)
+    room = min(reserve, sum(tokens[:start]) // 2) * CHARS_PER_TOKEN - len(SUMMARY_HEADER)
     # A head too small to be worth a summary (it would not come out shorter) stays.
     if start > 0 and room >= MIN_SUMMARY_CHARS:
         decision.stage, decision.start, decision.room = "summary", start, room
