@@ -55,7 +55,7 @@ from pydantic_ai.messages import (  # noqa: E402
 )
 from pydantic_ai.usage import RequestUsage  # noqa: E402
 
-from ketch.core.events import ToolCallFinished, ToolCallStarted, Usage  # noqa: E402
+from ketch.protocol.events import ToolCallFinished, ToolCallStarted, Usage  # noqa: E402
 from ketch.state.store import Store  # noqa: E402
 
 MESSAGES = 10_000

@@ -10,7 +10,7 @@ from typing import Any
 from fakeprovider import FakeProvider, ToolCall, Turn
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolReturnPart, UserPromptPart
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.frontends.assemble import build_session
 from ketch.state.store import Store
 

@@ -13,7 +13,7 @@ import functools
 import json
 from typing import Any
 
-from ketch.core import event_schema
+from ketch.protocol import event_schema
 
 
 @functools.cache

@@ -103,9 +103,9 @@ def write_project_config(root: Path, text: str, *, trust: bool = True, approve_m
 
 def approve_project_mcp(root: Path) -> None:
     """Approve every MCP server of ``root``'s project config for its current exact spec."""
-    from ketch.core import mcp_approval
-    from ketch.core.config import load_config
-    from ketch.core.exceptions import ConfigError
+    from ketch.extensions import mcp_approval
+    from ketch.config.settings import load_config
+    from ketch.protocol.exceptions import ConfigError
 
     try:
         config = load_config(root.resolve(), trust_flag=True)
@@ -117,10 +117,10 @@ def approve_project_mcp(root: Path) -> None:
 
 def trust_folder(root: Path) -> None:
     """Record ``root``'s project folder as trusted with its current config (``ketch trust add``)."""
-    from ketch.core import trust
-    from ketch.core.config import find_project_root, project_split
+    from ketch.config import trust
+    from ketch.config.settings import find_project_root, project_split
 
-    from ketch.core.exceptions import ConfigError
+    from ketch.protocol.exceptions import ConfigError
 
     try:
         split = project_split(root)

@@ -31,7 +31,7 @@ from durable_session import (
 from fakeprovider import FakeProvider, Turn, user_texts
 from wire_rules import assert_valid
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.core.turn_record import CANCELLED_MARKER, CUT_OFF_BY_USER, NOT_RUN_BY_USER
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ketch.frontends.complete import AtToken, SlashToken, find_at_token, find_slash_token, insert_completion, rank
+from ketch.ui.complete import AtToken, SlashToken, find_at_token, find_slash_token, insert_completion, rank
 
 FILES = [
     "vendor/src/lib.rs",

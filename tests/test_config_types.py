@@ -2,7 +2,7 @@
 repository's config can never widen what the user's own config set.
 
 Every key the schema accepts is enumerated from the models themselves (``Config`` and the
-tables of ``core.config_tables``), so a key added later is covered without editing this file;
+tables of ``config.tables``), so a key added later is covered without editing this file;
 each gets values of every other TOML type, written into the user's file and into a
 repository's ``.ketch/config.toml`` (trusted or not), and ``load_config`` must refuse it.
 The ``KETCH_*`` variables that hold a yes/no or a number refuse anything else the same way.
@@ -23,10 +23,10 @@ from kettle import write_project_config
 from pydantic import BaseModel
 from toml_text import assignment, document
 
-from ketch.core.config import Config, ConnectionConfig, load_config, resolve_connection
-from ketch.core.config_tables import McpConfig, TelemetryConfig
-from ketch.core.exceptions import ConfigError
-from ketch.sandbox.project_limits import MODE_RANK
+from ketch.config.settings import Config, ConnectionConfig, load_config, resolve_connection
+from ketch.config.tables import McpConfig, TelemetryConfig
+from ketch.protocol.exceptions import ConfigError
+from ketch.config.sandbox_limits import MODE_RANK
 
 # ---------------------------------------------------------------- the schema's leaves
 

@@ -15,7 +15,7 @@ from fakeprovider import Turn, user_texts
 from test_interactive import parse
 from uifakes import Harness
 
-from ketch.core.config import PRESETS
+from ketch.config.settings import PRESETS
 from ketch.frontends.interactive import Interactive
 
 

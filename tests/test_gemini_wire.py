@@ -11,7 +11,7 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from kettle import adhoc, one_line_error, run_ketch, write_project_config
 
-from ketch.core import events
+from ketch.protocol import events
 
 SECRET = "gm-secret-abcdef0123456789"
 

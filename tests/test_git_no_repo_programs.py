@@ -278,7 +278,7 @@ async def test_the_commit_message_helper_runs_no_repository_program(repo: Path, 
     from fakeprovider import FakeProvider, Turn, user_texts
 
     from ketch.core.commit import propose_for_repo
-    from ketch.core.config import load_config, resolve_connection
+    from ketch.config.settings import load_config, resolve_connection
     from ketch.providers.models import build_model
 
     (repo / ".gitattributes").write_text("*.txt filter=trap diff=trap\n")

@@ -9,7 +9,7 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from kettle import adhoc, run_ketch, wire_args
 
-from ketch.core import events
+from ketch.protocol import events
 
 WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini", "openrouter"]
 """The four wires, and OpenRouter connections (Chat Completions on the SDK's OpenRouter model)."""

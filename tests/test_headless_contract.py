@@ -17,13 +17,13 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn
 from kettle import adhoc, run_ketch
 
-from ketch.core import event_schema
-from ketch.core import events as ev
+from ketch.protocol import event_schema
+from ketch.protocol import events as ev
 
 
 def test_the_shipped_schema_files_are_what_the_event_classes_say() -> None:
     for name, schema in event_schema.built().items():
-        assert event_schema.shipped(name) == schema, f"{name} is stale: run python -m ketch.core.event_schema"
+        assert event_schema.shipped(name) == schema, f"{name} is stale: run python -m ketch.protocol.event_schema"
     stream = event_schema.shipped(event_schema.STREAM_FILE)
     assert set(stream["$defs"]) == set(ev.EVENT_TYPES)
     finished = stream["$defs"]["turn_finished"]["properties"]["reason"]["enum"]

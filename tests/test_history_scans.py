@@ -1,4 +1,4 @@
-"""The fast paths of ``providers/history_scans.py`` give the SDK's own answers, see changes, stay
+"""The fast paths of ``wire/history_scans.py`` give the SDK's own answers, see changes, stay
 bounded, and step aside for an SDK they were not written against; the model memos
 (``lookalike_memo``) step aside the same way."""
 
@@ -29,7 +29,7 @@ from pydantic_ai.messages import (
 
 from pydantic_ai.profiles import ModelProfile
 
-from ketch.providers import history_scans
+from ketch.wire import history_scans
 
 ORIGINALS = {
     "window": messages_module._post_compaction_window_start,
@@ -203,7 +203,7 @@ def test_the_switch_turns_everything_off(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_the_model_memos_step_aside_for_other_signatures() -> None:
     from pydantic_ai.models.anthropic import AnthropicModel
 
-    from ketch.providers import lookalike_memo
+    from ketch.wire import lookalike_memo
     from ketch.wire.responses import ResponsesModel
 
     assert lookalike_memo.usable(ResponsesModel) and lookalike_memo.usable(AnthropicModel)
@@ -216,18 +216,18 @@ def test_the_model_memos_step_aside_for_other_signatures() -> None:
 
 
 def _claude() -> Any:
-    from ketch.core.config import Connection
-    from ketch.providers.presets import PRESETS
+    from ketch.config.settings import Connection
+    from ketch.config.presets import PRESETS
 
     return Connection(name="anthropic", preset=PRESETS["anthropic"], model_name="claude-sonnet-4-5",
                       base_url="http://127.0.0.1:9", api_key="k", key_env="ANTHROPIC_API_KEY", wire="anthropic-messages")
 
 
 def test_build_model_uses_the_sdk_class_when_the_memo_cannot_be_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ketch.core.config import Connection
-    from ketch.providers import lookalike_memo
+    from ketch.config.settings import Connection
+    from ketch.wire import lookalike_memo
     from ketch.providers.models import build_model
-    from ketch.providers.presets import PRESETS
+    from ketch.config.presets import PRESETS
     from ketch.wire.responses import NotedResponsesModel, ResponsesModel
 
     conn = Connection(name="openai", preset=PRESETS["openai"], model_name="gpt-5", base_url="http://127.0.0.1:9/v1",

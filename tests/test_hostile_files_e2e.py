@@ -317,7 +317,7 @@ async def test_the_approval_preview_of_a_write_holds_no_key(tmp_path: Path, monk
     it on a context line, and the new text adds it again): the preview it shows is redacted."""
     import argparse
 
-    from ketch.core import events as ev
+    from ketch.protocol import events as ev
     from ketch.frontends.assemble import build_session
 
     ws = tmp_path / "ws"

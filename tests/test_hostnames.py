@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from ketch_processes import Preloaded
 from kettle import adhoc, run_ketch
 
-from ketch.core.hostcheck import url_problem
+from ketch.config.hostcheck import url_problem
 
 HOSTILE_HOSTS = {
     "nul": "127.0.0.1\x00.example.com",

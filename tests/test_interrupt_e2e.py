@@ -16,7 +16,7 @@ import psutil
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from kettle import adhoc, ketch_env
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.frontends.assemble import build_session
 COMMAND = "bash -c 'sleep 60 & sleep 60; echo after'"
 FINAL = "The command was stopped; nothing more to do."

@@ -78,7 +78,7 @@ def test_a_loading_server_is_waited_out_with_a_notice(tmp_path: Path) -> None:
 
 
 def test_a_failed_read_is_tried_again_at_the_next_turn(tmp_path: Path) -> None:
-    from ketch.core.config import load_config, resolve_connection
+    from ketch.config.settings import load_config, resolve_connection
     from ketch.context.compaction import Compactor
     from ketch.providers.wiring import ServerWindowReader
     import asyncio

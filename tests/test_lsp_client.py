@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ketch.core.config import Config, load_config
-from ketch.core.events import LanguageServerNotice
-from ketch.core.exceptions import ConfigError
+from ketch.config.settings import Config, load_config
+from ketch.protocol.events import LanguageServerNotice
+from ketch.protocol.exceptions import ConfigError
 from ketch.lsp import jsonrpc
 from ketch.lsp.client import LaunchPlan
 from ketch.lsp.pool import LanguageServers

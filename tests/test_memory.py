@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic_ai.exceptions import ToolFailed
 
-from ketch.state.memory import TOOLS, MemoryBook, memory
+from ketch.tools.memory import TOOLS, MemoryBook, memory
 from ketch.state.store import Store
 from ketch.tools.base import ToolDeps
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic_ai.exceptions import ToolFailed
 
-from ketch.core.events import TodoUpdated
-from ketch.state.notebook import TOOLS, Notebook, TodoItem, todo_read, todo_write
+from ketch.protocol.events import TodoUpdated
+from ketch.tools.notebook import TOOLS, Notebook, TodoItem, todo_read, todo_write
 from ketch.tools.base import ToolDeps
 
 

@@ -27,7 +27,8 @@ from pydantic_ai.messages import (
 )
 from step_histories import positions, retry, turn
 
-from ketch.providers import history_scans, ordered_results
+from ketch.providers import ordered_results
+from ketch.wire import history_scans
 
 SDK_FIRST = models._tool_results_first
 SDK_BY_CALL = models._order_tool_results_by_call

@@ -17,7 +17,7 @@ from kettle import adhoc, run_ketch
 from ketch.core.approval import ApprovalGate
 from ketch.extensions.plugins import compile_guard, config_rules
 from ketch.extensions.rules import Rule, RuleSet, glob_to_regex, normalize_path
-from ketch.tools.run_later import is_run_later
+from ketch.sandbox.run_later import is_run_later
 
 WIRE = "openai-chat"
 DIRS = ["src", "src/sub", "docs", ".git", ".git/hooks"]

@@ -8,7 +8,7 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from kettle import run_ketch, write_project_config
 
-from ketch.providers.presets import PRESETS
+from ketch.config.presets import PRESETS
 
 KEYS = {p.key_env: "sk-preset-test-0123456789" for p in PRESETS.values() if p.key_env}
 

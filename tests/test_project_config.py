@@ -1,5 +1,5 @@
 """Which keys of a repository's config narrow and which widen, as ``load_config`` applies them
-(untrusted: only the narrowing part; trusted: both) — every widening key of ``core/config.py``."""
+(untrusted: only the narrowing part; trusted: both) — every widening key of ``config/settings.py``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from kettle import write_project_config
 
-from ketch.core.config import Config, load_config, project_split
-from ketch.core.trust import standing_of
+from ketch.config.settings import Config, load_config, project_split
+from ketch.config.trust import standing_of
 
 WIDENING = {
     "permissions": '[permissions]\nread_file = "allow"\n',

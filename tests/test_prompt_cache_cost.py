@@ -154,7 +154,7 @@ def test_anthropic_cache_writes_and_reads_are_priced_by_their_rule(ttl: str) -> 
     import asyncio
 
     from pydantic_ai import Agent
-    from ketch.providers.pricing import response_cost
+    from ketch.wire.pricing import response_cost
     from ketch.wire.messages import AnthropicMessagesModel
 
     cache = PromptCache(clock=ManualClock())

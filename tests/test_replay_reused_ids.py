@@ -8,7 +8,7 @@ import pytest
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
 from uifakes import FakeSession, Harness
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.frontends.replay import replay_items
 
 

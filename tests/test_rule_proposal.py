@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.core.user_rules import save_user_rule
 from ketch.extensions.rule_proposal import propose
 from ketch.extensions.rules import Rule, RuleSet

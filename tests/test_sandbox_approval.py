@@ -20,7 +20,7 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from kettle import adhoc, run_ketch, write_project_config
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.frontends.assemble import build_session
 
 WIRE = "openai-chat"

@@ -242,7 +242,7 @@ def test_no_mechanism_says_so_once_at_start(place: Place, no_mechanism: None) ->
 async def test_with_no_mechanism_the_ui_asks_even_under_an_allow_rule(place: Place, no_mechanism: None) -> None:
     import argparse
 
-    from ketch.core import events as ev
+    from ketch.protocol import events as ev
     from ketch.frontends.assemble import build_session
 
     _user_config()

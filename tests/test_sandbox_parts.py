@@ -15,7 +15,7 @@ import pytest
 from ketch.sandbox import detect, landlock, macos, seccomp
 from ketch.sandbox.detect import Detector
 from ketch.sandbox.policy import build_policy
-from ketch.sandbox.project_limits import limit_project_layer
+from ketch.config.sandbox_limits import limit_project_layer
 from ketch.sandbox.runtime import Sandbox
 
 EPERM = seccomp.RET_ERRNO | errno.EPERM

@@ -13,8 +13,8 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from kettle import adhoc, run_ketch, write_project_config
 
-from ketch.core.keyring import KeyRing
-from ketch.core.redaction import MARKER, ChunkRedactor
+from ketch.config.keyring import KeyRing
+from ketch.state.redaction import MARKER, ChunkRedactor
 
 WIRE = "openai-chat"
 PROVIDER_KEY = "prov-key-held-by-ketch-0123456789"

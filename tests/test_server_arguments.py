@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from kettle import adhoc, run_ketch
 from servertools import assert_store_strict, store_rows, strict_lines
 
-from ketch.core import strict_json
+from ketch.protocol import strict_json
 from ketch.providers.strict_args import UNREADABLE_KEY, unreadable_reason
 
 WIRES = ["openai-chat", "openai-responses", "anthropic-messages"]
@@ -167,7 +167,7 @@ def test_every_json_writer_in_ketch_is_strict() -> None:
                          for k in node.keywords)
             if not strict:
                 offenders.append(f"{rel}:{node.lineno}")
-    assert offenders == [], f"lenient json.dumps (pass allow_nan=False or use ketch.core.strict_json.dumps): {offenders}"
+    assert offenders == [], f"lenient json.dumps (pass allow_nan=False or use ketch.protocol.strict_json.dumps): {offenders}"
 
 
 @pytest.mark.parametrize("wire", ["openai-chat", "anthropic-messages"])

@@ -10,7 +10,7 @@ from fakeprovider import FakeProvider, ToolCall, Turn
 from kettle import adhoc, run_ketch
 from servertools import strict_lines
 
-from ketch.core.endings import CUT_NOTICE, RESUME_HINT
+from ketch.providers.endings import CUT_NOTICE, RESUME_HINT
 
 WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
 

@@ -13,7 +13,7 @@ from typing import Any
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results, user_texts
 from kettle import adhoc, run_ketch, write_project_config
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.frontends.assemble import build_session
 
 WIRE = "openai-chat"

@@ -29,7 +29,8 @@ from pydantic_ai.messages import (
 )
 from step_histories import positions, retry, turn
 
-from ketch.providers import history_scans, settled_history
+from ketch.providers import settled_history
+from ketch.wire import history_scans
 
 SDK = messages_module._clean_message_history
 

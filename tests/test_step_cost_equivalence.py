@@ -1,6 +1,6 @@
 """ketch's fast paths around the SDK, and the Responses model's per-message encoding, change nothing that is sent.
 
-``providers/history_scans.py``, ``settled_history.py``, ``ordered_results.py``, and ``lookalike_memo.py``
+``wire/history_scans.py``, ``settled_history.py``, ``ordered_results.py``, and ``lookalike_memo.py``
 skip or remember per-step work of pydantic-ai and the provider SDKs (issue 17, cost per step). Here one scripted session
 runs through the real wiring (``build_session``) against the fake provider twice, once with them
 and once without (``KETCH_SDK_FASTPATHS=0``, and the scans put back), on Chat (which gets the scans
@@ -25,8 +25,8 @@ import pytest
 from durable_session import open_session, run
 from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn
 
-from ketch.core import events as ev
-from ketch.providers import history_scans
+from ketch.protocol import events as ev
+from ketch.wire import history_scans
 
 STEPS = 24
 _SAME_HEADERS = ("content-length", "content-type", "user-agent", "accept")

@@ -26,7 +26,7 @@ from fakeprovider import FakeProvider, Turn
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 from wire_rules import assert_valid
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.state import resume
 from ketch.state.store import Store, StoreError
 

@@ -31,7 +31,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
-from ketch.core.events import ToolCallFinished, TurnStarted
+from ketch.protocol.events import ToolCallFinished, TurnStarted
 from ketch.state.export import export_session
 from ketch.state.store import SCHEMA_VERSION, Store, StoreError
 

@@ -19,7 +19,7 @@ import psutil
 from fakeprovider import Hold, RecordedRequest, ToolCall, Turn, tool_names, tool_results, user_texts
 from kettle import adhoc, run_ketch, write_project_config
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.frontends.assemble import build_session
 from ketch.tools.shell import INTERRUPTED_MESSAGE
 

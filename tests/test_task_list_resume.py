@@ -11,7 +11,7 @@ from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from kettle import adhoc, run_ketch
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 
-from ketch.state.notebook import written_in
+from ketch.tools.notebook import written_in
 
 TODOS = [{"content": "Survey the files", "status": "completed"}, {"content": "Write the report", "status": "in_progress"}]
 

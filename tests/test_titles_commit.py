@@ -13,7 +13,7 @@ from fakeprovider import FakeProvider, Turn, instructions, user_texts
 
 from ketch.frontends.assemble import build_session
 from ketch.core.commit import propose_commit_message
-from ketch.core.config import load_config, resolve_connection
+from ketch.config.settings import load_config, resolve_connection
 from ketch.providers.models import build_model
 from ketch.state.titles import sanitize_title
 from ketch.tools.git import staged_diff

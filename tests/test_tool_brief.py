@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fakeprovider import FakeProvider, ToolCall, Turn
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.core.tool_brief import OutputTails, brief
 from ketch.frontends.assemble import build_session
 

@@ -11,7 +11,7 @@ import psutil
 import pytest
 from pydantic_ai.exceptions import ToolFailed
 
-from ketch.core.events import ToolOutputChunk
+from ketch.protocol.events import ToolOutputChunk
 from ketch.tools.base import ToolDeps, ToolSettings
 from ketch.tools.shell import INTERRUPTED_MESSAGE, TOOLS, CappedOutput, ProcessRegistry, shell
 

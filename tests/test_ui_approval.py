@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from uifakes import Approval, Ask, FakeSession, Harness
 
-from ketch.core.events import TextDelta
+from ketch.protocol.events import TextDelta
 
 
 def approval_turn(request_id: str = "r1") -> list:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from uifakes import Approval, FakeSession, Harness
 
-from ketch.core.events import TextDelta
+from ketch.protocol.events import TextDelta
 
 LONG = " && ".join(f"echo step-{i:03d}-of-the-build-{'x' * 12}" for i in range(12)) + " && rm -rf ~/precious-dir"
 REASON = "no allow rule covers it, and under --approval ask every shell command asks (shift-tab switches to auto)"

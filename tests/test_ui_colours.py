@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from uifakes import Approval, Ask, FakeSession, Gate, Harness
 
-from ketch.core.events import TextDelta, ToolCallFinished, ToolCallStarted, ToolOutputChunk
+from ketch.protocol.events import TextDelta, ToolCallFinished, ToolCallStarted, ToolOutputChunk
 from ketch.extensions.commands import CommandRegistry, builtin_commands
 
 NAMED = {"default", "black", "red", "green", "brown", "blue", "magenta", "cyan", "white"}

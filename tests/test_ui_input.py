@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from uifakes import FakeSession, Harness
 
-from ketch.core.events import TextDelta
+from ketch.protocol.events import TextDelta
 
 
 def answer(text: str):
@@ -145,7 +145,7 @@ async def test_slash_menu_lists_matching_commands_and_unknown_gets_suggestion() 
 
 
 async def test_cost_panel_prints_from_session_status() -> None:
-    from ketch.core.frontend import SessionStatus
+    from ketch.protocol.frontend import SessionStatus
 
     status = SessionStatus(session_id="s9", model="m", cost_usd=0.0123, input_tokens=1200, output_tokens=34,
                            cache_read_tokens=900, cache_write_tokens=250)

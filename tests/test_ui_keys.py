@@ -10,7 +10,7 @@ import pytest
 
 from uifakes import FakeSession, Gate, Harness, RunningCommand
 
-from ketch.core.events import TextDelta
+from ketch.protocol.events import TextDelta
 
 
 async def test_ctrl_c_stops_a_streaming_answer_keeps_it_and_marks_it() -> None:

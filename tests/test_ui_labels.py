@@ -17,8 +17,8 @@ from kettle import adhoc
 from test_ui_modes import running, status_row
 from uifakes import FakeSession, Harness
 
-from ketch.core.events import ApprovalResolved, ToolCallFinished, ToolCallStarted
-from ketch.core.frontend import SessionStatus
+from ketch.protocol.events import ApprovalResolved, ToolCallFinished, ToolCallStarted
+from ketch.protocol.frontend import SessionStatus
 from ketch.extensions.commands import CommandRegistry, builtin_commands
 from ketch.ui.layout import FIRST_RUN_HINT
 from ketch.ui.panels import context_panel

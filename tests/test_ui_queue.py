@@ -8,7 +8,7 @@ import pytest
 
 from uifakes import FakeSession, Gate, Harness, RunningCommand
 
-from ketch.core.events import TextDelta
+from ketch.protocol.events import TextDelta
 
 
 def echo(prompt: str) -> list:
@@ -111,7 +111,7 @@ async def test_prompt_before_the_session_is_ready_waits_then_runs() -> None:
 async def test_ctrl_d_exits_and_the_farewell_names_the_resume_command(capsys) -> None:
     from prompt_toolkit.input import create_pipe_input
 
-    from ketch.core.frontend import SessionStatus
+    from ketch.protocol.frontend import SessionStatus
     from ketch.ui.app import run_app
     from uifakes import make_output
 

@@ -9,7 +9,7 @@ import pytest
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ThinkingPart, UserPromptPart
 from uifakes import FakeSession, Harness, Sleep
 
-from ketch.core.events import ReasoningDelta, TextDelta
+from ketch.protocol.events import ReasoningDelta, TextDelta
 from ketch.frontends.replay import replay_items
 from ketch.state.export import render_markdown
 from ketch.state.store import SessionRow

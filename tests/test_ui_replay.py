@@ -78,7 +78,7 @@ async def test_a_cancelled_answer_replays_as_it_was_cut_live() -> None:
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
     from uifakes import FakeSession, Gate, Harness
 
-    from ketch.core.events import TextDelta
+    from ketch.protocol.events import TextDelta
     from ketch.frontends.replay import replay_items
 
     partial = "The first paragraph is complete.\n\nThe second one is half"

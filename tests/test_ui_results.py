@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from uifakes import Approval, FakeSession, Harness
 
-from ketch.core.events import ToolCallFinished, ToolCallStarted, ToolOutputChunk
+from ketch.protocol.events import ToolCallFinished, ToolCallStarted, ToolOutputChunk
 from ketch.core.tool_brief import OutputTails, brief
 
 
@@ -141,7 +141,7 @@ async def test_escape_sequences_from_outside_never_reach_the_terminal_but_colour
     """A command's output and a provider's search titles are hostile: a clipboard write (OSC 52),
     a window title, a screen clear or a carriage return in them is dropped from what is committed
     to the scrollback; the text around them and ketch's own colours remain."""
-    from ketch.core.events import TextDelta, WebSearchResult
+    from ketch.protocol.events import TextDelta, WebSearchResult
 
     hostile = "pwned\x1b]52;c;ZXZpbA==\x07 \x1b]0;evil title\x1b\\here\x1b[2J\x1b[H\rdone"
     chunks = [("stdout", hostile + "\n")]

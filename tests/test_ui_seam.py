@@ -7,7 +7,7 @@ from __future__ import annotations
 from prompt_toolkit.renderer import Renderer
 from uifakes import FakeSession, Gate, Harness
 
-from ketch.core.events import TextDelta
+from ketch.protocol.events import TextDelta
 from ketch.ui.terminal import SYNC_BEGIN, SYNC_END
 
 

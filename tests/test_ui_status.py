@@ -10,7 +10,7 @@ from pathlib import Path
 from fakeprovider import FakeProvider, Turn
 from uifakes import FakeSession, Gate, Harness
 
-from ketch.core.events import TextDelta, ToolCallStarted, Usage
+from ketch.protocol.events import TextDelta, ToolCallStarted, Usage
 from ketch.frontends.assemble import build_session
 from ketch.frontends.slash_actions import SlashActions
 from ketch.ui.statusline import status_text

@@ -9,7 +9,7 @@ import pytest
 from test_ui_results import shell_turn
 from uifakes import FakeSession, Gate, Harness
 
-from ketch.core.events import ToolCallStarted, ToolOutputChunk
+from ketch.protocol.events import ToolCallStarted, ToolOutputChunk
 from ketch.core.tool_brief import OutputTails, brief
 from ketch.tools.shell import INTERRUPTED_MESSAGE
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from uifakes import FakeSession, Gate, Harness
 
-from ketch.core.events import (
+from ketch.protocol.events import (
     Error, ReasoningDelta, TextDelta, ToolCallFinished, ToolCallStarted, ToolOutputChunk,
 )
-from ketch.core.frontend import SessionStatus
+from ketch.protocol.frontend import SessionStatus
 from ketch.ui.farewell import farewell_lines
 
 
@@ -104,7 +104,7 @@ async def test_resize_rewraps_the_open_block() -> None:
 
 
 async def test_every_event_type_renders_without_breaking_the_turn() -> None:
-    from ketch.core.events import (
+    from ketch.protocol.events import (
         ApprovalResolved, Compacted, Notice, SubagentFinished, SubagentProgress, SubagentStarted,
         TodoUpdated, TurnStarted, Usage, WebSearchResult,
     )

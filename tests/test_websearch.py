@@ -347,7 +347,7 @@ def _tool_ctx(base_url: str, api_key: str | None = TAVILY_KEY):
 
 
 async def test_tavily_posts_the_query_and_returns_numbered_results(tavily_stub):
-    from ketch.core.events import WebSearchResult
+    from ketch.protocol.events import WebSearchResult
     from ketch.websearch.tavily import web_search
 
     tavily_stub.body = {"query": "ketch", "results": [

@@ -15,7 +15,7 @@ import pytest
 from fakeprovider import NativeSearch, Turn
 from pydantic_ai import Agent
 
-from ketch.core.config import Config, ConnectionConfig, ModelMeta, resolve_connection
+from ketch.config.settings import Config, ConnectionConfig, ModelMeta, resolve_connection
 from ketch.websearch.capability import resolve_capability
 from ketch.websearch.wiring import NativeSearchTracker, child_search_route, session_search
 

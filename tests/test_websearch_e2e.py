@@ -297,7 +297,7 @@ def test_models_capabilities_prints_the_one_table(tmp_path):
 def test_dual_wire_preset_moves_the_whole_session_never_the_search_alone(protocol, wire, searches):
     """DeepSeek's preset speaks Chat Completions; hosted search runs on Responses, so the session
     model is built on Responses. Its Anthropic search lives on another endpoint: no search then."""
-    from ketch.core.config import Config, resolve_connection
+    from ketch.config.settings import Config, resolve_connection
     from ketch.websearch.wiring import session_search
 
     config = Config.model_validate({"web_search": {"enabled": True, "protocol": protocol}})
@@ -360,7 +360,7 @@ anthropic_dynamic_filtering = {str(dynamic).lower()}
 def test_dynamic_filtering_config_opt_in_is_on_the_wire_exactly_when_the_capability_says_so(
     tmp_path, fake_provider, model, preset, dynamic
 ):
-    from ketch.core.config import Config, resolve_connection
+    from ketch.config.settings import Config, resolve_connection
     from ketch.websearch.wiring import connection_capability
 
     fake = fake_provider([Turn(text="ok")])

@@ -45,7 +45,7 @@ def _ketch(tmp_path: Path, prompt: str, model: str, *flags: str, code: int = 0) 
 
 
 def _conn(fake: Any, model: str) -> Any:
-    from ketch.core.config import Config, resolve_connection
+    from ketch.config.settings import Config, resolve_connection
 
     config = Config.model_validate({"connections": {"groq": {"preset": "groq", "base_url": _groq_url(fake),
                                                               "max_retries": 0}}})
@@ -108,7 +108,7 @@ def test_a_whole_completion_reports_the_same_rows(tmp_path, fake_provider):
     from pydantic_ai.native_tools import WebSearchTool
 
     from ketch.providers.models import build_model
-    from ketch.websearch.normalize import normalize_native_result
+    from ketch.protocol.search_rows import normalize_native_result
 
     fake = fake_provider([SEARCHED])
     model = build_model(_conn(fake, COMPOUND))
@@ -289,7 +289,7 @@ def test_a_broken_stream_is_a_provider_error(tmp_path, fake_provider, kind):
 
 @pytest.mark.parametrize("yolo", [True, False])
 def test_a_write_lands_only_when_allowed_and_stream_json_has_the_documented_types(tmp_path, fake_provider, yolo):
-    from ketch.core import events as ev
+    from ketch.protocol import events as ev
 
     fake = fake_provider([Turn(tool_calls=[ToolCall("write_file", {"path": "hello.txt", "content": "hi\n"})]),
                           Turn(text="Wrote the file.")])
@@ -317,7 +317,7 @@ def test_a_write_lands_only_when_allowed_and_stream_json_has_the_documented_type
     ],
 )
 def test_capability_follows_the_model(base_url, model, protocol):
-    from ketch.core.config import Config, resolve_connection
+    from ketch.config.settings import Config, resolve_connection
     from ketch.websearch.wiring import connection_capability
 
     cfg: dict = {"preset": "groq"} | ({"base_url": base_url} if base_url else {})

@@ -248,7 +248,7 @@ def test_an_error_event_in_the_stream_is_one_line(tmp_path, fake_provider):
     ],
 )
 def test_capability_follows_the_official_host(base_url, model, protocol):
-    from ketch.core.config import Config, resolve_connection
+    from ketch.config.settings import Config, resolve_connection
     from ketch.websearch.wiring import connection_capability, session_search
 
     cfg: dict = {"preset": "mistral"} | ({"base_url": base_url} if base_url else {})
@@ -312,7 +312,7 @@ async def test_hostile_stream_events_give_no_invented_rows():
     from pydantic_ai.models import ModelRequestParameters
 
     from ketch.providers.mistral_conversations import ConversationsStream
-    from ketch.websearch.normalize import normalize_native_result
+    from ketch.protocol.search_rows import normalize_native_result
 
     frames = [
         {"type": "tool.execution.started", "id": "ex1", "name": "web_search", "arguments": '{"query": "q"}'},
@@ -394,7 +394,7 @@ async def test_search_arguments_streamed_in_deltas_join_into_the_query():
     from pydantic_ai.models import ModelRequestParameters
 
     from ketch.providers.mistral_conversations import ConversationsStream
-    from ketch.websearch.normalize import normalize_native_result
+    from ketch.protocol.search_rows import normalize_native_result
 
     frames = [{"type": "tool.execution.started", "id": "e", "name": "web_search_premium", "arguments": '{"query": '},
               {"type": "tool.execution.delta", "id": "e", "name": "web_search_premium", "arguments": '"abc"}'},

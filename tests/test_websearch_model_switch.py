@@ -12,7 +12,7 @@ import pytest
 from fakeprovider import FakeProvider, Turn
 from kettle import write_project_config
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 
 
 def _config(base_url: str) -> str:

@@ -95,7 +95,7 @@ def test_server_tool_goes_on_the_wire_and_annotations_become_source_rows(tmp_pat
 
 
 def test_source_rows_survive_export_and_replay(tmp_path, fake_provider):
-    from ketch.core import events as ev
+    from ketch.protocol import events as ev
     from ketch.frontends.replay import replay_items
     from ketch.state.store import Store
 
@@ -248,7 +248,7 @@ def test_a_repository_cannot_reroute_the_openrouter_key(tmp_path, fake_provider,
 
 
 def test_a_repository_online_model_is_a_widening_addition():
-    from ketch.core.project_config import split_project
+    from ketch.config.project import split_project
 
     split = split_project({"model": ONLINE}, {}, Path("/r/.ketch/config.toml"))
     assert "model" in split.widening and "model" not in split.narrowing
@@ -275,7 +275,7 @@ def test_capability_follows_the_openrouter_row():
 def test_openrouter_connections_are_built_on_the_own_openrouter_model():
     import dataclasses
 
-    from ketch.core.config import Config, resolve_connection
+    from ketch.config.settings import Config, resolve_connection
     from ketch.providers.models import build_model
     from ketch.wire.chat_openrouter import OpenRouterChatModel as OpenRouterModel
 
@@ -311,7 +311,7 @@ def test_models_capabilities_shows_the_openrouter_and_alibaba_rows_as_built(tmp_
 def test_online_tags_are_recognised_only_as_openrouter_variants():
     import dataclasses
 
-    from ketch.core.config import Config, resolve_connection
+    from ketch.config.settings import Config, resolve_connection
     from ketch.frontends.slash_actions import _online_note
     from ketch.providers.openrouter import is_online, speaks_openrouter, without_online
 
@@ -338,7 +338,7 @@ async def test_the_table_row_on_openrouter_ai_decides_the_wire(fake_provider, mo
 
     from pydantic_ai import Agent
 
-    from ketch.core.config import Config, resolve_connection
+    from ketch.config.settings import Config, resolve_connection
     from ketch.providers.models import build_model
     from ketch.websearch.wiring import NativeSearchTracker, session_search
 
@@ -363,7 +363,7 @@ async def test_the_table_row_on_openrouter_ai_decides_the_wire(fake_provider, mo
 def test_annotations_become_rows_only_where_openrouter_supplied_a_url():
     from pydantic_ai.messages import TextPart
 
-    from ketch.websearch.normalize import annotated_search
+    from ketch.protocol.search_rows import annotated_search
 
     hostile = [
         "not an object", {"type": "file", "file": {"name": "a.pdf"}}, {"type": "url_citation"},

@@ -71,7 +71,7 @@ def test_the_chat_tool_goes_on_the_wire_and_its_rows_become_source_rows(tmp_path
 
 def test_a_non_streamed_answer_reports_the_same_rows(tmp_path, fake_provider):
     """A connection whose streams were refused gets whole completions: the rows sit at the top of it."""
-    from ketch.core.config import Config, resolve_connection
+    from ketch.config.settings import Config, resolve_connection
     from ketch.providers.models import build_model
 
     fake = fake_provider([SEARCHED])
@@ -86,7 +86,7 @@ def test_a_non_streamed_answer_reports_the_same_rows(tmp_path, fake_provider):
     from pydantic_ai.models import ModelRequestParameters
     from pydantic_ai.native_tools import WebSearchTool
 
-    from ketch.websearch.normalize import normalize_native_result
+    from ketch.protocol.search_rows import normalize_native_result
 
     params = ModelRequestParameters(native_tools=[WebSearchTool()])
     response = asyncio.run(model.request([ModelRequest(parts=[UserPromptPart("q")])], None, params))
@@ -179,7 +179,7 @@ async def test_titles_and_commit_messages_on_the_session_model_send_no_search(tm
     ],
 )
 def test_capability_follows_the_exact_endpoint_and_model(base_url, model, protocol):
-    from ketch.core.config import Config, resolve_connection
+    from ketch.config.settings import Config, resolve_connection
     from ketch.websearch.wiring import connection_capability
 
     cfg: dict = {"preset": "zai"} | ({"base_url": base_url} if base_url else {})
@@ -226,7 +226,7 @@ def test_think_levels_reach_glm_as_its_thinking_field(tmp_path, fake_provider, t
 
 def test_hostile_web_search_fields_give_no_invented_rows():
     from ketch.providers.zai import search_parts
-    from ketch.websearch.normalize import normalize_native_result
+    from ketch.protocol.search_rows import normalize_native_result
 
     assert search_parts("not a list", "c") is None
     assert search_parts([1, "x", None], "c") is None

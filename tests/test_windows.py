@@ -18,7 +18,7 @@ from fakeprovider import FakeProvider, Turn
 from kettle import adhoc, run_ketch, write_project_config
 
 from ketch.context.windows import DEFAULT_OUTPUT_CAP, MIN_OUTPUT_TOKENS, Limits, limits_for, limits_for_connection
-from ketch.core.config import load_config, resolve_connection
+from ketch.config.settings import load_config, resolve_connection
 
 KEY = {"OPENAI_API_KEY": "sk-test-1234567890", "ANTHROPIC_API_KEY": "sk-ant-test-1234567890"}
 

@@ -138,7 +138,7 @@ async def cancelled_turn(root: Path, hold: Hold, *, after_pieces: bool) -> None:
     """Resume the stored session and cancel its answer at the fake's hold (after six streamed
     pieces, or before anything where the fake cannot hold mid-stream), so what was shown is the
     same on every run; then ask again in the same session."""
-    from ketch.core import events as ev
+    from ketch.protocol import events as ev
     from ketch.frontends.assemble import build_session
 
     args = argparse.Namespace(cwd=str(root), model=None, yolo=True, continue_=True)

@@ -143,7 +143,7 @@ async def test_a_model_switched_to_gets_the_responses_fallback(tmp_path: Path, m
         finally:
             await session.aclose()
     assert first[-1].reason == "done" and second[-1].reason == "done", second[-3:]
-    from ketch.core import events as ev
+    from ketch.protocol import events as ev
 
     assert "".join(e.text for e in second if isinstance(e, ev.TextDelta)) == "from responses"
     assert third[-1].reason != "done", "a third-party connection reports the 400, it does not switch"

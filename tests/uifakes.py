@@ -16,11 +16,11 @@ import pyte
 from prompt_toolkit.data_structures import Size
 from prompt_toolkit.input import create_pipe_input
 
-from ketch.core.events import (
+from ketch.protocol.events import (
     AgentEvent, ApprovalRequested, ApprovalResolved, AskRequested, ToolCallFinished,
     ToolCallStarted, TurnFinished,
 )
-from ketch.core.frontend import SessionStatus
+from ketch.protocol.frontend import SessionStatus
 from ketch.ui.appconfig import AppConfig
 from ketch.ui.controller import KetchApp
 from ketch.ui.terminal import FrameOutput

@@ -32,7 +32,7 @@ def checkpointer_for(root: Path, *, enabled: bool, cap_mb: int = DEFAULT_CAP_BYT
     """The session's checkpointer, or None with the reason it is off (one notice)."""
     import shutil
 
-    from ketch.core.config import user_data_dir
+    from ketch.config.settings import user_data_dir
 
     if not enabled:
         return None, ""

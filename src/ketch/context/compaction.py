@@ -5,7 +5,7 @@ what would be sent (instructions, history, tool schemas) against ``window × thr
 when that is too much, runs :func:`ketch.context.prune.prune`. The pruned history replaces both the
 request's messages and the run's persistent history, so later steps and the store carry the
 shorter history rather than pruning the same thing again. The first pruning of a turn is
-reported as one :class:`ketch.core.events.Compacted`.
+reported as one :class:`ketch.protocol.events.Compacted`.
 The two request retries it installs (a context-length refusal, the Responses 404 item) are in
 ``request_retries``.
 
@@ -38,7 +38,7 @@ from ketch.context.marks import Marks, marks
 from ketch.context.overflow import context_length_counts
 from ketch.context.prune import ITEM_REPLAY_PROVIDERS, PruneResult, Summarize, prune
 from ketch.context.windows import Limits, assume_unknown, fit_output, known_by_name, limits_for, limits_for_connection
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 
 if TYPE_CHECKING:
     from ketch.core.session import Session
@@ -82,7 +82,7 @@ def _charge(session: Session) -> Callable[[ModelResponse], None]:
     """Add an auxiliary response's tokens and cost to the session's totals."""
 
     def charge(response: ModelResponse) -> None:
-        from ketch.providers.pricing import response_cost
+        from ketch.wire.pricing import response_cost
 
         session.input_tokens += response.usage.input_tokens or 0
         session.output_tokens += response.usage.output_tokens or 0

@@ -6,7 +6,7 @@ One :class:`Limits` per model, resolved by :func:`limits_for` from, in order of 
    Ollama ``/api/show``), which is the truth for a local server;
 2. config: ``context_window`` / ``max_output_tokens`` of the connection, of
    ``[models."conn:model"]`` and ``[compaction]`` (a repo's own config may only lower them,
-   see ``core/config.py``);
+   see ``config/settings.py``);
 3. the SDK's model profile: ``context_window`` (which pydantic-ai fills from genai-prices)
    and, for Claude, ``anthropic_max_output_tokens``;
 4. ketch's own table below (input limits and output maxima the SDK does not carry, e.g.

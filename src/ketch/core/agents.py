@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ketch.core.config import Config, ConfigError
+from ketch.config.settings import Config, ConfigError
 
 READ_ONLY_KINDS = frozenset({"read", "meta"})
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from ketch.core.events import DecidedBy
+from ketch.protocol.events import DecidedBy
 
 Action = Literal["allow", "deny", "ask"]
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ketch.context.reminders import ReminderTracker, ToolTeller, append_reminder, starts_turn
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.core import telemetry
 from ketch.core.prompt import told_by_tool
 

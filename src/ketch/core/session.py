@@ -33,17 +33,17 @@ from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import UsageLimits
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.core import telemetry
 from ketch.core.agents import AgentVariant, active_tool_names
 from ketch.core.approval import ApprovalGate
-from ketch.core.config import Config, Connection
-from ketch.core.endings import CUT_NOTICE, REFUSED_NOTICE, cut_by_output_limit, refused_by_model
-from ketch.core.errors import describe_run_error
+from ketch.config.settings import Config, Connection
+from ketch.providers.endings import CUT_NOTICE, REFUSED_NOTICE, cut_by_output_limit, refused_by_model
+from ketch.providers.errors import describe_run_error
 from ketch.core.history_rejection import annotate as annotate_rejection
 from ketch.core.prefix_keeper import PrefixKeeper
 from ketch.core.encodable import encodable, encodable_newest_request
-from ketch.core.redaction import DERIVED_VIEWS, redact_value
+from ketch.state.redaction import DERIVED_VIEWS, redact_value
 from ketch.core.session_approval import ApprovalBridge
 from ketch.core.session_background import BackgroundCommands
 from ketch.core.session_checkpoints import CheckpointSteps
@@ -52,8 +52,8 @@ from ketch.core.session_persist import Persistence
 from ketch.state.history_writer import HistoryWriter
 from ketch.core.stream_translate import StreamTranslator, TurnState
 from ketch.core.tool_brief import OutputTails
-from ketch.providers.pricing import price_known
-from ketch.providers.pricing import response_cost
+from ketch.wire.pricing import price_known
+from ketch.wire.pricing import response_cost
 from ketch.websearch.wiring import NativeSearchTracker
 from ketch.tools.base import ToolDeps, ToolSpec
 
@@ -140,7 +140,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self._call_args: dict[str, dict[str, Any]] = {}
         self._output_tails = OutputTails()
         self.key_ring: Any = None
-        """The keys this run holds (``core/keyring.py``): removed from every view derived from a
+        """The keys this run holds (``config/keyring.py``): removed from every view derived from a
         tool's input or output (its arguments as shown, a diff, a preview, a summary)."""
         """The last lines of each running command's live output, for its brief result."""
         self._tasks: set[asyncio.Task[Any]] = set()

@@ -14,7 +14,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.core import telemetry
 from ketch.core.approval import HEADLESS_DENIAL, GateDecision
 from ketch.core.arg_bytes import refuse_bad_bytes

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 
 BACKGROUND_SECTION = "Background commands"
 

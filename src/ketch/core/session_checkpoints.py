@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 
 WRITING_KINDS = frozenset({"write", "shell", "mcp"})
 WRITING_NAMES = frozenset({"task"})

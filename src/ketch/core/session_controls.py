@@ -14,9 +14,9 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage
 
 from ketch.core.agents import AgentVariant
-from ketch.core.config import Connection
+from ketch.config.settings import Connection
 from ketch.core import operations as op
-from ketch.core.frontend import SessionStatus
+from ketch.protocol.frontend import SessionStatus
 from ketch.state.history_writer import HistoryWriter
 
 
@@ -175,7 +175,7 @@ class SessionControls:
         self.prefix.forget()
         self._writer = HistoryWriter(self.store, session_id, self.messages)
         self._step_events = []
-        from ketch.providers.pricing import price_known
+        from ketch.wire.pricing import price_known
 
         self.cost_usd = 0.0 if price_known(self.model) else None
         self.input_tokens = self.output_tokens = self.last_request_tokens = 0

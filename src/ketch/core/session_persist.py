@@ -14,7 +14,7 @@ from typing import Any
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.core.encodable import encodable
 from ketch.core.stream_translate import TurnState
 from ketch.core.turn_record import cancelled_history, interim_history, open_calls
@@ -82,7 +82,7 @@ class Persistence:
         try:
             self._persist(self.messages)
         except Exception as exc:  # noqa: BLE001 - the one line the front end shows
-            from ketch.core.errors import describe_run_error
+            from ketch.providers.errors import describe_run_error
 
             with contextlib.suppress(ValueError):
                 self._step_events.remove(finished)
@@ -105,7 +105,7 @@ class Persistence:
             if closed and self.store is not None:
                 self.store.set_pending(self.session_id, None)
         except Exception as exc:  # noqa: BLE001 - reported as the turn's error; the history stays in memory
-            from ketch.core.errors import describe_run_error
+            from ketch.providers.errors import describe_run_error
 
             kind, message, retryable = describe_run_error(exc, self.connection)
             self._emit(ev.Error(kind=kind, message=message, retryable=retryable))  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.core.tool_brief import brief
 from ketch.core.turn_record import StepRecord
 

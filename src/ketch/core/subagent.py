@@ -30,9 +30,9 @@ from typing import Any
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.core.agents import AgentVariant
-from ketch.core.config import Config
+from ketch.config.settings import Config
 from ketch.tools.base import ToolDeps, ToolSpec
 
 SEARCH_TOOL = "web_search"
@@ -159,7 +159,7 @@ class ChildWiring:
 
     def __call__(self, parent: Any, variant: AgentVariant, label: str) -> Any:
         from ketch.providers.models import model_settings
-        from ketch.state.notebook import Notebook
+        from ketch.tools.notebook import Notebook
         from ketch.websearch.wiring import NATIVE_SEARCH_HINT, child_search_route
         from ketch.core.session import Session
 
@@ -211,7 +211,7 @@ class ChildWiring:
     @staticmethod
     def _model_for(config: Config, parent_conn: Any, ref: str) -> tuple[Any, Any]:
         """``connection:model`` resolves through config; a bare name keeps the parent's endpoint."""
-        from ketch.core.config import resolve_connection
+        from ketch.config.settings import resolve_connection
         from ketch.providers.models import build_model
 
         if ":" in ref or parent_conn is None:

@@ -44,7 +44,7 @@ def user_telemetry() -> dict[str, Any]:
     """``[telemetry]`` of the user's own config file (never the repository's)."""
     import tomllib
 
-    from ketch.core.config import user_config_dir
+    from ketch.config.settings import user_config_dir
 
     try:
         with open(user_config_dir() / "config.toml", "rb") as handle:

@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ketch.core.dirs import user_config_dir
+from ketch.config.dirs import user_config_dir
 
 
 def sandbox_note(sandbox: Any) -> str:

@@ -17,7 +17,7 @@ hook and the reason. ``on_failure = "allow"`` on a hook lets the call run after 
 failure (still reported). A failing hook of the other events is reported the same way. A
 hook that runs past its timeout is killed with its whole process tree.
 
-Hooks come only from the user's own configuration or a trusted folder's (``core/trust.py``);
+Hooks come only from the user's own configuration or a trusted folder's (``config/trust.py``);
 the registry never installs them. A hook's environment has no key ketch holds and no variable
 whose name looks like a secret (``tools/child_env.py``).
 """
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ketch.core import strict_json
+from ketch.protocol import strict_json
 from ketch.tools.child_env import ChildEnv, child_environment
 from ketch.sandbox.runtime import launch_argv
 

@@ -303,7 +303,7 @@ def _build_toolset(
 
     wrapper = _namespaced_toolset_class()
     if spec.get("url"):
-        from ketch.core.hostcheck import url_problem
+        from ketch.config.hostcheck import url_problem
 
         url = str(spec["url"])
         problem = url_problem(url)

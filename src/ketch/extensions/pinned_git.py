@@ -59,7 +59,7 @@ def check_source(url: object, *, allow_local: bool) -> tuple[str, str]:
     if not isinstance(url, str) or not url or url.startswith("-") or any(not c.isprintable() for c in url):
         raise PinError(f"git source {url!r} is not a usable address")
     if url.startswith("https://"):
-        from ketch.core.hostcheck import url_problem
+        from ketch.config.hostcheck import url_problem
 
         problem = url_problem(url)
         if problem is not None or not urlsplit(url).hostname:

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ketch.core import strict_json
+from ketch.protocol import strict_json
 from ketch.extensions.plugins import Manifest, ManifestError, check_name, check_text, validate_manifest
 
 MAX_INDEX_BYTES = 1024 * 1024
@@ -156,7 +156,7 @@ def _parse_entry(index: int, data: Any) -> Entry:
 
 
 def _check_url(url: str, allow_insecure_localhost: bool) -> None:
-    from ketch.core.hostcheck import url_problem
+    from ketch.config.hostcheck import url_problem
 
     problem = url_problem(url)
     if problem is not None:

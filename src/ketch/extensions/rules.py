@@ -33,7 +33,7 @@ from ketch.extensions.invocations import invocations
 from ketch.extensions.program_options import option_paths
 from ketch.extensions.shell_parse import Word, parse_command
 from ketch.extensions.shell_rules import allow_blocker, command_hits, covering_allows, effect_note, unquoted, wildcard_matches
-from ketch.tools.run_later import is_run_later
+from ketch.sandbox.run_later import is_run_later
 
 Action = Literal["allow", "deny", "ask"]
 ACTIONS: tuple[Action, ...] = ("allow", "deny", "ask")
@@ -201,7 +201,7 @@ def path_rule_matches(glob: str, value: str, root: Path | None, *, allow: bool) 
 
 def run_later_path(value: str, root: Path | None) -> str:
     """The form of a path (written or resolved) that makes the repository run code
-    later (see ``tools.run_later``), or an empty string."""
+    later (see ``sandbox.run_later``), or an empty string."""
     forms = path_forms(value, root) + (resolved_forms(value, root) or [])
     for form in forms:
         if not form.startswith("/"):

@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
-from ketch.core.config import user_config_dir
+from ketch.config.settings import user_config_dir
 from ketch.extensions.frontmatter import FrontMatterError, split_front_matter
 from ketch.tools.base import ToolDeps, ToolSpec
 

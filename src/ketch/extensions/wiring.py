@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ketch.core.config import Config, user_config_dir
-from ketch.core.exceptions import ConfigError
+from ketch.config.settings import Config, user_config_dir
+from ketch.protocol.exceptions import ConfigError
 
 
 def gate_parts(config: Config, root: Path, cwd: Path, warnings: list[str], sandbox: Any = None) -> tuple[Any, Any, Any]:
@@ -32,7 +32,7 @@ async def start_mcp(
 ) -> tuple[Any, dict[str, str]]:
     """Start the configured MCP servers: the hub (or None) and the kind of each tool they offer.
     A server that fails to start is a warning; its tools' descriptions go into ``descriptions``."""
-    from ketch.core.mcp_approval import approved_mcp
+    from ketch.extensions.mcp_approval import approved_mcp
 
     mcp, held = approved_mcp(config)
     for approval in held:  # a project server not approved for its exact command is never spawned

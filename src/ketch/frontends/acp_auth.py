@@ -16,7 +16,7 @@ ENV, LOGIN, NONE = "env", "login", "none"
 
 def _connections(config: Any, args: Any) -> dict[str, Any]:
     """Each configured connection (and the ad-hoc one of ``--base-url``): name -> key variable ("" = none)."""
-    from ketch.core.config import PRESETS, ConnectionConfig
+    from ketch.config.settings import PRESETS, ConnectionConfig
 
     out: dict[str, str] = {}
     if getattr(args, "base_url", None):
@@ -54,8 +54,8 @@ def check(method_id: str, config: Any, args: Any) -> None:
     """Nothing when the method's connection has what it needs now; else "authentication required"."""
     from acp import RequestError
 
-    from ketch.core.config import resolve_connection
-    from ketch.core.exceptions import ConfigError
+    from ketch.config.settings import resolve_connection
+    from ketch.protocol.exceptions import ConfigError
 
     kind, _, name = method_id.partition(":")
     known = _connections(config, args)

@@ -98,7 +98,7 @@ def settle_quickly(args: Any) -> tuple[Any, Any, Any]:
     from acp import RequestError
 
     from ketch.core.agents import resolve_agent
-    from ketch.core.exceptions import ConfigError, MissingKey
+    from ketch.protocol.exceptions import ConfigError, MissingKey
     from ketch.frontends.acp_auth import auth_methods
     from ketch.frontends.assemble import config_from_args, connection_from_args
 
@@ -119,7 +119,7 @@ def early_options(config: Any, variant: Any, conn: Any) -> list[Any]:
     """The pickers before the session is built: the configured models and the session's own."""
     from acp.schema import SessionConfigOptionSelect, SessionConfigSelectOption
 
-    from ketch.core.config import THINK_LEVELS
+    from ketch.config.settings import THINK_LEVELS
 
     think = variant.think or config.think
     models = list(dict.fromkeys(m for m in [conn.ref, config.model or "", *config.models,

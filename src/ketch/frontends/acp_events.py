@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 
 LIVE_TAIL = 20_000
 """Characters of a running command's output a tool call update shows (its tail)."""

@@ -20,7 +20,7 @@ EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "i
 
 
 def _image_dir() -> Path:
-    from ketch.core.config import user_data_dir
+    from ketch.config.settings import user_data_dir
 
     folder = user_data_dir() / "editor-images"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ketch import __version__
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.frontends.acp_config import Pickers, Settings, send_changes
 from ketch.frontends.acp_diffs import EditReview, diff_for_request, planned_change
 from ketch.frontends.acp_events import LiveCalls, tool_title, forward
@@ -92,7 +92,7 @@ class KetchAgent(SessionTable):
         return config_from_args(self.args, Path(getattr(self.args, "cwd", None) or ".").resolve())
 
     def _auth_methods(self) -> list[Any]:
-        from ketch.core.exceptions import ConfigError
+        from ketch.protocol.exceptions import ConfigError
         from ketch.frontends.acp_auth import auth_methods
 
         try:
@@ -104,7 +104,7 @@ class KetchAgent(SessionTable):
         from acp import RequestError
         from acp.schema import AuthenticateResponse
 
-        from ketch.core.exceptions import ConfigError
+        from ketch.protocol.exceptions import ConfigError
         from ketch.frontends.acp_auth import check
 
         try:
@@ -249,7 +249,7 @@ class KetchAgent(SessionTable):
         _answer(session, event, getattr(outcome, "option_id", None) if getattr(outcome, "outcome", "") == "selected" else None)
 
     def _commands(self, session: Any) -> Any:
-        from ketch.core.config import user_config_dir
+        from ketch.config.settings import user_config_dir
         from ketch.extensions.commands import default_registry
 
         return default_registry(Path(session.workspace.root), user_config_dir())

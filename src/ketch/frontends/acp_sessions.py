@@ -52,7 +52,7 @@ class SessionTable:
     async def _build(self, args: argparse.Namespace) -> Any:
         from acp import RequestError
 
-        from ketch.core.exceptions import ConfigError
+        from ketch.protocol.exceptions import ConfigError
         from ketch.frontends.acp_files import EditorFiles
         from ketch.frontends.assemble import build_session
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from ketch.core.agents import resolve_agent
 from ketch.core.approval import ApprovalGate
-from ketch.core.config import Config, Connection, find_project_root, load_config, resolve_connection
-from ketch.core.exceptions import ConfigError
+from ketch.config.settings import Config, Connection, find_project_root, load_config, resolve_connection
+from ketch.protocol.exceptions import ConfigError
 
 
 def config_from_args(args: Any, cwd: Path) -> Config:
@@ -109,7 +109,7 @@ def tool_specs(s: Settled, search: Any) -> tuple[list[Any], Any]:
 def tool_deps(s: Settled, store: Any, child_env: Any = None) -> Any:
     """Step 4: what the tools share: the jail, the process registry, the task list, skills, memory."""
     from ketch.extensions import skills
-    from ketch.state import memory, notebook
+    from ketch.tools import memory, notebook
     from ketch.tools.background import BackgroundJobs
     from ketch.tools.base import ToolDeps, ToolSettings
     from ketch.tools.shell import ProcessRegistry
@@ -145,7 +145,7 @@ def session_model(s: Settled, search: Any, model_override: Any, interactive: boo
 
 def held_keys(s: Settled, args: Any) -> tuple[Any, Any]:
     """Step 4a: the keys this run holds, and the child environment without them."""
-    from ketch.core.keyring import collect_keys
+    from ketch.config.keyring import collect_keys
     from ketch.tools.child_env import ChildEnv, hold_for_process
 
     ring = collect_keys(s.config, s.conn, extra_names=(getattr(args, "api_key_env", None) or "",))
@@ -237,7 +237,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from ketch.core.session import Session
     from ketch.extensions.wiring import gate_parts, start_mcp
     from ketch.providers.models import model_settings
-    from ketch.core.endings import RESUME_HINT, cut_by_output_limit
+    from ketch.providers.endings import RESUME_HINT, cut_by_output_limit
     from ketch.providers.base_url import forgiving_connection
     from ketch.providers.strict_args import sanitize_history
     from ketch.providers.thinking import thinking_notice
@@ -246,7 +246,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from ketch.sandbox.wiring import session_sandbox
     from ketch.state.resume import open_history, open_store
     from ketch.websearch.wiring import session_search
-    from ketch.core.redaction import RedactToolOutput, redacting_emit
+    from ketch.state.redaction import RedactToolOutput, redacting_emit
     from ketch.context.collector import tune_for_long_sessions
 
     tune_for_long_sessions()

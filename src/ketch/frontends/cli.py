@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv == ["--version"]:  # the fast path: no argparse, no regex compile
         print(f"ketch {__version__}")
         return EXIT_OK
-    from ketch.core.exceptions import ConfigError
+    from ketch.protocol.exceptions import ConfigError
 
     try:
         if argv and argv[0] == "acp":
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - never a traceback for the user
         if os.environ.get("KETCH_DEBUG"):
             raise
-        from ketch.core.errors import redact
+        from ketch.providers.errors import redact
 
         error(redact(f"internal error: {type(exc).__name__}: {exc} (set KETCH_DEBUG=1 for details)"))
         return EXIT_PROVIDER

@@ -48,7 +48,7 @@ def _ports() -> dict[str, int]:
 def needs_setup(exc: BaseException) -> bool:
     """True when the session could not start only because no model is chosen and no
     provider key is around (the first run)."""
-    from ketch.core.config import PRESETS, stored_keys
+    from ketch.config.settings import PRESETS, stored_keys
 
     if "no model chosen" not in str(exc):
         return False
@@ -58,7 +58,7 @@ def needs_setup(exc: BaseException) -> bool:
 
 
 def _probe(name: str, port: int) -> SetupChoice | None:
-    from ketch.providers.presets import ModelListError, fetch_models
+    from ketch.config.presets import ModelListError, fetch_models
 
     try:
         models = fetch_models(f"http://127.0.0.1:{port}/v1", "openai-chat", None, timeout=PROBE_TIMEOUT_S)
@@ -82,7 +82,7 @@ def choices() -> list[SetupChoice]:
 
 def apply(choice: SetupChoice, model: str, key: str = "") -> Path:
     """Store the key (if any) and write ``model`` (and a moved local port) to the user config."""
-    from ketch.core.config import store_key, user_config_dir
+    from ketch.config.settings import store_key, user_config_dir
 
     if choice.needs_key:
         if not key.strip():

@@ -14,9 +14,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO, assert_never
 
-from ketch.core import strict_json
-from ketch.core import events as ev
-from ketch.core.exceptions import ConfigError
+from ketch.protocol import strict_json
+from ketch.protocol import events as ev
+from ketch.protocol.exceptions import ConfigError
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_REFUSED, EXIT_STEP_LIMIT, EXIT_TOKEN_LIMIT, EXIT_COST_LIMIT, EXIT_TIME_LIMIT = 3, 4, 5, 6, 7
@@ -178,7 +178,7 @@ def run_headless(args: Any) -> int:
         HeadlessPrinter(args.output_format).fail("config", str(exc))
         raise
     except Exception as exc:  # cli.main turns it into one line on stderr
-        from ketch.core.errors import redact
+        from ketch.providers.errors import redact
 
         HeadlessPrinter(args.output_format).fail("internal", redact(f"internal error: {type(exc).__name__}: {exc}"))
         raise

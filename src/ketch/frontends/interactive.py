@@ -26,7 +26,7 @@ MAX_CANDIDATES = 20_000
 """Paths offered by ``@`` at most (a huge tree still opens the picker quickly)."""
 
 _CORE_MODULES = (
-    "ketch.core.session", "ketch.frontends.assemble", "ketch.state.memory", "ketch.state.notebook", "ketch.extensions.skills", "ketch.extensions.hooks",
+    "ketch.core.session", "ketch.frontends.assemble", "ketch.tools.memory", "ketch.tools.notebook", "ketch.extensions.skills", "ketch.extensions.hooks",
     "ketch.extensions.plugins", "ketch.core.prompt", "ketch.extensions.rules", "ketch.tools", "ketch.tools.shell", "ketch.tools.workspace",
     "ketch.providers.models", "ketch.state.store", "ketch.providers.fallback", "ketch.context.budget", "ketch.context.compaction", "ketch.websearch.wiring",
     "ketch.core.subagent", "ketch.frontends.slash_actions",
@@ -66,7 +66,7 @@ def _preload(args: Any, cwd: Path) -> None:
     importlib.import_module(wire_module(conn))
     from types import SimpleNamespace
 
-    from ketch.providers.pricing import price_known
+    from ketch.wire.pricing import price_known
 
     price_known(SimpleNamespace(model_name=conn.model_name, system=None))  # loads the price data here, not on the loop
     if config.mcp.get("servers"):
@@ -75,8 +75,8 @@ def _preload(args: Any, cwd: Path) -> None:
 
 
 def _trust_question(args: Any, cwd: Path) -> Any:
-    from ketch.core import trust
-    from ketch.core.config import find_project_root, project_split
+    from ketch.config import trust
+    from ketch.config.settings import find_project_root, project_split
     from ketch.ui.trust_overlay import TrustQuestion
 
     split = project_split(cwd)
@@ -95,8 +95,8 @@ def _trust_question(args: Any, cwd: Path) -> Any:
 
 def _mcp_server_question(args: Any, cwd: Path) -> Any:
     """The next MCP server of a trusted folder's config not yet answered for its exact launch
-    (``core.mcp_approval``), or None: asked one server at a time, after the folder."""
-    from ketch.core import mcp_approval
+    (``extensions.mcp_approval``), or None: asked one server at a time, after the folder."""
+    from ketch.extensions import mcp_approval
     from ketch.frontends.assemble import config_from_args
     from ketch.ui.trust_overlay import TrustQuestion
 
@@ -144,7 +144,7 @@ class Interactive:
 
             session = await build_session(self.args, interactive=True, titles=True)
         from ketch.extensions.commands import command_dirs, load_user_commands
-        from ketch.core.config import user_config_dir
+        from ketch.config.settings import user_config_dir
         from ketch.frontends.slash_actions import SlashActions
 
         self.session = session
@@ -160,7 +160,7 @@ class Interactive:
     def startup_failed(self, exc: Exception) -> int:
         """A session that cannot start ends the app; ``run`` prints the one-line reason."""
         self.error = exc
-        from ketch.core.exceptions import ConfigError
+        from ketch.protocol.exceptions import ConfigError
 
         return EXIT_USAGE if isinstance(exc, ConfigError) else 1
 
@@ -381,7 +381,7 @@ def run_interactive(args: Any) -> int:
         except EOFError:  # the terminal went away: leave as on /quit
             code = 0
     if runtime.error is not None:
-        from ketch.core.errors import redact
+        from ketch.providers.errors import redact
 
         print(f"ketch: {redact(str(runtime.error) or type(runtime.error).__name__)}", file=sys.stderr)
     return code

@@ -1,6 +1,6 @@
 """``ketch mcp approve NAME`` / ``ketch mcp deny NAME``: answer for one server of this folder's config.
 
-``approve`` prints the server's exact launch (``core.mcp_approval.launch_lines``) and asks; the
+``approve`` prints the server's exact launch (``extensions.mcp_approval.launch_lines``) and asks; the
 answer is stored for the digest of exactly what was printed, so a later change to the command,
 an argument or an env entry is not covered. The folder's config is read as ``--trust`` reads
 it (to see its servers); approving a server does not trust the folder.
@@ -17,8 +17,8 @@ EXIT_OK, EXIT_NO, EXIT_USAGE = 0, 1, 2
 
 
 def run_mcp_approve(args: Any) -> int:
-    from ketch.core import mcp_approval
-    from ketch.core.config import load_config
+    from ketch.extensions import mcp_approval
+    from ketch.config.settings import load_config
 
     config = load_config(Path(os.getcwd()).resolve(), trust_flag=True)
     servers = {a.name: a for a in mcp_approval.project_servers(config)}

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 from ketch.core.tool_brief import brief
 from ketch.ui.replay import Banner, Prompt, ReplayItem
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ketch.core.exceptions import ConfigError
+from ketch.protocol.exceptions import ConfigError
 
 
 def add_parser(sub: Any) -> None:
@@ -40,7 +40,7 @@ def add_checkpoints_parser(sub: Any) -> None:
 
 def run_checkpoints(args: Any) -> int:
     from ketch.checkpoints.cleanup import list_workspaces, prune
-    from ketch.core.config import user_data_dir
+    from ketch.config.settings import user_data_dir
     from ketch.state.store import Store
 
     data = user_data_dir()
@@ -67,7 +67,7 @@ def run_checkpoints(args: Any) -> int:
 
 
 def _open(session: str) -> tuple[Any, Any, Path]:
-    from ketch.core.config import find_project_root
+    from ketch.config.settings import find_project_root
     from ketch.state.store import Store
 
     from ketch.state.store import StoreError
@@ -89,7 +89,7 @@ def _open(session: str) -> tuple[Any, Any, Path]:
 
 def run_rewind(args: Any) -> int:
     from ketch.checkpoints.rewind import Checkpointer, RewindError, ShadowError, list_prompts
-    from ketch.core.config import user_data_dir
+    from ketch.config.settings import user_data_dir
 
     store, row, root = _open(args.session)
     cp = Checkpointer(root, user_data_dir())

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ketch.core import events as ev
-from ketch.core.exceptions import ConfigError
+from ketch.protocol import events as ev
+from ketch.protocol.exceptions import ConfigError
 
 
 def checked_limits(max_cost: Any, time_limit: Any) -> tuple[float | None, float | None]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ketch.core import operations as op
-from ketch.core.exceptions import ConfigError
+from ketch.protocol.exceptions import ConfigError
 from ketch.frontends.slash_background import BackgroundCommandsSlash
 from ketch.frontends.slash_extensions import ExtensionCommands
 from ketch.sandbox.panel import session_panel_text
@@ -29,7 +29,7 @@ MODEL_LIST_TIMEOUT_S = 3.0
 
 def _list_models(conn: Any) -> list[str]:
     """The models a connection lists, or none when it does not answer in time."""
-    from ketch.providers.presets import ModelListError, fetch_models
+    from ketch.config.presets import ModelListError, fetch_models
 
     try:
         return list(fetch_models(conn.base_url, conn.wire, conn.api_key, timeout=MODEL_LIST_TIMEOUT_S))
@@ -90,7 +90,7 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
         """Options for the picker of ``/model``, ``/think``, ``/agent`` and ``/resume``."""
         session = self.session
         if name == "think":
-            from ketch.core.config import THINK_LEVELS
+            from ketch.config.settings import THINK_LEVELS
 
             return list(THINK_LEVELS)
         if name == "agent":
@@ -182,11 +182,11 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
         if self._adhoc is not None and (name == "adhoc" or (not sep and conn is not None and conn.name == "adhoc")):
             # the ad-hoc --base-url endpoint the session started with: any model on it, from anywhere
             new_name = model_name if sep else ref
-            from ketch.core.config_limits import limit_fields
+            from ketch.config.limits import limit_fields
 
             return dataclasses.replace(self._adhoc, model_name=new_name, meta=session.config.models.get(new_name),
                                        **limit_fields(session.config, "adhoc", new_name))  # this model's window
-        from ketch.core.config import resolve_connection
+        from ketch.config.settings import resolve_connection
 
         return resolve_connection(session.config, ref)
 
@@ -202,7 +202,7 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
             connections["adhoc"] = self._adhoc
         if conn is not None:
             connections.setdefault(conn.name, conn)
-        from ketch.core.config import resolve_connection
+        from ketch.config.settings import resolve_connection
 
         for name in config.connections:
             if name not in connections:
@@ -216,7 +216,7 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
         return list(dict.fromkeys(r for r in refs if r))
 
     async def think(self, arg: str) -> str:
-        from ketch.core.config import THINK_LEVELS
+        from ketch.config.settings import THINK_LEVELS
         from ketch.providers.models import model_settings
 
         session = self.session
@@ -332,7 +332,7 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
             if not target.is_absolute():
                 target = self.cwd / target
         else:  # by default outside the repository, where no commit picks it up
-            from ketch.core.config import user_data_dir
+            from ketch.config.settings import user_data_dir
 
             target = user_data_dir() / "exports" / f"ketch-{session.session_id}.{fmt}"
         from ketch.state.export import export_session

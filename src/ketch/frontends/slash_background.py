@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ketch.core.exceptions import ConfigError
+from ketch.protocol.exceptions import ConfigError
 
 
 class BackgroundCommandsSlash:

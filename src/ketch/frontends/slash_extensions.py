@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ketch.core.exceptions import ConfigError
+from ketch.protocol.exceptions import ConfigError
 
 BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
 
@@ -72,7 +72,7 @@ class ExtensionCommands:
                           "Ask to commit with it, or run git commit yourself."])
 
     async def registry(self, arg: str) -> str:
-        from ketch.core.config import find_project_root, user_config_dir
+        from ketch.config.settings import find_project_root, user_config_dir
         from ketch.extensions.registry import Registry, RegistryError
 
         parts = arg.split()

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ketch.core import strict_json
-from ketch.core.exceptions import ConfigError
+from ketch.protocol import strict_json
+from ketch.protocol.exceptions import ConfigError
 
 EXIT_OK, EXIT_PROVIDER, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a writer whose reader went away
@@ -50,7 +50,7 @@ def _cwd() -> Path:
 
 
 def _config() -> Any:
-    from ketch.core.config import load_config
+    from ketch.config.settings import load_config
 
     config = load_config(_cwd())
     notice = config.project_trust.notice() if config.project_trust is not None else ""
@@ -66,8 +66,8 @@ def _trust(args: Any) -> int:
 
 
 def _models(args: Any) -> int:
-    from ketch.core.config import PRESETS, known_connections, resolve_connection
-    from ketch.providers.presets import ModelListError, fetch_models
+    from ketch.config.settings import PRESETS, known_connections, resolve_connection
+    from ketch.config.presets import ModelListError, fetch_models
 
     if args.capabilities:
         from ketch.websearch.capability import capability_table
@@ -107,7 +107,7 @@ def _models(args: Any) -> int:
 
 
 def _auth(args: Any) -> int:
-    from ketch.core.config import keys_file, store_key, stored_keys
+    from ketch.config.settings import keys_file, store_key, stored_keys
 
     if args.action == "logout":
         keys = stored_keys()
@@ -215,7 +215,7 @@ def _export(args: Any) -> int:
             raise missing
         from ketch.state.export import export_session
 
-        from ketch.core.keyring import collect_keys
+        from ketch.config.keyring import collect_keys
 
         text = export_session(store, row.id, args.format, ring=collect_keys(_config()))
     finally:
@@ -249,7 +249,7 @@ def _repair(args: Any) -> int:
 
 
 def _mcp(args: Any) -> int:
-    from ketch.core.mcp_approval import approved_mcp
+    from ketch.extensions.mcp_approval import approved_mcp
     from ketch.extensions.mcp import start_mcp_servers
 
     if getattr(args, "action", "list") != "list":
@@ -265,7 +265,7 @@ def _mcp(args: Any) -> int:
         print("No MCP servers configured ([mcp.servers.NAME] in .ketch/config.toml).")
         return EXIT_OK
 
-    from ketch.core.keyring import collect_keys
+    from ketch.config.keyring import collect_keys
     from ketch.tools.child_env import ChildEnv
 
     ring = collect_keys(config)
@@ -291,7 +291,7 @@ def _registry(args: Any) -> int:
     from ketch.extensions.registry import Registry, RegistryError
 
     config = _config()
-    from ketch.core.config import find_project_root, user_config_dir
+    from ketch.config.settings import find_project_root, user_config_dir
 
     registry = Registry(config.registry_url, user_config_dir(), find_project_root(_cwd()))
     try:
@@ -357,7 +357,7 @@ def _need_name(args: Any) -> str:
 
 def _sandbox(args: Any) -> int:
     """``ketch sandbox check``: the mechanism that confines commands here, why, and the policy."""
-    from ketch.core.config import find_project_root
+    from ketch.config.settings import find_project_root
     from ketch.sandbox.wiring import session_sandbox
 
     config = _config()

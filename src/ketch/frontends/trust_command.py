@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ketch.core.exceptions import ConfigError
+from ketch.protocol.exceptions import ConfigError
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def run_trust(args: Any) -> int:
-    from ketch.core import trust
+    from ketch.config import trust
 
     if args.action == "list":
         return _list(trust)
@@ -28,7 +28,7 @@ def run_trust(args: Any) -> int:
             return EXIT_USAGE
         print(f"Removed {folder}: its repository config no longer widens anything.")
         return EXIT_OK
-    from ketch.core.config import project_split
+    from ketch.config.settings import project_split
 
     split = project_split(folder)
     if split is None or not split.widens:
@@ -44,7 +44,7 @@ def run_trust(args: Any) -> int:
 
 
 def _folder(path: str | None) -> Path:
-    from ketch.core.config import find_project_root
+    from ketch.config.settings import find_project_root
 
     target = Path(path).expanduser() if path else Path.cwd()
     if not target.is_dir():
@@ -53,7 +53,7 @@ def _folder(path: str | None) -> Path:
 
 
 def _list(trust: Any) -> int:
-    from ketch.core.config import project_split
+    from ketch.config.settings import project_split
 
     rows = trust.records()
     if not rows:

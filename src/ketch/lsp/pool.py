@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ketch.core.events import LanguageServerNotice
+from ketch.protocol.events import LanguageServerNotice
 from ketch.lsp.client import LanguageClient, Launcher
 from ketch.lsp.jsonrpc import ChannelClosed, ResponseError
 from ketch.lsp.report import Diagnostic, after_edit_text, listing, problems

@@ -64,7 +64,7 @@ class LspSettings:
 
 
 def settings_from(table: Mapping[str, Any], path_env: str | None = None) -> LspSettings:
-    """``[lsp]`` (already checked by ``core.config_tables``) over the defaults found on PATH."""
+    """``[lsp]`` (already checked by ``config.tables``) over the defaults found on PATH."""
     path = os.environ.get("PATH", "") if path_env is None else path_env
     configured: Mapping[str, Any] = table.get("servers") or {}
     servers: list[ServerSpec] = []

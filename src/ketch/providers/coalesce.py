@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx2
 
-from ketch.providers.sse import ByteStream, wrappable_sse
+from ketch.wire.hook_sse import ByteStream, wrappable_sse
 
 DEFAULT_WINDOW_MS = 100.0
 

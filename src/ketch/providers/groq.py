@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from ketch.providers.base_url import host_of
 
 if TYPE_CHECKING:
-    from ketch.core.config import Connection
+    from ketch.config.settings import Connection
 
 PROVIDER = "groq"
 HOSTS = frozenset({"api.groq.com"})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ketch.core.config import Connection
+from ketch.config.settings import Connection
 from ketch.providers.openrouter import openrouter_model, speaks_openrouter
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ bytes on the wire stay as they were)."""
 def _response_hooks(wire: str) -> list[Any]:
     """httpx response hooks of a model client: the end-of-stream check, then text coalescing."""
     from ketch.providers import coalesce
-    from ketch.providers import stream_end
+    from ketch.wire import stream_end
 
     return [stream_end.response_hook(wire), coalesce.response_hook()]
 
@@ -69,7 +69,8 @@ def build_model(
     ``profile`` overrides model-profile settings (``websearch.model_profile_overrides``: the
     hosted search tool version follows model metadata, not the SDK's guess)."""
     wire = wire or conn.wire
-    from ketch.providers import history_scans, ordered_results, settled_history
+    from ketch.providers import ordered_results, settled_history
+    from ketch.wire import history_scans
 
     history_scans.install()  # the SDK's per-step scans of the whole history, skipped where they find nothing
     settled_history.install()  # its per-step repair of the whole history, skipped where there is nothing to repair

@@ -4,7 +4,7 @@ A connection speaks OpenRouter when it is on the Chat Completions wire and eithe
 ``openrouter`` preset or points at ``openrouter.ai``. Such a connection is built on
 ``OpenRouterChatModel``: its hosted search goes out as OpenRouter's ``openrouter:web_search``
 server tool, and the ``url_citation`` annotations of an answer stay on its text part
-(``provider_details["annotations"]``), where ``websearch.normalize`` reads the source rows.
+(``provider_details["annotations"]``), where ``protocol.search_rows`` reads the source rows.
 
 A model id with OpenRouter's ``:online`` variant (``openai/gpt-5:online``) means "search the
 web": ketch takes the tag off the id it sends and routes search through the server tool

@@ -31,7 +31,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from ketch.providers import history_scans
+from ketch.wire import history_scans
 
 _EXPECTED = {
     "_tool_results_first": ["authored", "messages"],

@@ -25,7 +25,7 @@ from pydantic_ai.exceptions import ModelHTTPError, RetryModelRequest
 from pydantic_ai.models import CompletedStreamedResponse, Model, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 
-from ketch.providers.stream_end import EMPTY_STREAM
+from ketch.wire.stream_end import EMPTY_STREAM
 
 _REFUSAL = re.compile(r"(?i)\bstream(?:ing)?\b.*\b(?:tool|function)s?\b|\b(?:tool|function)s?\b.*\bstream(?:ing)?\b")
 """An error text that names both streaming and tools ("Cannot use tools with stream")."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
 
-from ketch.core.config import Config, Connection
+from ketch.config.settings import Config, Connection
 from ketch.providers.server_window import PROBING_PRESETS, WINDOW_PRESETS, read_window
 from ketch.providers.stream_refusal import StreamRefusalFallback, switch_for
 from ketch.providers.strict_args import StrictToolArguments
@@ -141,7 +141,7 @@ class ServerWindowReader(AbstractCapability[Any]):
         and the connection's key taken out: these notices name the URL asked, and reach the
         output and the session store."""
         if self.notify is not None:
-            from ketch.core.errors import redact
+            from ketch.providers.errors import redact
 
             self.notify(level, redact(text, (getattr(self.conn, "api_key", None),)))
 
@@ -171,7 +171,7 @@ class ServerBehaviour:
         if self._window is not None:
             caps.append(self._window)
         caps.append(self._profile)  # after the window reader: it decides on the window read
-        from ketch.core.endings import counted_cut_capability
+        from ketch.providers.endings import counted_cut_capability
 
         caps.append(counted_cut_capability())
         return caps
@@ -179,7 +179,7 @@ class ServerBehaviour:
     def attach(self, session: Any, sources: Any = None) -> None:
         """Route the capabilities' notices to ``session``, give the window to its budget, and
         let the small-window profile narrow its tools and ``sources``' instructions."""
-        from ketch.core import events as ev
+        from ketch.protocol import events as ev
 
         def notify(level: str, text: str) -> None:
             session._emit(ev.Notice(level=level, text=text))  # type: ignore[arg-type]

@@ -115,7 +115,7 @@ class ZaiSearchStream(ChatStream):
     _searches: int = field(default=0, init=False)
 
     def _chunk_extra(self, chunk: dict[str, Any]) -> Iterator[ModelResponseStreamEvent]:
-        from ketch.core import strict_json
+        from ketch.protocol import strict_json
 
         rows = chunk.get("web_search")
         key = strict_json.dumps(rows, sort_keys=True, default=str) if rows else ""

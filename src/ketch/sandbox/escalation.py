@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ketch.core.events import Notice
+from ketch.protocol.events import Notice
 from ketch.sandbox.runtime import Launch
 
 OUTSIDE_MARK = "outside_sandbox_once"

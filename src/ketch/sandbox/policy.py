@@ -2,7 +2,7 @@
 
 Writable roots are the workspace, the ``--add-dir`` directories, the tool caches the user
 listed and ``sandbox.writable``; ``/tmp`` is private to each command. Inside the writable
-roots the run-later places of ``tools/run_later.py`` that exist stay read-only (``.git``,
+roots the run-later places of ``sandbox/run_later.py`` that exist stay read-only (``.git``,
 ``.ketch``, workflows, ``.envrc``, ``.gitattributes`` anywhere in the tree, ...). Everything
 else on the file system can be read and not written. The network is on or off.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from ketch.tools.run_later import RUN_LATER_DIRS, RUN_LATER_NAMES, is_run_later
+from ketch.sandbox.run_later import RUN_LATER_DIRS, RUN_LATER_NAMES, is_run_later
 
 Mode = Literal["read-only", "workspace-write", "full-access"]
 MODES: tuple[str, ...] = ("read-only", "workspace-write", "full-access")

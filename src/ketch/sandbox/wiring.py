@@ -56,7 +56,7 @@ def session_sandbox(
             scan_nested=False,  # the sandbox scans on first use
         )
     except ValueError as exc:
-        from ketch.core.exceptions import ConfigError
+        from ketch.protocol.exceptions import ConfigError
 
         raise ConfigError(f"sandbox: {exc}") from None
     mechanism = detector(cfg.mechanism) if policy.confined else Mechanism("none", "full access: nothing confines commands")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ketch import __version__
-from ketch.core import strict_json
+from ketch.protocol import strict_json
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse

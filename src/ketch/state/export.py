@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Literal
 
-from ketch.core import strict_json
-from ketch.websearch.normalize import annotated_search
+from ketch.protocol import strict_json
+from ketch.protocol.search_rows import annotated_search
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
@@ -30,7 +30,7 @@ def export_session(store: Store, session_id: str, fmt: Literal["md", "json", "at
     text = _export(store, session_id, fmt)
     if ring is None:
         return text
-    from ketch.core.redaction import redact_keys
+    from ketch.state.redaction import redact_keys
 
     return redact_keys(text, ring)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ketch.core.exceptions import ConfigError
+from ketch.protocol.exceptions import ConfigError
 
 
 def open_store() -> Any:

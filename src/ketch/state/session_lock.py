@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ketch.core import strict_json
+from ketch.protocol import strict_json
 from ketch.state.store_errors import StoreError
 
 try:

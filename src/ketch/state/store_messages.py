@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ketch.core import strict_json
+from ketch.protocol import strict_json
 from ketch.state.store_errors import StoreError, brief
 
 if TYPE_CHECKING:

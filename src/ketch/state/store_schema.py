@@ -78,7 +78,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 def default_db_path() -> Path:
     """``ketch.db`` in the user data dir (``$KETCH_DATA_DIR`` or the platform's)."""
-    from ketch.core.dirs import user_data_dir  # not core.config: the UI opens the store before pydantic is imported
+    from ketch.config.dirs import user_data_dir  # not core.config: the UI opens the store before pydantic is imported
 
     return user_data_dir() / DB_FILENAME
 

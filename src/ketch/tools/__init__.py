@@ -12,8 +12,8 @@ from ketch.tools.base import ToolSpec
 
 def builtin_tool_specs() -> list[ToolSpec]:
     """Every built-in tool. Imports the tool modules (and pydantic-ai) on first call."""
-    from ketch.state import memory
-    from ketch.state import notebook
+    from ketch.tools import memory
+    from ketch.tools import notebook
     from ketch.extensions import skills
     from ketch.tools import ask, background, diagnostics, files, git, search, shell, web
 

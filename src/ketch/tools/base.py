@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from ketch.core.events import AgentEvent
+    from ketch.protocol.events import AgentEvent
 
 ToolKind = Literal["read", "write", "shell", "network", "interactive", "meta"]
 """How the gate treats a tool by default: read and meta are allowed; write, shell and

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
-from ketch.core.events import ToolOutputChunk
+from ketch.protocol.events import ToolOutputChunk
 from ketch.sandbox.escalation import after_shell, shell_launch
 from ketch.tools.child_env import child_environment
 from ketch.tools.base import ToolDeps, ToolSpec

@@ -243,9 +243,9 @@ class HtmlToMarkdown(HTMLParser):
 
 
 def _checked_url(url: str, allow_loopback: bool) -> httpx.URL:
-    """Refuse non-http(s) URLs, hosts with control bytes (``core.hostcheck``) and numeric hosts
+    """Refuse non-http(s) URLs, hosts with control bytes (``config.hostcheck``) and numeric hosts
     that are refused addresses, before any I/O."""
-    from ketch.core.hostcheck import url_problem
+    from ketch.config.hostcheck import url_problem
 
     problem = url_problem(url.strip())
     if problem is not None:

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ketch.core.frontend import SessionLike
+from ketch.protocol.frontend import SessionLike
 
 
 def _no_history() -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ketch.core.events import BackgroundFinished
+from ketch.protocol.events import BackgroundFinished
 from ketch.ui.toolfmt import clip, paint
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")

@@ -19,8 +19,8 @@ from prompt_toolkit.application import Application
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.input import Input
 
-from ketch.core.events import ApprovalRequested, AskRequested, Decision, ReasoningDelta, TextDelta
-from ketch.core.frontend import SessionLike, SessionStatus
+from ketch.protocol.events import ApprovalRequested, AskRequested, Decision, ReasoningDelta, TextDelta
+from ketch.protocol.frontend import SessionLike, SessionStatus
 from ketch.ui.appconfig import AppConfig
 from ketch.ui.background import poll_background
 from ketch.ui.history import InputHistory, PasteStore

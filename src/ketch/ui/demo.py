@@ -12,8 +12,8 @@ import re
 import sys
 from collections.abc import AsyncIterator
 
-from ketch.core.events import AgentEvent, Decision, TextDelta, TurnFinished
-from ketch.core.frontend import SessionStatus
+from ketch.protocol.events import AgentEvent, Decision, TextDelta, TurnFinished
+from ketch.protocol.frontend import SessionStatus
 
 
 END_OF_ANSWER = "That is the whole answer."

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ketch.core.frontend import SessionStatus
+from ketch.protocol.frontend import SessionStatus
 from ketch.ui.statusline import format_cost
 
 

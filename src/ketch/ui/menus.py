@@ -1,6 +1,6 @@
 """The two completion menus under the input: ``@path`` files and ``/`` commands.
 
-The token rules and ranking are ``ketch.frontends.complete``'s pure functions (``@`` only at the
+The token rules and ranking are ``ketch.ui.complete``'s pure functions (``@`` only at the
 start of a word; prefix matches above substring matches); commands come from the
 injected ``CommandRegistry`` (``match``, ``suggest``, ``get``), plus the UI's own.
 """
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ketch.frontends.complete import AtToken, find_at_token, insert_completion, rank
+from ketch.ui.complete import AtToken, find_at_token, insert_completion, rank
 
 MAX_ITEMS = 8
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from ketch.core.events import ApprovalRequested, AskRequested, Decision
+from ketch.protocol.events import ApprovalRequested, AskRequested, Decision
 
 Fragments = list[tuple[str, str]]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ketch.core.frontend import SessionStatus
+from ketch.protocol.frontend import SessionStatus
 
 
 def format_cost(cost: float | None) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
-from ketch.core.events import (
+from ketch.protocol.events import (
     AgentEvent, ApprovalRequested, ApprovalResolved, AskRequested, BackgroundFinished, Compacted, Error, Notice,
     ReasoningDelta, SubagentFinished, SubagentProgress, SubagentStarted, TextDelta, TodoUpdated,
     ToolCallFinished, ToolCallStarted, ToolOutputChunk, TurnFinished, TurnStarted, Usage, PrefixBreak,

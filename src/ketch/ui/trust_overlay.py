@@ -4,7 +4,7 @@ It lists exactly what the folder's ``.ketch/config.toml`` would add (each allow 
 hook command, each MCP server's command line, each connection change); a change to where one
 of the user's keys is sent is marked. Until it is answered no session exists, so nothing the
 repository names has run. Escape means no. The same overlay then asks about each of the
-folder's MCP servers by itself, showing its exact launch (``core.mcp_approval``).
+folder's MCP servers by itself, showing its exact launch (``extensions.mcp_approval``).
 """
 
 from __future__ import annotations

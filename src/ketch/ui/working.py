@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from ketch.core.events import AgentEvent, ReasoningDelta, TextDelta, ToolCallFinished, ToolCallStarted, Usage
+from ketch.protocol.events import AgentEvent, ReasoningDelta, TextDelta, ToolCallFinished, ToolCallStarted, Usage
 
 
 def short_count(n: int) -> str:

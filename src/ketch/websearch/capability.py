@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ketch.providers.base_url import host_of, path_of
 from ketch.websearch.matrix import CAPABILITY_RULES, CapabilityRule, Protocol, bare_model
-from ketch.websearch.normalize import (
+from ketch.protocol.search_rows import (
     SEARCH_TOOL_NAME,
     is_native_search,
     native_search_error,
@@ -334,7 +334,7 @@ def _native_tool(protocol: Protocol, settings: WebSearchSettings) -> Any:
 
 def headless_opt_in(environ: Mapping[str, str], *, flag: bool = False) -> bool:
     """Whether a headless run may search: ``--web-search`` or ``KETCH_WEB_SEARCH_ENABLED=true``."""
-    from ketch.core.env_values import env_bool
+    from ketch.config.env_values import env_bool
 
     return flag or env_bool(environ, OPT_IN_ENV) is True
 

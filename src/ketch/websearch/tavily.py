@@ -17,7 +17,7 @@ import httpx
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
-from ketch.core.events import WebSearchResult
+from ketch.protocol.events import WebSearchResult
 from ketch.tools.base import ToolDeps, ToolSpec
 
 DEFAULT_BASE_URL = "https://api.tavily.com"
@@ -77,7 +77,7 @@ async def web_search(ctx: RunContext[ToolDeps], query: str, max_results: int | N
 
 
 async def _post_search(settings: TavilySettings, key: str, query: str, count: int) -> dict[str, Any]:
-    from ketch.core.hostcheck import url_problem
+    from ketch.config.hostcheck import url_problem
 
     url = settings.base_url.rstrip("/") + "/search"
     problem = url_problem(url)

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ketch.core.config import Config, Connection
-from ketch.core.events import WebSearchResult
+from ketch.config.settings import Config, Connection
+from ketch.protocol.events import WebSearchResult
 from ketch.providers.openrouter import is_online, speaks_openrouter
-from ketch.websearch.normalize import annotated_search
+from ketch.protocol.search_rows import annotated_search
 from ketch.websearch.capability import (
     CHAT_PROTOCOLS,
     SEARCH_TOOL_NAME,
@@ -149,7 +149,7 @@ def session_search(
     without ``web_search`` or a connection that cannot search runs it without search, with a notice."""
     online = speaks_openrouter(conn.preset.name, conn.wire, conn.base_url) and is_online(conn.model_name)
     if online and config.privacy:
-        from ketch.core.exceptions import ConfigError
+        from ketch.protocol.exceptions import ConfigError
 
         raise ConfigError(
             f"model '{conn.ref}' asks OpenRouter to search the web (':online') but privacy mode is on; "
@@ -183,7 +183,7 @@ def _refuse_unasked_search(conn: Connection, route: SearchRoute) -> None:
     from ketch.providers.groq import compound_connection, refusal
 
     if compound_connection(conn) and route.protocol != "groq-compound":
-        from ketch.core.exceptions import ConfigError
+        from ketch.protocol.exceptions import ConfigError
 
         raise ConfigError(refusal(conn.ref, f"this session may not search ({route.reason})"))
 

@@ -2,7 +2,7 @@
 
 ``reasoning_details`` become thinking parts (per detail type and index, signatures kept), the
 ``url_citation`` annotations stay on the answer's text (``provider_details["annotations"]``, where
-``websearch.normalize`` reads the sources), the response's details carry the downstream provider,
+``protocol.search_rows`` reads the sources), the response's details carry the downstream provider,
 OpenRouter's own finish reason and the cost it reports; an ``error`` object inside a 200 answer or
 a stream chunk is the HTTP error its ``code`` names.
 """

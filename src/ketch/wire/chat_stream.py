@@ -33,7 +33,7 @@ from pydantic_ai.usage import RequestUsage
 
 import httpx
 
-from ketch.providers.stream_end import EMPTY_STREAM
+from ketch.wire.stream_end import EMPTY_STREAM
 from ketch.wire.http import read_lines
 from ketch.wire.sse import ENDED_EARLY, json_events
 

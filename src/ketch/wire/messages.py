@@ -409,7 +409,7 @@ async def _primed(events: AsyncIterator[dict[str, Any]], model_name: str) -> Asy
     server that cannot stream tool calls), so the whole-answer fallback can still act."""
     from pydantic_ai.exceptions import ModelConnectionError, ModelTimeoutError
 
-    from ketch.providers.stream_end import EMPTY_STREAM
+    from ketch.wire.stream_end import EMPTY_STREAM
 
     try:
         first = await events.__anext__()

@@ -32,7 +32,7 @@ from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse, 
 from pydantic_ai.native_tools import WebSearchTool
 from pydantic_ai.profiles import ModelProfile
 
-from ketch.providers.lookalike_memo import LookalikeNotesMemo
+from ketch.wire.lookalike_memo import LookalikeNotesMemo
 from ketch.wire.http import WireClient
 from ketch.wire.chat_body import HISTORY_BREAKPOINTS
 from ketch.wire.responses_items import (
@@ -401,13 +401,13 @@ def _web_search_tool(tool: WebSearchTool) -> dict[str, Any]:
 
 class NotedResponsesModel(LookalikeNotesMemo, ResponsesModel):
     """``ResponsesModel`` whose pydantic-ai pass for text resembling its own frames (run before
-    every request over the whole history) is remembered per request (``providers.lookalike_memo``)."""
+    every request over the whole history) is remembered per request (``wire.lookalike_memo``)."""
 
 
 def model_class() -> type[ResponsesModel]:
     """The class ``build_model`` uses: the noted one while its memo fits pydantic-ai's methods and
     the fast paths are on (``KETCH_SDK_FASTPATHS``)."""
-    from ketch.providers import history_scans, lookalike_memo
+    from ketch.wire import history_scans, lookalike_memo
 
     return NotedResponsesModel if history_scans.enabled() and lookalike_memo.usable(ResponsesModel) else ResponsesModel
 

@@ -183,7 +183,7 @@ class ResponsesStream(StreamedResponse):
         except ModelConnectionError as exc:
             # closed before any event (SSE comments do not count): what a server that cannot stream
             # tool calls does, which ``stream_refusal`` reads by this text
-            from ketch.providers.stream_end import EMPTY_STREAM
+            from ketch.wire.stream_end import EMPTY_STREAM
 
             raise ModelConnectionError(self._model_name, f"{EMPTY_STREAM} ({exc.message})", phase="read") from exc
         frame, event = self._first

@@ -34,7 +34,7 @@ import inspect
 from contextvars import ContextVar
 from typing import Any, NamedTuple
 
-from ketch.providers.history_scans import HistorySnapshot, enabled
+from ketch.wire.history_scans import HistorySnapshot, enabled
 
 _EXPECTED = {
     "_note_lookalike_frames": ["self", "authored", "messages", "announce"],

@@ -4,7 +4,7 @@ Collected once per session from the connection in use, every connection and pres
 config knows, the keys stored by ``ketch auth login``, the web-search key, the values of MCP
 servers' ``env`` and ``headers``, and every variable whose name looks like a secret. Used to
 keep them out of children's environments (``tools/child_env.py``) and out of tool output
-(``core/redaction.py``).
+(``state/redaction.py``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ class KeyRing:
 
 
 def collect_keys(config: Any, conn: Any = None, environ: Mapping[str, str] | None = None, extra_names: tuple[str, ...] = ()) -> KeyRing:
-    from ketch.core.config import stored_keys
-    from ketch.providers.presets import PRESETS
+    from ketch.config.settings import stored_keys
+    from ketch.config.presets import PRESETS
     from ketch.tools.child_env import SECRET_NAME
 
     env = os.environ if environ is None else environ

@@ -174,7 +174,7 @@ def describe_run_error(exc: BaseException, connection: Any = None) -> tuple[str,
         return "provider", f"request to {name} failed: {text}", True
     if isinstance(exc, UserError):
         return "config", _one_line(redact(str(exc), secrets)), False
-    from ketch.core.exceptions import ConfigError
+    from ketch.protocol.exceptions import ConfigError
 
     if isinstance(exc, ConfigError):  # e.g. the session store could not take a step
         return "config", _one_line(redact(str(exc), secrets)), False

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 Config = Any
-"""``ketch.core.config.Config`` (not imported: that module imports this one)."""
+"""``ketch.config.settings.Config`` (not imported: that module imports this one)."""
 
 
 _LIMIT_KEYS = ("context_window", "max_output_tokens")

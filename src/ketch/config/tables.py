@@ -34,7 +34,7 @@ class McpServerConfig(_Strict):
     @field_validator("url")
     @classmethod
     def _clean_host(cls, value: str | None) -> str | None:
-        from ketch.core.hostcheck import url_problem
+        from ketch.config.hostcheck import url_problem
 
         problem = url_problem(value) if value is not None else None
         if problem is not None:

@@ -4,7 +4,7 @@ What narrows (deny and ask rules, guards, disabled tools, a smaller step limit, 
 change nothing about what runs or where data goes) always applies. What widens (allow rules,
 hooks, MCP servers, agents, added directories, connection changes, a larger step limit,
 turning web search on, another registry) applies only in a folder the user trusts
-(``core/trust.py``). The widening part has a digest: the trust answer is stored with it, and a
+(``config/trust.py``). The widening part has a digest: the trust answer is stored with it, and a
 changed digest is asked about again.
 
 Nothing here merges a repository value *over* a user value where that could weaken it: rules
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ketch.core import strict_json
+from ketch.protocol import strict_json
 
 USER_ONLY_KEYS: tuple[tuple[str, str], ...] = (("tools", "keep_env"),)
 """Keys a repository's config can never set (the user's own decisions)."""
@@ -181,7 +181,7 @@ def _guards(key: str, value: Any, user: Mapping[str, Any], narrow: dict, wide: d
 
 
 def _connections(key: str, value: Any, user: Mapping[str, Any], narrow: dict, wide: dict, adds: list, has_key: Any) -> None:
-    from ketch.providers.presets import PRESETS
+    from ketch.config.presets import PRESETS
 
     user_conns = user.get("connections") or {}
     for name, entry in (value or {}).items():

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ketch.core.events import AgentEvent, Decision
+from ketch.protocol.events import AgentEvent, Decision
 from ketch.core.operations import Operation
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx2
 
-from ketch.providers.sse import ByteStream, wrappable_sse
+from ketch.wire.hook_sse import ByteStream, wrappable_sse
 
 _TYPE = rb'"type"\s*:\s*"'
 _TERMINAL: dict[str, re.Pattern[bytes]] = {

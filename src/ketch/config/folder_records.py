@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ketch.core import strict_json
+from ketch.protocol import strict_json
 
 
 def read_folders(path: Path) -> dict[str, Any]:

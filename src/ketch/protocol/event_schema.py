@@ -1,10 +1,10 @@
 """The JSON Schemas of headless output, built from the event classes and shipped as files.
 
 ``ketch/schemas/stream-json.schema.json`` describes one line of ``--output-format stream-json``
-(any event of ``core.events``); ``ketch/schemas/json-output.schema.json`` the one object of
+(any event of ``protocol.events``); ``ketch/schemas/json-output.schema.json`` the one object of
 ``--output-format json``. Every field an event has is always present (``to_dict`` writes them
 all), so every property is required and no other is allowed. The files are what users read;
-``python -m ketch.core.event_schema`` rewrites them from the classes, and a test holds the
+``python -m ketch.protocol.event_schema`` rewrites them from the classes, and a test holds the
 shipped files equal to what this module builds.
 """
 
@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ketch.core import events as ev
+from ketch.protocol import events as ev
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 STREAM_FILE = "stream-json.schema.json"

@@ -2,7 +2,7 @@
 
 The answer lives in ``trust.json`` in the user's data dir, per project folder, with the
 digest of the widening part of that folder's ``.ketch/config.toml``
-(``core/project_config.py``). A folder counts as trusted only while its widening part still
+(``config/project.py``). A folder counts as trusted only while its widening part still
 has the digest the user trusted: a changed config is asked about again (interactive) or
 ignored (headless, without ``--trust``). A file that cannot be read trusts nothing.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ketch.core.folder_records import read_folders, write_folders
+from ketch.config.folder_records import read_folders, write_folders
 
 TRUST_FILE = "trust.json"
 _VERSION = 1
@@ -72,13 +72,13 @@ class ProjectTrust:
 
 
 def widening_digest_of_nothing() -> str:
-    from ketch.core.project_config import widening_digest
+    from ketch.config.project import widening_digest
 
     return widening_digest({})
 
 
 def trust_path() -> Path:
-    from ketch.core.dirs import user_data_dir
+    from ketch.config.dirs import user_data_dir
 
     return user_data_dir() / TRUST_FILE
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ketch.core import strict_json
-from ketch.core.folder_records import read_folders, write_folders
+from ketch.protocol import strict_json
+from ketch.config.folder_records import read_folders, write_folders
 
 APPROVALS_FILE = "mcp_approvals.json"
 _VERSION = 1
@@ -115,7 +115,7 @@ def launch_lines(spec: Any) -> list[str]:
 
 
 def approvals_path() -> Path:
-    from ketch.core.dirs import user_data_dir
+    from ketch.config.dirs import user_data_dir
 
     return user_data_dir() / APPROVALS_FILE
 

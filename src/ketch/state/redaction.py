@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
 
-from ketch.core.keyring import KeyRing
+from ketch.config.keyring import KeyRing
 
 MARKER = "[key removed by ketch]"
 
@@ -48,7 +48,7 @@ def redact_value(value: Any, ring: KeyRing) -> Any:
 
 
 def _derived_views() -> tuple[type, ...]:
-    from ketch.core import events as ev
+    from ketch.protocol import events as ev
 
     return (ev.ToolCallStarted, ev.ToolCallFinished, ev.ApprovalRequested, ev.ApprovalResolved, ev.Notice)
 
@@ -140,7 +140,7 @@ def redacting_emit(emit: Callable[[Any], None], ring: KeyRing) -> Callable[[Any]
     """``emit`` with the text of live tool output chunks passed through a ``ChunkRedactor``."""
     if not ring.values:
         return emit
-    from ketch.core.events import ToolOutputChunk
+    from ketch.protocol.events import ToolOutputChunk
 
     chunks = ChunkRedactor(ring)
 

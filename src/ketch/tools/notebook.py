@@ -16,7 +16,7 @@ from typing_extensions import NotRequired, TypedDict
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import ToolCallPart, ToolReturnPart
 
-from ketch.core.events import TodoUpdated
+from ketch.protocol.events import TodoUpdated
 from ketch.tools.base import ToolDeps, ToolSpec
 
 Status = Literal["pending", "in_progress", "completed"]

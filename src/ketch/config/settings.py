@@ -19,13 +19,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from ketch.core import strict_json
-from ketch.core.dirs import user_config_dir, user_data_dir
-from ketch.core.env_values import env_layer
-from ketch.core.config_limits import limit_fields, take_limits
-from ketch.core.exceptions import ConfigError, MissingKey
-from ketch.sandbox.config import SandboxConfig, limit_project_layer
-from ketch.providers.presets import PRESETS, WIRES, Preset
+from ketch.protocol import strict_json
+from ketch.config.dirs import user_config_dir, user_data_dir
+from ketch.config.env_values import env_layer
+from ketch.config.limits import limit_fields, take_limits
+from ketch.protocol.exceptions import ConfigError, MissingKey
+from ketch.config.sandbox import SandboxConfig, limit_project_layer
+from ketch.config.presets import PRESETS, WIRES, Preset
 
 __all__ = ["ConfigError", "Config", "Connection", "load_config", "resolve_connection", "user_config_dir", "user_data_dir"]
 
@@ -34,8 +34,8 @@ THINK_LEVELS: tuple[str, ...] = ("off", "low", "medium", "high", "max")
 
 
 def _clean_url(value: Any) -> Any:
-    """A URL config names is refused at load when its host carries control bytes (``core.hostcheck``)."""
-    from ketch.core.hostcheck import url_problem
+    """A URL config names is refused at load when its host carries control bytes (``config.hostcheck``)."""
+    from ketch.config.hostcheck import url_problem
 
     problem = url_problem(value) if isinstance(value, str) else None
     if problem is not None:
@@ -179,7 +179,7 @@ class Config(_Strict):
     """``[mcp.servers.NAME]`` with command/args/env or url/headers."""
     hooks: dict[str, Any] = Field(default_factory=dict)
     lsp: dict[str, Any] = Field(default_factory=dict)
-    """``[lsp]``: language servers for diagnostics after edits (``core.config_tables.LspConfig``)."""
+    """``[lsp]``: language servers for diagnostics after edits (``config.tables.LspConfig``)."""
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     registry_url: str = "https://registry.ketch.dev/index.json"
@@ -198,7 +198,7 @@ class Config(_Strict):
     def _check_table(cls, value: Any, info: Any) -> Any:
         """The free-form tables' own shapes (``config_tables``): wrong types are errors here,
         at load, with the file named, not a lenient read later by their consumer."""
-        from ketch.core import config_tables
+        from ketch.config import tables as config_tables
 
         return getattr(config_tables, f"check_{info.field_name}")(value) if value else value
 
@@ -260,8 +260,8 @@ def load_config(
     The project's file is split (``project_config.split_project``): its narrowing part always
     applies, its widening part only where the folder is trusted (``trust.standing_of``) or
     ``trust_flag`` (``--trust``) says so. ``config.project_trust`` tells what happened."""
-    from ketch.core import trust
-    from ketch.core.project_config import merge_layer
+    from ketch.config import trust
+    from ketch.config.project import merge_layer
 
     environ = dict(os.environ if environ is None else environ)
     merged: dict[str, Any] = {}
@@ -299,7 +299,7 @@ def project_split(cwd: Path) -> Any:
 def _split_project_file(
     root: Path, user: dict[str, Any], ignored: list[str] | None = None, ceilings: dict[str, int] | None = None
 ) -> Any:
-    from ketch.core.project_config import ProjectConfigError, split_project
+    from ketch.config.project import ProjectConfigError, split_project
 
     project_file = root / ".ketch" / "config.toml"
     if not project_file.is_file():
@@ -391,7 +391,7 @@ def check_base_url(url: str, where: str) -> None:
     """Refuse a base URL no HTTP client can use (no scheme, no host, a bad port) as a usage error."""
     from urllib.parse import urlsplit
 
-    from ketch.core.hostcheck import url_problem
+    from ketch.config.hostcheck import url_problem
 
     example = "write it like http://localhost:11434/v1"
     problem = url_problem(url)
@@ -417,7 +417,7 @@ def resolve_connection(
 ) -> Connection:
     """Turn ``connection:model`` (or an ad-hoc ``--base-url``/``--wire`` endpoint) into a Connection."""
     environ = dict(os.environ if environ is None else environ)
-    from ketch.core.env_values import env_int
+    from ketch.config.env_values import env_int
 
     retries_override = env_int(environ, "KETCH_MAX_RETRIES")
     timeout_override = _timeout_override(environ.get("KETCH_TIMEOUT"))

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
 
-from ketch.sandbox.project_limits import limit_project_layer
+from ketch.config.sandbox_limits import limit_project_layer
 
 __all__ = ["SandboxConfig", "limit_project_layer"]
 
