@@ -68,6 +68,15 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", _loopback_only)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def extension_table_checks() -> None:
+    """What ``cli.main`` does first: hand the config its [hooks]/[permissions]/[guards] checks,
+    for the tests that load a config without going through the command line."""
+    from ketch.extensions import table_checks
+
+    table_checks.install()
+
+
 @pytest.fixture(scope="session")
 def preloaded_ketch():  # noqa: ANN201
     """The interpreter that forks real ketch processes without paying the imports

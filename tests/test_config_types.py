@@ -344,3 +344,18 @@ def test_an_untrusted_repository_never_widens_the_users_settings(tmp_path: Path,
         conn, ref = resolve_connection(got, "x:m", environ={}), resolve_connection(mine, "x:m", environ={})
         assert (conn.base_url, conn.key_env, conn.wire) == (ref.base_url, ref.key_env, ref.wire)
         assert (conn.context_window, conn.max_output_tokens) == (ref.context_window, ref.max_output_tokens)
+
+
+def test_an_extension_table_is_refused_when_its_owner_has_not_handed_in_its_check(monkeypatch):
+    """``config`` sits below ``extensions``: without the checks handed in, [hooks] fails closed."""
+    from ketch.config import tables
+
+    monkeypatch.setattr(tables, "_extension_checks", {})
+    with pytest.raises(ValueError, match=r"\[hooks\] cannot be checked"):
+        tables.check_hooks({"before_tool": [{"command": "true"}]})
+    from ketch.extensions import table_checks
+
+    table_checks.install()
+    assert tables.check_hooks({"before_tool": [{"command": "true"}]}) == {"before_tool": [{"command": "true"}]}
+    with pytest.raises(ValueError):
+        tables.check_hooks({"before_tool": [{"command": "true", "timeout": "5"}]})

@@ -16,7 +16,7 @@ from kettle import adhoc, run_ketch
 from pydantic_ai import Tool
 
 from ketch.providers.arg_types import mismatch
-from ketch.tools import builtin_tool_specs
+from ketch.frontends.builtin_tools import builtin_tool_specs
 
 WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
 

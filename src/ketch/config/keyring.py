@@ -5,14 +5,25 @@ config knows, the keys stored by ``ketch auth login``, the web-search key, the v
 servers' ``env`` and ``headers``, and every variable whose name looks like a secret. Used to
 keep them out of children's environments (``tools/child_env.py``) and out of tool output
 (``state/redaction.py``).
+
+What names a secret (``SECRET_NAME``) and the web-search key's variable live here, at the
+configuration's floor, so the tools and web search read them from below instead of the
+keyring reaching up into them.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
+"""A variable whose name says it holds a secret: kept from children, its value redacted."""
+
+TAVILY_KEY_ENV = "TAVILY_API_KEY"
+"""The web-search key's variable (``websearch/tavily.py`` reads it)."""
 
 MIN_KEY_LEN = 8
 """Shorter values are not treated as keys: replacing them would garble ordinary output."""
@@ -29,7 +40,6 @@ class KeyRing:
 def collect_keys(config: Any, conn: Any = None, environ: Mapping[str, str] | None = None, extra_names: tuple[str, ...] = ()) -> KeyRing:
     from ketch.config.settings import stored_keys
     from ketch.config.presets import PRESETS
-    from ketch.tools.child_env import SECRET_NAME
 
     env = os.environ if environ is None else environ
     names = {p.key_env for p in PRESETS.values() if p.key_env}
@@ -38,12 +48,7 @@ def collect_keys(config: Any, conn: Any = None, environ: Mapping[str, str] | Non
     names |= {n for n in extra_names if n}
     if conn is not None and getattr(conn, "key_env", ""):
         names.add(conn.key_env)
-    try:
-        from ketch.websearch.tavily import KEY_ENV
-
-        names.add(KEY_ENV)
-    except ImportError:  # pragma: no cover - the module is part of ketch
-        pass
+    names.add(TAVILY_KEY_ENV)
     values = {env[n] for n in names if env.get(n)}
     values |= {v for k, v in env.items() if SECRET_NAME.search(k)}
     values |= set(stored_keys().values())

@@ -41,7 +41,7 @@ from ketch.context.windows import Limits, assume_unknown, fit_output, known_by_n
 from ketch.protocol import events as ev
 
 if TYPE_CHECKING:
-    from ketch.core.session import Session
+    from ketch.context.session_view import SessionView as Session
 
 SUMMARY_INSTRUCTIONS = (
     "You condense the earlier part of a conversation between a user and a coding agent so the "

@@ -20,7 +20,7 @@ from ketch.context.overflow import is_context_length_error
 from ketch.context.prune import is_item_not_found, strip_item_ids
 
 if TYPE_CHECKING:
-    from ketch.core.session import Session
+    from ketch.context.session_view import SessionView as Session
 
 
 def _suppressed() -> Any:

@@ -85,7 +85,7 @@ def _visible(text: str) -> str:
 
 def launch_lines(spec: Any) -> list[str]:
     """The exact launch, a line per part: program and arguments, env, cwd, network; or the URL."""
-    from ketch.tools.child_env import SECRET_NAME
+    from ketch.config.keyring import SECRET_NAME
 
     if not isinstance(spec, Mapping):
         return [f"malformed entry: {_visible(repr(spec))}"]

@@ -17,6 +17,7 @@ from typing import Any
 from ketch.core.agents import resolve_agent
 from ketch.core.approval import ApprovalGate
 from ketch.config.settings import Config, Connection, find_project_root, load_config, resolve_connection
+from ketch.extensions import table_checks
 from ketch.protocol.exceptions import ConfigError
 
 
@@ -30,6 +31,7 @@ def config_from_args(args: Any, cwd: Path) -> Config:
         "sandbox": {"mode": args.sandbox} if getattr(args, "sandbox", None) else None,
         "approval": getattr(args, "approval", None),
     }
+    table_checks.install()  # (idempotent) for callers that did not come through cli.main
     return load_config(cwd, flags, trust_flag=bool(getattr(args, "trust", False)))
 
 
@@ -95,7 +97,7 @@ def settle(args: Any) -> Settled:
 def tool_specs(s: Settled, search: Any) -> tuple[list[Any], Any]:
     """Step 3: the built-in tools, the client-side search tool when routed, and ``task``."""
     from ketch.core.subagent import subagent_kinds, task_tool_spec
-    from ketch.tools import builtin_tool_specs
+    from ketch.frontends.builtin_tools import builtin_tool_specs
     from ketch.websearch.wiring import web_research_available
 
     specs = builtin_tool_specs()

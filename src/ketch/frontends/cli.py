@@ -165,8 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv == ["--version"]:  # the fast path: no argparse, no regex compile
         print(f"ketch {__version__}")
         return EXIT_OK
+    from ketch.extensions import table_checks
     from ketch.protocol.exceptions import ConfigError
 
+    table_checks.install()  # the config's [hooks]/[permissions]/[guards] are checked by extensions
     try:
         if argv and argv[0] == "acp":
             from ketch.frontends.acp_server import run_acp

@@ -9,11 +9,10 @@ config keeps it by name (``[tools] keep_env``; a repository's config cannot add 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
+from ketch.config.keyring import SECRET_NAME  # what names a secret: the keyring's rule
 
 
 @dataclass(frozen=True)

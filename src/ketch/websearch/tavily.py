@@ -2,7 +2,7 @@
 
 This tool is used only when the user picks ``source = tavily``: ``websearch.route_web_search``
 hands out ``WEB_SEARCH_TOOL`` for the surfaces allowed to search, so it is deliberately not part
-of ``tools.builtin_tool_specs``. The API key comes from ``TavilySettings.api_key`` (config) or
+of ``frontends.builtin_tools.builtin_tool_specs``. The API key comes from ``TavilySettings.api_key`` (config) or
 ``TAVILY_API_KEY``; it is sent to Tavily and nowhere else, and never appears in a message.
 """
 
@@ -17,11 +17,12 @@ import httpx
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
+from ketch.config.keyring import TAVILY_KEY_ENV
 from ketch.protocol.events import WebSearchResult
 from ketch.tools.base import ToolDeps, ToolSpec
 
 DEFAULT_BASE_URL = "https://api.tavily.com"
-KEY_ENV = "TAVILY_API_KEY"
+KEY_ENV = TAVILY_KEY_ENV
 _SNIPPET_CHARS = 500
 _MAX_RESULTS = 10
 
