@@ -7,7 +7,7 @@ user data dir (``shadow``); the user's own ``.git`` is never read for writing, c
 stashed or re-indexed. ``log`` keeps which snapshot belongs to which session, prompt and
 step; ``rewind`` plans and applies a restore.
 
-May import: core.config (the data dir), core.exceptions, state (the store, for conversation
-rewind), context (the history repairs), tools.workspace (the jail) and tools.gitsafe (git's
-allowlisted environment). Never frontends or ui.
+May import: protocol, config, context, state, tools.
+(the data dir; the history repairs; the store, for conversation rewind; the jail and git's
+allowlisted environment).
 """

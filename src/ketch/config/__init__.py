@@ -1,4 +1,9 @@
-"""Configuration: settings, limits, presets, project config and trust, dirs, keys, sandbox settings.
+"""Configuration, below everything but the ground floor: the settings and their layers
+(``settings``), limits, the free-form tables' shapes (``tables``), project config and folder trust,
+the user's dirs, ``KETCH_*`` values, URL checks, the connection presets, the keyring, and the
+sandbox's settings.
 
 May import: protocol.
+Tables only their owners can check ([hooks], [permissions], [guards]) are handed in from above
+(``extensions.table_checks``), never imported.
 """

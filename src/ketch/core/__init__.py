@@ -1,5 +1,5 @@
-"""The agent core: the event seam, the loop, the gate, instructions, agents, subagents,
-configuration and errors.
+"""The agent core, the roof under the front ends: the loop (``session`` and its mixins), the
+gate (``approval``), instructions, agents, subagents.
 
-May import: context, providers, state, extensions, websearch, tools. Never frontends or ui.
+May import: protocol, config, wire, context, state, tools, extensions, providers, sandbox, websearch.
 """

@@ -1,9 +1,10 @@
 """ketch as a Harbor agent: ``harbor run -a ketch.harbor:Ketch``.
 
-May import: harbor (the optional ``ketch[harbor]`` extra, Python 3.12+), ``ketch`` itself for
-its version, and nothing else of ketch: the agent drives the ``ketch`` command installed in the
-task's environment, never ketch's modules. ``import ketch`` never imports this package, and
-importing this package imports Harbor only when ``Ketch`` is asked for.
+May import: nothing.
+Harbor (the optional ``ketch[harbor]`` extra, Python 3.12+) and ``ketch`` itself for its version:
+the agent drives the ``ketch`` command installed in the task's environment, never ketch's
+modules. ``import ketch`` never imports this package, and importing this package imports Harbor
+only when ``Ketch`` is asked for.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 installed, the per-language pool the file tools ask for a file's diagnostics after an edit,
 and the report that turns diagnostics into bounded text for a tool result.
 
-May import: core.events (the notice at the seam) and the standard library. How a server is
-launched (the sandbox's argv, the key-free environment) is handed in by the wiring, so
-nothing here imports tools, sandbox or frontends; nothing is started before the first edit.
+May import: protocol.
+How a server is launched (the sandbox's argv, the key-free environment) is handed in by the
+wiring, so nothing here imports tools, sandbox or frontends; nothing is started before the first edit.
 """

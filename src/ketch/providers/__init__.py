@@ -1,5 +1,7 @@
-"""Talking to model providers: connection presets, model building, the Chat->Responses
-fallback, stream coalescing and end-of-stream checks, the SDK warm-up, pricing.
+"""Talking to model providers: model building, the Chat->Responses fallback, stream
+coalescing and refusal, thinking levels, the provider-specific models, how a turn ended
+(``endings``) and what a run's error means to the user (``errors``).
 
-May import: core.config/errors/exceptions and the SDK. Never frontends or ui.
+May import: protocol, config, context, wire.
+And the SDK.
 """

@@ -1,4 +1,5 @@
-"""What outlives a process: the SQLite store, export, memory, the task list, titles.
+"""What outlives a process: the SQLite store, export, resume, repair, titles, and redaction
+of the keys ketch holds from what is stored and shown.
 
-May import: context (the codec), core.events/errors/exceptions. Never frontends or ui.
+May import: protocol, config, context.
 """

@@ -1,5 +1,5 @@
 """Web search: which connection/model pairs have hosted search, routing and wiring,
 and the client-side search tool.
 
-May import: core, providers, tools. Never frontends or ui.
+May import: protocol, config, providers, tools.
 """

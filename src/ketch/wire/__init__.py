@@ -1,6 +1,7 @@
 """The model wire ketch owns: one HTTP client (timeouts, retries, errors) and SSE framing that
-the per-protocol models share, instead of the provider SDKs' transports.
+the per-protocol models share, instead of the provider SDKs' transports; what the streams and
+items need (end-of-stream checks, the history scans and look-alike memo), and pricing.
 
-May import: httpx and pydantic-ai's exceptions. Nothing else of ketch, so every layer above
-(providers, core) may use it.
+May import: protocol.
+Otherwise httpx and pydantic-ai, so every layer above (context, providers, core) may use it.
 """
