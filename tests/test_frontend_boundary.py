@@ -229,7 +229,7 @@ def test_the_scan_catches_what_the_front_ends_used_to_do(tmp_path: Path, line: s
     "self._sessions[sid] = session",
     "sessions.pop(sid)",
     "task = session.take_title_task()",
-    "from ketch.core.operations import Rewind",
+    "from ketch.protocol.operations import Rewind",
 ])
 def test_the_scan_lets_the_public_surface_through(tmp_path: Path, line: str) -> None:
     path = tmp_path / "ok.py"

@@ -113,7 +113,7 @@ async def test_after_a_rewind_to_the_start_the_status_and_context_agree(tmp_path
     try:
         [e async for e in session.run_turn("hello")]
         assert session.status().context_tokens == 3200  # measured by the request
-        from ketch.core.operations import Rewind
+        from ketch.protocol.operations import Rewind
 
         session.apply(Rewind(()))  # what a rewind to the first prompt does
         status = session.status()

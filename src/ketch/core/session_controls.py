@@ -15,7 +15,7 @@ from pydantic_ai.messages import ModelMessage
 
 from ketch.core.agents import AgentVariant
 from ketch.config.settings import Connection
-from ketch.core import operations as op
+from ketch.protocol import operations as op
 from ketch.protocol.frontend import SessionStatus
 from ketch.state.history_writer import HistoryWriter
 

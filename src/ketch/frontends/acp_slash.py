@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ketch.core import operations as op
+from ketch.protocol import operations as op
 
 NOT_IN_EDITORS = frozenset({"resume"})
 """Core commands an editor gets elsewhere (``session/load``, ``session/list``)."""

@@ -91,7 +91,7 @@ class SessionRewind:
         prompt = None
         if what in ("chat", "both"):
             kept, prompt = await asyncio.to_thread(cut_conversation, cp, session.session_id, list(session.messages), turn)
-            from ketch.core.operations import Rewind
+            from ketch.protocol.operations import Rewind
 
             session.apply(Rewind(tuple(kept)))
             lines.append(f"Conversation: back to before prompt {turn}; it is in the input box to edit and send again.")

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ketch.core import operations as op
+from ketch.protocol import operations as op
 from ketch.protocol.exceptions import ConfigError
 from ketch.frontends.slash_background import BackgroundCommandsSlash
 from ketch.frontends.slash_extensions import ExtensionCommands

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ketch.protocol.events import AgentEvent, Decision
-from ketch.core.operations import Operation
+from ketch.protocol.operations import Operation
 
 
 @dataclass

@@ -17,6 +17,9 @@ one raises instead of being dropped.
 Prompt cache on GPT-5.6 and later (the unified ``cache`` setting): ``prompt_cache_options`` and a
 ``prompt_cache_breakpoint`` on each request message of the history, kept once placed
 (``responses_items.mark_last_item``; the Chat wire's ``chat_body.HistoryMarks`` says why).
+
+One thing: the request a history becomes and the answer that comes back, for one protocol; the
+encoding of items and the stream's events already live in their own modules.
 """
 
 from __future__ import annotations
