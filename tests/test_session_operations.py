@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fakeprovider import Turn, user_texts
 
-from ketch.core import operations as op
+from ketch.protocol import operations as op
 
 
 def _prompts(messages: list[Any]) -> list[str]:
