@@ -248,6 +248,8 @@ def _distinct(results: list[tuple[str, str]]) -> list[str]:
 def test_kill_9_of_ketch_stops_the_background_command_and_its_setsid_grandchild(tmp_path: Path, sandbox: str) -> None:
     (tmp_path / ".git").mkdir()
     hold = Hold("the request after the start")
+    # processes this worker already had (a preloaded interpreter other tests fork from) are not ketch's
+    earlier = set(own_processes())
     with reserved_port(reuse_address=True) as port:
         script = Script(
             Turn(text="Starting.", tool_calls=[ToolCall("shell", {"command": orphaned_server(port), "background": True})]),
@@ -264,7 +266,7 @@ def test_kill_9_of_ketch_stops_the_background_command_and_its_setsid_grandchild(
                     time.sleep(0.05)
                 assert server, "the background server never started"
                 tree = [p for p in psutil.Process(ketch.pid).children(recursive=True)]
-                leftovers = [p for p in own_processes() if p.pid != ketch.pid and p not in tree]
+                leftovers = [p for p in own_processes() if p.pid != ketch.pid and p not in tree and p not in earlier]
                 os.kill(ketch.pid, signal.SIGKILL)
                 ketch.wait(10)
             finally:

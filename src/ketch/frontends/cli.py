@@ -160,25 +160,36 @@ def error(message: str) -> None:
     print(f"ketch: {message}", file=sys.stderr)
 
 
+def _install_table_checks() -> None:
+    """The config's [hooks]/[permissions]/[guards] are checked by extensions; installed after the
+    arguments parse, so ``--help`` stays as cheap as ``--version`` (config.tables imports pydantic)."""
+    from ketch.extensions import table_checks
+
+    table_checks.install()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv == ["--version"]:  # the fast path: no argparse, no regex compile
         print(f"ketch {__version__}")
         return EXIT_OK
-    from ketch.extensions import table_checks
     from ketch.protocol.exceptions import ConfigError
 
-    table_checks.install()  # the config's [hooks]/[permissions]/[guards] are checked by extensions
     try:
         if argv and argv[0] == "acp":
+            acp_args = _acp_parser().parse_args(argv[1:])
+            _install_table_checks()
             from ketch.frontends.acp_server import run_acp
 
-            return run_acp(_acp_parser().parse_args(argv[1:]))
+            return run_acp(acp_args)
         if argv and argv[0] in SUBCOMMANDS:
+            sub_args = _sub_parser().parse_args(argv)
+            _install_table_checks()
             from ketch.frontends.subcommands import run_subcommand
 
-            return run_subcommand(_sub_parser().parse_args(argv))
+            return run_subcommand(sub_args)
         args = _main_parser().parse_args(argv)
+        _install_table_checks()
         if args.prompt is not None:
             from ketch.frontends.headless import run_headless
 
