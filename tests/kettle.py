@@ -18,7 +18,9 @@ class Run:
 
 
 def ketch_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    # no API key reaches ketch, and the suite's own pytest options (PYTEST_ADDOPTS, e.g. --shuffle)
+    # do not reach a pytest that ketch runs in its workspace
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "PYTEST_ADDOPTS"}
     env["PYDANTIC_AI_NO_BANNER"] = "1"
     env.update(extra or {})
     return env
