@@ -127,6 +127,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run the tests in a random order drawn from SEED (the same in every xdist worker)")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest has read PYTEST_ADDOPTS (e.g. a --shuffle seed) by now; the pytest a test's ketch runs
+    # in its workspace must not get this suite's options
+    os.environ.pop("PYTEST_ADDOPTS", None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     seed = config.getoption("--shuffle")
     if seed is not None:
