@@ -85,18 +85,10 @@ class GroqEncoder(ChatEncoder):
     assistant message without text."""
 
     def _content_item(self, item: Any) -> dict[str, Any]:
-        if isinstance(item, str | TextContent):
-            return {"text": item if isinstance(item, str) else item.content, "type": "text"}
-        if isinstance(item, ImageUrl) and not item.force_download:
-            image: dict[str, Any] = {"url": item.url}
-            if item.vendor_metadata:
-                image["detail"] = item.vendor_metadata.get("detail", "auto")
-            return {"image_url": image, "type": "image_url"}
-        if isinstance(item, BinaryContent) and item.is_image:
-            image = {"url": item.data_uri}
-            if item.vendor_metadata:
-                image["detail"] = item.vendor_metadata.get("detail", "auto")
-            return {"image_url": image, "type": "image_url"}
+        """Text and images as the plain Chat encoder writes them; anything else is refused here."""
+        if (isinstance(item, str | TextContent) or (isinstance(item, ImageUrl) and not item.force_download)
+                or (isinstance(item, BinaryContent) and item.is_image)):
+            return super()._content_item(item)
         raise UserError(f"{type(item).__name__} ({getattr(item, 'media_type', '?')}) cannot be sent to Groq "
                         "(it takes text and images)")
 
