@@ -84,15 +84,7 @@ def _charge(session: Session) -> Callable[[ModelResponse], None]:
     def charge(response: ModelResponse) -> None:
         from ketch.wire.pricing import response_cost
 
-        session.input_tokens += response.usage.input_tokens or 0
-        session.output_tokens += response.usage.output_tokens or 0
-        session.cache_read_tokens += response.usage.cache_read_tokens or 0
-        session.cache_write_tokens += response.usage.cache_write_tokens or 0
-        cost = response_cost(response)
-        if cost is None:
-            session.cost_usd = None
-        elif session.cost_usd is not None:
-            session.cost_usd += cost
+        session.charge(response.usage, response_cost(response))
 
     return charge
 
@@ -260,8 +252,8 @@ class Compactor:
 
     def _summarizer(self, session: Session, kept: int | None = None) -> Summarize:
         assert self.limits is not None
-        turn = session._turn
-        if self._summary_failed is not None and (turn is None or self._summary_failed == turn.turn_id):
+        turn_id = session.turn_id_now()
+        if self._summary_failed is not None and (turn_id is None or self._summary_failed == turn_id):
             return _failed_already  # not again in the same turn: one failed call, one warning
         self._summary_failed = None
         return self.summarize or model_summarizer(
@@ -286,9 +278,8 @@ class Compactor:
             **({"summary_tokens": marked.summary, "record_first": True} if small else {}),
         )
         if warn and result.summary_error is not None and self._summary_failed is None:
-            turn = session._turn
-            self._summary_failed = turn.turn_id if turn is not None else ""
-            session._emit(ev.Notice(
+            self._summary_failed = session.turn_id_now() or ""
+            session.emit(ev.Notice(
                 level="warning",
                 text=f"The summary of earlier work could not be written ({result.summary_error}); the stored "
                 "history is kept as it was, and requests are shortened by dropping older reasoning and tool output.",
@@ -343,17 +334,16 @@ class Compactor:
             return request_context
         request_context.messages = list(result.messages)
         if result.summary_error is not None:
-            session.prefix.note_break(f"compaction ({result.stage}) of this request only: the summary failed")
+            session.note_break(f"compaction ({result.stage}) of this request only: the summary failed")
             return request_context  # this request only: a summary that failed replaces nothing stored
         ctx.messages[:] = result.messages
-        session.history_rewritten = True
+        session.rewrote_history()
         refused = f"; a summary was written and not kept: {result.summary_refused}" if result.summary_refused else ""
-        session.prefix.note_break(f"compaction ({result.stage}): {result.tokens_before:,} → {result.tokens_after:,} tokens"
+        session.note_break(f"compaction ({result.stage}): {result.tokens_before:,} → {result.tokens_after:,} tokens"
                                   + refused)
-        turn = session._turn
-        if turn is not None and not turn.compacted and result.tokens_after < result.tokens_before:
-            turn.compacted = True  # (a ladder that could take nothing away is not reported as a compaction)
-            session._emit(ev.Compacted(tokens_before=result.tokens_before, tokens_after=result.tokens_after, stage=result.stage))
+        if result.tokens_after < result.tokens_before and session.first_compaction():
+            # (a ladder that could take nothing away is not reported as a compaction)
+            session.emit(ev.Compacted(tokens_before=result.tokens_before, tokens_after=result.tokens_after, stage=result.stage))
         return request_context
 
     def _fit_new_output(self, session: Session, ctx: Any, request_context: Any, reserved: int) -> None:
@@ -372,7 +362,7 @@ class Compactor:
         request_context.messages = fitted
         if ctx is not None and getattr(ctx, "messages", None) and ctx.messages[-1] is newest:
             ctx.messages[-1] = fitted[-1]
-            session.history_rewritten = True
+            session.rewrote_history()
 
     async def squeezed(self, session: Session, request_context: Any, error: BaseException) -> None:
         """After the provider rejected a request as too long: lower the limit for the rest of the
@@ -402,7 +392,7 @@ class Compactor:
         self._last_estimate = self.calibration.scale(result.tokens_after)
         self._set_max_tokens(request_context, self._last_estimate)
         if result.changed:
-            session.prefix.note_break(f"compaction ({result.stage}) after the provider refused the request as too long")
+            session.note_break(f"compaction ({result.stage}) after the provider refused the request as too long")
 
     async def compact_now(self, session: Session) -> list[ev.AgentEvent]:
         """Compact the session's history as far as the ladder goes (``/compact``, ``--compact``).
@@ -422,10 +412,10 @@ class Compactor:
                 level="warning",
                 text=f"Nothing was compacted: the summary could not be written ({result.summary_error}).",
             )]
-        session.history_rewritten = True
-        session.prefix.note_break(f"/compact ({result.stage})")
-        session._persist(list(result.messages))
-        session.last_request_tokens = 0  # the status estimates the new history until the next request
+        session.rewrote_history()
+        session.note_break(f"/compact ({result.stage})")
+        session.persist(list(result.messages))
+        session.forget_request_size()  # the status estimates the new history until the next request
         after = estimate_messages(result.messages)
         return [ev.Compacted(session_id=session.session_id, tokens_before=before, tokens_after=after, stage=result.stage)]
 

@@ -61,8 +61,8 @@ class ContextLengthRetry(AbstractCapability[Any]):
         return None
 
     def _key(self, ctx: Any) -> tuple[str, int] | None:
-        turn = self.session._turn
-        return None if turn is None else (turn.turn_id, len(ctx.messages))
+        turn_id = self.session.turn_id_now()
+        return None if turn_id is None else (turn_id, len(ctx.messages))
 
     def _handles_model_request_error(self, ctx: Any, request_context: Any) -> bool:
         return self._key(ctx) is not None  # (the second refusal too: it gets the advice below)
@@ -104,8 +104,8 @@ class ItemNotFoundRetry(AbstractCapability[Any]):
         return None
 
     def _can_retry(self) -> bool:
-        turn = self.session._turn
-        return turn is not None and not turn.delivered and self._retried_turn != turn.turn_id
+        turn_id = self.session.turn_id_now()
+        return turn_id is not None and not self.session.delivered_now() and self._retried_turn != turn_id
 
     def _handles_model_request_error(self, ctx: Any, request_context: Any) -> bool:
         # Streams are opened early (primed) only while a retry is still possible this turn.
@@ -119,12 +119,12 @@ class ItemNotFoundRetry(AbstractCapability[Any]):
         return request_context
 
     async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> Any:
-        turn = self.session._turn
-        if turn is None or not self._can_retry() or not is_item_not_found(error):
+        turn_id = self.session.turn_id_now()
+        if turn_id is None or not self._can_retry() or not is_item_not_found(error):
             raise error
-        self._retried_turn = turn.turn_id
+        self._retried_turn = turn_id
         ctx.messages[:] = strip_item_ids(ctx.messages)
-        self.session.history_rewritten = True
+        self.session.rewrote_history()
         self._strip_next = True
         raise RetryModelRequest()
 

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic_ai.capabilities import AbstractCapability
 
 from ketch.context.budget import estimate_text, estimate_tools
+from ketch.context.session_view import SessionView
 
 PROFILE_SHARE = 0.5
 """The most of the window the full instructions and tool schemas may take."""
@@ -67,10 +68,11 @@ def compact_tool_def(tool_def: Any) -> Any:
 class SmallWindowProfile(AbstractCapability[Any]):
     """Switches a session to the compact profile when its window is too small for the full one.
 
-    ``session``, ``sources`` (``core.instructions_wiring.InstructionSources``) and ``notify``
-    are attached once the session exists (``ServerBehaviour.attach``)."""
+    ``session`` (the session's ``session_view.SessionView``), ``sources``
+    (``core.instructions_wiring.InstructionSources``) and ``notify`` are attached once the
+    session exists (``ServerBehaviour.attach``)."""
 
-    session: Any = None
+    session: SessionView | None = None
     sources: Any = None
     notify: Any = None
     active: bool = False
@@ -83,16 +85,15 @@ class SmallWindowProfile(AbstractCapability[Any]):
     def full_tokens(self) -> int:
         """Estimated tokens of the full profile's instructions and tool schemas, as the
         server's counts corrected the estimate."""
-        session = self.session
-        active = session.active_tools()
-        defs = [session._tool_defs[name] for name in active if name in session._tool_defs]
-        raw = estimate_text(session.instructions_for(active)) + estimate_tools(defs)
-        return session.compactor.calibration.scale(raw)
+        assert self.session is not None
+        instructions, defs = self.session.full_profile()
+        raw = estimate_text(instructions) + estimate_tools(defs)
+        return self.session.compactor.calibration.scale(raw)
 
     async def before_run(self, ctx: Any) -> None:
         session = self.session
-        compactor = getattr(session, "compactor", None)
-        if compactor is None or self.sources is None or compactor.window == self._decided_for:
+        compactor = session.compactor if session is not None else None
+        if session is None or compactor is None or self.sources is None or compactor.window == self._decided_for:
             return
         window = compactor.window
         self._decided_for = window
@@ -103,14 +104,14 @@ class SmallWindowProfile(AbstractCapability[Any]):
             return
         why = (f"ketch's full instructions and tools take about {full:,} tokens of this model's {window:,}-token "
                f"window, more than {PROFILE_SHARE:.0%}")
-        if getattr(session, "interactive", False):
-            answer = await session._ask("", f"{why}. Use the compact profile (tools {', '.join(COMPACT_TOOLS)}, "
-                                        "short descriptions and instructions)?", [COMPACT, FULL])
+        if session.interactive:
+            answer = await session.ask("", f"{why}. Use the compact profile (tools {', '.join(COMPACT_TOOLS)}, "
+                                       "short descriptions and instructions)?", [COMPACT, FULL])
             if answer == FULL:
                 self._say("info", f"{why}; keeping the full profile, as asked")
                 return
         self.active = True
-        session.tool_ceiling = COMPACT_TOOLS
+        session.narrow_tools(COMPACT_TOOLS)
         self.sources.compact = True
         self._say("warning", (
             f"{why}; using the compact profile: tools {', '.join(COMPACT_TOOLS)} with short descriptions, and "

@@ -44,6 +44,7 @@ from ketch.core.history_rejection import annotate as annotate_rejection
 from ketch.core.prefix_keeper import PrefixKeeper
 from ketch.core.encodable import encodable, encodable_newest_request
 from ketch.state.redaction import DERIVED_VIEWS, redact_value
+from ketch.core.context_view import context_view
 from ketch.core.session_approval import ApprovalBridge
 from ketch.core.session_background import BackgroundCommands
 from ketch.core.session_checkpoints import CheckpointSteps
@@ -170,8 +171,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self.deps.emit = self._emit
         self.deps.extras.setdefault("ask", self._ask)
         self.deps.extras.setdefault("escalate", self._ask_outside_sandbox)
+        self.context_view = context_view(self)  # all ``context`` sees of the session (never the session)
         if compactor is not None:
-            capabilities = [*capabilities, *compactor.capabilities(self)]
+            capabilities = [*capabilities, *compactor.capabilities(self.context_view)]
         self._model_followers = [c for c in [*capabilities, compactor] if callable(getattr(c, "follow_model", None))]
         """Capabilities told of a ``/model`` switch (``follow_model(model, connection)``)."""
         self.agent = self._build_agent(extra_toolsets, capabilities, model_settings)
@@ -264,11 +266,10 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
     def _next_id(self, prefix: str) -> str:
         return f"{prefix}-{self.session_id}-{next(self._ids)}"
 
-
     # ------------------------------------------------------------------ per request
     async def _before_request(self, ctx: RunContext[ToolDeps], request_context: Any) -> Any:
         if self.compactor is not None:
-            request_context = await self.compactor.before_request(self, ctx, request_context)
+            request_context = await self.compactor.before_request(self.context_view, ctx, request_context)
         self.prefix.remind(ctx.messages, request_context.messages)
         if marks := self._cache_marks():
             request_context.model_settings = {**(request_context.model_settings or {}), **marks}
@@ -303,15 +304,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
     async def _after_request(self, ctx: RunContext[ToolDeps], *, request_context: Any, response: ModelResponse) -> ModelResponse:
         usage = response.usage
         cost = response_cost(response)
-        self.input_tokens += usage.input_tokens or 0
-        self.output_tokens += usage.output_tokens or 0
-        self.cache_read_tokens += usage.cache_read_tokens or 0
-        self.cache_write_tokens += usage.cache_write_tokens or 0
+        self._charge(usage, cost)
         self.last_request_tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
-        if cost is None:
-            self.cost_usd = None
-        elif self.cost_usd is not None:
-            self.cost_usd += cost
         self._emit(
             ev.Usage(
                 input_tokens=usage.input_tokens or 0,
@@ -325,18 +319,16 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         await asyncio.sleep(0)  # the front end sees the usage before the next step (a cost ceiling stops it there)
         return response
 
-    async def _make_title(self, prompt: str, session_id: str) -> str:
-        """Name session ``session_id`` from its first prompt; any failure leaves it untitled.
-        (The id is taken when the turn ends: ``/clear`` may switch sessions before the title comes.)"""
-        from ketch.state.titles import generate_title
-
-        try:
-            title = await asyncio.wait_for(generate_title(self.model, prompt), 60)
-            if title and self.store is not None:
-                self.store.set_title(session_id, title)
-            return title
-        except Exception:  # noqa: BLE001 - a title is a nicety, never an error
-            return ""
+    def _charge(self, usage: Any, cost: float | None) -> None:
+        """Add a response's tokens and cost (None: the price is unknown) to this session's totals."""
+        self.input_tokens += usage.input_tokens or 0
+        self.output_tokens += usage.output_tokens or 0
+        self.cache_read_tokens += usage.cache_read_tokens or 0
+        self.cache_write_tokens += usage.cache_write_tokens or 0
+        if cost is None:
+            self.cost_usd = None
+        elif self.cost_usd is not None:
+            self.cost_usd += cost
 
     # ------------------------------------------------------------------ the turn
     async def run_turn(self, prompt: str | None) -> AsyncIterator[ev.AgentEvent]:
@@ -475,8 +467,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         """Force compaction of the stored history (``/compact``, ``ketch -p --compact``)."""
         if self.compactor is None:
             return []
-        return await self.compactor.compact_now(self)
-
+        return await self.compactor.compact_now(self.context_view)
 
     async def aclose(self) -> None:
         if self._task is not None and not self._task.done():  # a front end closing mid-turn:

@@ -1,5 +1,5 @@
 """What front ends change between turns and what they read: model, thinking, agent,
-the session switched to, and the status line's figures.
+the session switched to, the title of a new session, and the status line's figures.
 
 A mixin of ``Session``. Every change a front end asks for arrives as an operation
 (``core.operations``) through ``apply``, the one entry point; the methods behind it are private.
@@ -7,6 +7,7 @@ A mixin of ``Session``. Every change a front end asks for arrives as an operatio
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,19 @@ class SessionControls:
             case _:
                 raise TypeError(f"not a session operation: {operation!r}")
         return None
+
+    async def _make_title(self, prompt: str, session_id: str) -> str:
+        """Name session ``session_id`` from its first prompt; any failure leaves it untitled.
+        (The id is taken when the turn ends: ``/clear`` may switch sessions before the title comes.)"""
+        from ketch.state.titles import generate_title
+
+        try:
+            title = await asyncio.wait_for(generate_title(self.model, prompt), 60)
+            if title and self.store is not None:
+                self.store.set_title(session_id, title)
+            return title
+        except Exception:  # noqa: BLE001 - a title is a nicety, never an error
+            return ""
 
     def take_title_task(self) -> Any:
         """The task naming the session after its first turn, handed over once (None when none started)."""

@@ -178,18 +178,17 @@ class ServerBehaviour:
 
     def attach(self, session: Any, sources: Any = None) -> None:
         """Route the capabilities' notices to ``session``, give the window to its budget, and
-        let the small-window profile narrow its tools and ``sources``' instructions."""
-        from ketch.protocol import events as ev
-
-        def notify(level: str, text: str) -> None:
-            session._emit(ev.Notice(level=level, text=text))  # type: ignore[arg-type]
+        let the small-window profile narrow its tools and ``sources``' instructions (through
+        the session's ``context_view``, never its private attributes)."""
+        view = session.context_view
+        notify = view.notify
 
         if self._streams is not None:
             self._streams.notify = lambda text: notify("warning", text)
         if self._window is not None:
             self._window.compactor = session.compactor
             self._window.notify = notify
-        self._profile.session, self._profile.sources, self._profile.notify = session, sources, notify
+        self._profile.session, self._profile.sources, self._profile.notify = view, sources, notify
 
 
 def asks_server(conn: Connection, config: Config) -> bool:
