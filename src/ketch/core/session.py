@@ -36,7 +36,6 @@ from pydantic_ai.usage import UsageLimits
 from ketch.protocol import events as ev
 from ketch.core import telemetry
 from ketch.core.agents import AgentVariant, active_tool_names
-from ketch.core.approval import ApprovalGate
 from ketch.config.settings import Config, Connection
 from ketch.providers.endings import CUT_NOTICE, REFUSED_NOTICE, cut_by_output_limit, refused_by_model
 from ketch.providers.errors import describe_run_error
@@ -50,6 +49,7 @@ from ketch.core.session_background import BackgroundCommands
 from ketch.core.session_checkpoints import CheckpointSteps
 from ketch.core.session_controls import SessionControls
 from ketch.core.session_persist import Persistence
+from ketch.core.session_services import SessionServices, service
 from ketch.state.history_writer import HistoryWriter
 from ketch.core.stream_translate import StreamTranslator, TurnState
 from ketch.core.tool_brief import OutputTails
@@ -65,7 +65,18 @@ _NOT_STORED = (ev.TextDelta, ev.ReasoningDelta, ev.ToolOutputChunk)
 
 class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, CheckpointSteps, BackgroundCommands):
     """One conversation. Front ends use only ``run_turn``, ``decide``, ``answer``,
-    ``interrupt_command``, ``cancel_turn``, ``status`` and ``apply`` (see ``frontend.SessionLike``)."""
+    ``interrupt_command``, ``cancel_turn``, ``status`` and ``apply`` (see ``frontend.SessionLike``).
+    Its services (``core.session_services``) are fixed at construction and read-only here."""
+
+    store = service("store")
+    gate = service("gate")
+    hooks = service("hooks")
+    mcp_hub = service("mcp_hub")
+    sandbox = service("sandbox")
+    key_ring = service("key_ring")
+    live_search = service("live_search")
+    claim = service("claim")
+    closers = service("closers")
 
     def __init__(
         self,
@@ -76,11 +87,10 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         workspace: Any,
         specs: Sequence[ToolSpec],
         variant: AgentVariant,
-        gate: ApprovalGate,
+        services: SessionServices,
         interactive: bool,
         deps: ToolDeps,
         instructions: Callable[[list[str]], str],
-        store: Any = None,
         session_id: str | None = None,
         history: list[ModelMessage] | None = None,
         extra_toolsets: Sequence[Any] = (),
@@ -91,7 +101,12 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         label: str = "",
         pending: dict[str, asyncio.Future[Any]] | None = None,
         background: Callable[[Any], None] | None = None,
+        web_search: Any = None,
+        auto_title: bool = False,
+        notices: Sequence[str] = (),
+        history_rewritten: bool = False,
     ) -> None:
+        self.services = services
         self.config = config
         self.connection = connection
         self.model = model
@@ -99,50 +114,37 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self.specs = {s.name: s for s in specs}
         self.kinds: dict[str, str] = {s.name: s.kind for s in specs} | dict(extra_kinds or {})
         self.variant = variant
-        self.gate = gate
         self.interactive = interactive
         self.deps = deps
         self.instructions_for = instructions
         self.tool_ceiling: Sequence[str] | None = None
         """The most tools any step offers (the compact profile of a small window narrows them)."""
-        self.store = store
         self.session_id = session_id or uuid.uuid4().hex[:12]
         self.messages: list[ModelMessage] = list(history or [])
         if self.messages:
             self.restore_task_list()
         self.label = label
         self.compactor = compactor
-        self._writer = HistoryWriter(store, self.session_id, self.messages)
+        self._writer = HistoryWriter(services.store, self.session_id, self.messages)
         """Keeps the stored history equal to ``messages``, writing only what changed."""
-        self.claim: Callable[[str], None] | None = None
-        """Takes the write lock of a session before ``switch_to`` moves to it (set by the wiring)."""
-        self.history_rewritten = False
+        self.history_rewritten = history_rewritten
         """Set by compaction when it rewrote the history in place (the writer finds the changed rows)."""
         self._step_events: list[Any] = []
         """Events of the step in progress, stored with its messages (for export)."""
-        self.auto_title = False
+        self.auto_title = auto_title
         """Name the session after its first finished turn (one auxiliary model call); the
         interactive front end turns it on for a new session (``build_session(titles=True)``)."""
         self.title_task: asyncio.Task[str] | None = None
-        self.startup_notices: list[str] = []
-        self.hooks: Any = None
-        """User hooks (``hooks.HookRunner``): told when a prompt is submitted, a tool
-        finished and a turn stopped. Refusals before a tool run through the gate."""
-        self.mcp_hub: Any = None
-        self.web_search: Any = None
-        """The session's ``search_wiring.SessionSearch`` (children derive their route from it)."""
-        self.live_search: Any = None
-        """What the session's hosted search tool and prompt read per request (``/model`` replaces it)."""
+        self.startup_notices: list[str] = list(notices)
+        self.web_search: Any = web_search
+        """The session's ``search_wiring.SessionSearch`` (``/model`` re-decides it; children derive their route from it)."""
         self._searches = NativeSearchTracker()
-        self.closers: list[Callable[[], Any]] = []
+        self._closed = False
         self._pending: dict[str, asyncio.Future[Any]] = pending if pending is not None else {}
         """Open requests by id; a subagent shares its parent's, so ``decide`` answers both."""
         self._previews: dict[str, str] = {}
         self._call_args: dict[str, dict[str, Any]] = {}
         self._output_tails = OutputTails()
-        self.key_ring: Any = None
-        """The keys this run holds (``config/keyring.py``): removed from every view derived from a
-        tool's input or output (its arguments as shown, a diff, a preview, a summary)."""
         """The last lines of each running command's live output, for its brief result."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._background_to = background
@@ -168,6 +170,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self._marks: tuple[Any, dict[str, Any]] = (None, {})
         self.prefix = PrefixKeeper(getattr(instructions, "volatile", None), self._emit)
         """The state reminders and the record of prefix breaks (``core.prefix_keeper``)."""
+        if services.background is not None:
+            self._attach_background(services.background)
         self.deps.emit = self._emit
         self.deps.extras.setdefault("ask", self._ask)
         self.deps.extras.setdefault("escalate", self._ask_outside_sandbox)
@@ -478,11 +482,13 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             tasks = list(self._tasks)
             await asyncio.gather(*tasks, return_exceptions=True)
             self._tasks.difference_update(tasks)
+        if self._closed:
+            return
+        self._closed = True
         for close in reversed(self.closers):
             result = close()
             if asyncio.iscoroutine(result):
                 await result
-        self.closers.clear()
 
     @property
     def model_ref(self) -> str:

@@ -26,12 +26,14 @@ class BackgroundCommands:
     _bg_version: int = 0
     _bg_checkpointed: int = 0
 
-    def attach_background(self, jobs: Any) -> None:
-        """Own ``jobs`` (a ``tools.background.BackgroundJobs``): hear of each end, list them."""
+    def _attach_background(self, jobs: Any) -> None:
+        """Own ``jobs`` (a ``tools.background.BackgroundJobs``, the session's service): hear of
+        each end, list them, and tell the model of ended ones in the state reminder."""
         self.background_jobs = jobs
         self._bg_idle = []
         jobs.listeners.append(self._background_ended)
         jobs.on_start = self._background_started
+        self.prefix.volatile = self.volatile_with_background(self.prefix.volatile)  # type: ignore[attr-defined]
 
     def _background_started(self, job: Any) -> None:
         self._bg_version += 1

@@ -21,13 +21,18 @@ WRITING_NAMES = frozenset({"task"})
 class CheckpointSteps:
     """Checkpoint timing of one session (needs the attributes ``Session`` sets)."""
 
-    checkpoints: Any = None
+    _ck_off: bool = False
     _ck_turn: int = 0
     _ck_pending: asyncio.Task[Any] | None = None
     _ck_steps: set[int] | None = None
 
+    @property
+    def checkpoints(self) -> Any:
+        """The session's checkpoints (a service), None once they failed: off for the rest of the session."""
+        return None if self._ck_off else self.services.checkpoints  # type: ignore[attr-defined]
+
     def _ck_failed(self, exc: BaseException) -> None:
-        self.checkpoints = None
+        self._ck_off = True
         self._emit(ev.Notice(level="warning", text=f"checkpoints are off for this session (rewind will not cover it): {exc}"))
 
     def _checkpoint_turn_start(self, prompt: str) -> None:

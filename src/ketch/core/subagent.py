@@ -162,6 +162,7 @@ class ChildWiring:
         from ketch.tools.notebook import Notebook
         from ketch.websearch.wiring import NATIVE_SEARCH_HINT, child_search_route
         from ketch.core.session import Session
+        from ketch.core.session_services import SessionServices
 
         config: Config = parent.config
         conn, model = parent.connection, parent.model
@@ -189,7 +190,11 @@ class ChildWiring:
             workspace=self.workspace,
             specs=specs,
             variant=variant,
-            gate=self.gate,
+            services=SessionServices(  # never stored; its diffs, previews and summaries redacted as the parent's
+                gate=self.gate,
+                key_ring=parent.key_ring,
+                hooks=ChildHooks(parent.hooks) if parent.hooks is not None else None,
+            ),
             interactive=self.interactive,
             deps=deps,
             instructions=self.make_instructions(variant.prompt, notes.render_for_prompt, hosted),
@@ -202,10 +207,6 @@ class ChildWiring:
             pending=parent._pending,  # the parent's decide() answers the child's requests
             background=parent._background,  # the child's after-tool hooks outlive it; the parent awaits them
         )
-        child.auto_title = False  # a child is never a stored session
-        child.key_ring = parent.key_ring  # its diffs, previews and summaries redacted as the parent's
-        if parent.hooks is not None:
-            child.hooks = ChildHooks(parent.hooks)
         return child
 
     @staticmethod

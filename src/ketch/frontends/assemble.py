@@ -210,25 +210,32 @@ def start_telemetry(s: Settled, warnings: list[str]) -> bool:
     return True
 
 
-def attach_checkpoints(session: Any, s: Settled, warnings: list[str]) -> None:
-    """Step 9: snapshots of the workspace around every turn, for /rewind."""
+def open_checkpoints(s: Settled, warnings: list[str]) -> Any:
+    """Step 9: snapshots of the workspace around every turn, for /rewind (None: off, with a warning why)."""
     from ketch.checkpoints.rewind import checkpointer_for
 
     checkpoints, why_not = checkpointer_for(s.root, enabled=s.config.checkpoints, cap_mb=s.config.checkpoint_cap_mb)
     if why_not:
         warnings.append(why_not)
+    return checkpoints
+
+
+def session_closers(*, hub: Any, store: Any, deps: Any, locks: Any, sandbox: Any, traced: bool, checkpoints: Any) -> tuple[Any, ...]:
+    """Step 10: what the session's ``aclose`` runs, last first. Background commands belong to the
+    session: it lists them, tells the model when one ends, and stops them all when it closes
+    (their closer runs first)."""
+    from ketch.sandbox.runtime import cleanup_tmp
+
+    closers: list[Any] = [hub.aclose] if hub is not None else []
+    closers += [store.close, deps.extras["lsp"].aclose, locks.release, lambda: cleanup_tmp(sandbox)]
+    if traced:
+        from ketch.core.telemetry import shutdown
+
+        closers.append(shutdown)
     if checkpoints is not None:
-        session.checkpoints = checkpoints
-        session.closers.append(checkpoints.close)
-
-
-def attach_background(session: Any, deps: Any) -> None:
-    """Step 10: background commands belong to the session: it lists them, tells the model when
-    one ends, and stops them all when it closes (this closer runs first)."""
-    jobs = deps.extras["background"]
-    session.attach_background(jobs)
-    session.prefix.volatile = session.volatile_with_background(session.prefix.volatile)
-    session.closers.append(jobs.close)
+        closers.append(checkpoints.close)
+    closers.append(deps.extras["background"].close)
+    return tuple(closers)
 
 
 async def build_session(args: Any, *, interactive: bool, model_override: Any = None, titles: bool = False) -> Any:
@@ -244,7 +251,7 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     from ketch.providers.strict_args import sanitize_history
     from ketch.providers.thinking import thinking_notice
     from ketch.providers.wiring import ServerBehaviour
-    from ketch.sandbox.runtime import cleanup_tmp
+    from ketch.core.session_services import SessionServices
     from ketch.sandbox.wiring import session_sandbox
     from ketch.state.resume import open_history, open_store
     from ketch.websearch.wiring import session_search
@@ -321,6 +328,13 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
     thinking_model = model if model_override is None else None  # a caller's model gets the level as it is
     if (think_notice := thinking_notice(think, thinking_model, s.conn, search.wire)) is not None:
         warnings.append(think_notice)
+    checkpoints = open_checkpoints(s, warnings)
+    services = SessionServices(
+        gate=gate, store=store, hooks=hooks, mcp_hub=hub, sandbox=sandbox, checkpoints=checkpoints,
+        background=deps.extras["background"], key_ring=ring,  # (and the views derived from a call: its diff, preview, summary)
+        live_search=live_search, claim=locks.claim,
+        closers=session_closers(hub=hub, store=store, deps=deps, locks=locks, sandbox=sandbox, traced=traced, checkpoints=checkpoints),
+    )
     session = Session(
         config=s.config,
         connection=s.conn,
@@ -328,11 +342,10 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         workspace=s.workspace,
         specs=specs,
         variant=s.variant,
-        gate=gate,
+        services=services,
         interactive=interactive,
         deps=deps,
         instructions=sources.for_session,
-        store=store,
         session_id=session_id,
         history=history,
         extra_toolsets=hub.toolsets if hub is not None and not compound else (),
@@ -345,32 +358,15 @@ async def build_session(args: Any, *, interactive: bool, model_override: Any = N
         ],
         model_settings=model_settings(think, wire=search.wire, model=thinking_model, conn=s.conn),
         compactor=_compactor(s.config, s.conn),
+        web_search=search,
+        auto_title=bool(titles and s.config.titles and not history and not compound),
+        notices=[*warnings, *deps.extras["skills"].warnings],
+        history_rewritten=bool(rewritten),
     )
     deps.emit = redacting_emit(deps.emit, ring)  # live output chunks, the parent's and its subagents'
-    session.key_ring = ring  # and the views derived from a call: its diff, preview, summary
-    session.hooks = hooks
     if hooks is not None:
         hooks.report = session.report_hook_failure  # a hook that cannot run is said, not swallowed
-    session.web_search, session.live_search = search, live_search
     attach_subagents(session, s, specs=specs, task_kinds=task_kinds, search=search, sources=sources,
                      own_model=model_override is None, always=(redact,))
-    session.mcp_hub = hub
-    if hub is not None:
-        session.closers.append(hub.aclose)
-    session.closers.append(store.close)
-    session.closers.append(deps.extras["lsp"].aclose)
-    session.claim = locks.claim
-    session.closers.append(locks.release)
-    session.closers.append(lambda: cleanup_tmp(sandbox))
-    session.sandbox = sandbox
-    if traced:
-        from ketch.core.telemetry import shutdown
-
-        session.closers.append(shutdown)
-    attach_checkpoints(session, s, warnings)
-    session.auto_title = titles and s.config.titles and not history and not compound
-    session.startup_notices.extend([*warnings, *deps.extras["skills"].warnings])
     server_behaviour.attach(session, sources)
-    attach_background(session, deps)
-    session.history_rewritten = session.history_rewritten or bool(rewritten)
     return session
