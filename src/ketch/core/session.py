@@ -23,12 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent, AgentRunResultEvent, RunContext
-from pydantic_ai.capabilities import HandleDeferredToolCalls, Hooks, PrepareTools
+from pydantic_ai.capabilities import HandleDeferredToolCalls, PrepareTools
 from pydantic_ai.exceptions import OutputTokenLimitExceeded, UsageLimitExceeded
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelResponse,
-)
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import UsageLimits
@@ -41,7 +38,7 @@ from ketch.providers.endings import CUT_NOTICE, REFUSED_NOTICE, cut_by_output_li
 from ketch.providers.errors import describe_run_error
 from ketch.core.history_rejection import annotate as annotate_rejection
 from ketch.core.prefix_keeper import PrefixKeeper
-from ketch.core.encodable import encodable, encodable_newest_request
+from ketch.core.encodable import encodable
 from ketch.state.redaction import DERIVED_VIEWS, redact_value
 from ketch.core.context_view import context_view
 from ketch.core.session_approval import ApprovalBridge
@@ -50,11 +47,11 @@ from ketch.core.session_checkpoints import CheckpointSteps
 from ketch.core.session_controls import SessionControls
 from ketch.core.session_persist import Persistence
 from ketch.core.session_services import SessionServices, service
+from ketch.core.step_pipeline import StepPipeline
 from ketch.state.history_writer import HistoryWriter
 from ketch.core.stream_translate import StreamTranslator, TurnState
 from ketch.core.tool_brief import OutputTails
 from ketch.wire.pricing import price_known
-from ketch.wire.pricing import response_cost
 from ketch.websearch.wiring import NativeSearchTracker
 from ketch.tools.base import ToolDeps, ToolSpec
 
@@ -167,7 +164,6 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self._history_estimate: tuple[tuple[int, int], int] = ((0, -1), 0)
         self._instruction_chars: int | None = None
         """Length of the instructions last sent (the status must not rebuild them: that runs git)."""
-        self._marks: tuple[Any, dict[str, Any]] = (None, {})
         self.prefix = PrefixKeeper(getattr(instructions, "volatile", None), self._emit)
         """The state reminders and the record of prefix breaks (``core.prefix_keeper``)."""
         if services.background is not None:
@@ -180,6 +176,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             capabilities = [*capabilities, *compactor.capabilities(self.context_view)]
         self._model_followers = [c for c in [*capabilities, compactor] if callable(getattr(c, "follow_model", None))]
         """Capabilities told of a ``/model`` switch (``follow_model(model, connection)``)."""
+        self.pipeline = StepPipeline(self)
+        """The session's own per-step work, and the one declared order of every stage (``core.step_pipeline``)."""
         self.agent = self._build_agent(extra_toolsets, capabilities, model_settings)
 
     # ------------------------------------------------------------------ wiring
@@ -187,25 +185,17 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         tools = [Tool(spec.function, name=spec.name, max_retries=3) for spec in self.specs.values()]
         self._tool_defs = {tool.name: tool.tool_def for tool in tools}
         toolset: FunctionToolset[ToolDeps] = FunctionToolset(tools)
-        hooks: Hooks[ToolDeps] = Hooks()
-        hooks.on.before_tool_execute(self._gate_hook)
-        from ketch.providers.prompt_cache import mark_settled_history
-
-        hooks.on.before_model_request(self._before_request)
-        hooks.on.prepare_model_request(mark_settled_history)
-        hooks.on.after_model_request(self._after_request)
         return Agent(
             self.model,
             deps_type=ToolDeps,
             instructions=self._instructions,
             toolsets=[toolset, *extra_toolsets],
             model_settings=model_settings,
-            capabilities=[
-                hooks,
+            capabilities=self.pipeline.capabilities(before_tool=self._gate_hook, others=[
                 HandleDeferredToolCalls(handler=self._handle_deferred),
                 PrepareTools(self._prepare_tools),
                 *capabilities,
-            ],
+            ]),
         )
 
     def active_tools(self) -> list[str]:
@@ -270,59 +260,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
     def _next_id(self, prefix: str) -> str:
         return f"{prefix}-{self.session_id}-{next(self._ids)}"
 
-    # ------------------------------------------------------------------ per request
-    async def _before_request(self, ctx: RunContext[ToolDeps], request_context: Any) -> Any:
-        if self.compactor is not None:
-            request_context = await self.compactor.before_request(self.context_view, ctx, request_context)
-        self.prefix.remind(ctx.messages, request_context.messages)
-        if marks := self._cache_marks():
-            request_context.model_settings = {**(request_context.model_settings or {}), **marks}
-            self._instructions_before_cache_point(request_context)
-        encodable_newest_request(ctx.messages, request_context.messages)
-        if self._turn is not None:
-            self._turn.record.live, self._turn.record.prompt_sent = ctx.messages, True
-        self._persist(list(ctx.messages))
-        return request_context
-
-    def _instructions_before_cache_point(self, request_context: Any) -> None:
-        """Our instructions come from a function, so the SDK takes them to vary per request and puts
-        no cache point after them; they change only when the user changes what they describe
-        (``PrefixKeeper`` reports it), so they are marked as the fixed prefix they are."""
-        params = request_context.model_request_parameters
-        parts = getattr(params, "instruction_parts", None)
-        if not parts or not any(p.dynamic and p.content == self.prefix.last_instructions for p in parts):
-            return
-        fixed = [dataclasses.replace(p, dynamic=False) if p.content == self.prefix.last_instructions else p for p in parts]
-        request_context.model_request_parameters = dataclasses.replace(params, instruction_parts=fixed)
-
-    def _cache_marks(self) -> dict[str, Any]:
-        """The prompt-cache settings of this connection and session (``providers.prompt_cache``),
-        worked out once per connection and session."""
-        key = (id(self.connection), self.session_id)
-        if self._marks[0] != key:
-            from ketch.providers.prompt_cache import cache_settings, root_session
-
-            self._marks = (key, cache_settings(self.connection, root_session(self.store, self.session_id)))
-        return self._marks[1]
-
-    async def _after_request(self, ctx: RunContext[ToolDeps], *, request_context: Any, response: ModelResponse) -> ModelResponse:
-        usage = response.usage
-        cost = response_cost(response)
-        self._charge(usage, cost)
-        self.last_request_tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
-        self._emit(
-            ev.Usage(
-                input_tokens=usage.input_tokens or 0,
-                output_tokens=usage.output_tokens or 0,
-                cache_read_tokens=usage.cache_read_tokens or 0,
-                cache_write_tokens=usage.cache_write_tokens or 0,
-                cost_usd=cost,
-                session_cost_usd=self.cost_usd,
-            )
-        )
-        await asyncio.sleep(0)  # the front end sees the usage before the next step (a cost ceiling stops it there)
-        return response
-
+    # ------------------------------------------------------------------ per request (the rest: core.step_pipeline)
     def _charge(self, usage: Any, cost: float | None) -> None:
         """Add a response's tokens and cost (None: the price is unknown) to this session's totals."""
         self.input_tokens += usage.input_tokens or 0
