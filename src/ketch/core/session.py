@@ -47,6 +47,7 @@ from ketch.core.session_checkpoints import CheckpointSteps
 from ketch.core.session_controls import SessionControls
 from ketch.core.session_persist import Persistence
 from ketch.core.session_services import SessionServices, service
+from ketch.core.session_state import SessionState, Usage, state_field, usage_field
 from ketch.core.step_pipeline import StepPipeline
 from ketch.state.history_writer import HistoryWriter
 from ketch.core.stream_translate import StreamTranslator, TurnState
@@ -74,6 +75,20 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
     live_search = service("live_search")
     claim = service("claim")
     closers = service("closers")
+    session_id = state_field("session_id")
+    messages = state_field("messages")
+    model = state_field("model")
+    connection = state_field("connection")
+    variant = state_field("variant")
+    config = state_field("config")
+    web_search = state_field("web_search")
+    auto_title = state_field("auto_title")
+    input_tokens = usage_field("input_tokens")
+    output_tokens = usage_field("output_tokens")
+    cache_read_tokens = usage_field("cache_read_tokens")
+    cache_write_tokens = usage_field("cache_write_tokens")
+    cost_usd = usage_field("cost_usd")
+    last_request_tokens = usage_field("last_request_tokens")
 
     def __init__(
         self,
@@ -104,20 +119,20 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         history_rewritten: bool = False,
     ) -> None:
         self.services = services
-        self.config = config
-        self.connection = connection
-        self.model = model
+        self.state = SessionState(
+            session_id=session_id or uuid.uuid4().hex[:12], messages=list(history or []), model=model, connection=connection,
+            variant=variant, config=config, web_search=web_search, auto_title=auto_title,
+            usage=Usage(cost_usd=0.0 if price_known(model) else None),
+        )
+        """What ``/model``, ``/think``, ``/agent``, ``/clear`` and ``/fork`` change (``core.session_state``)."""
         self.workspace = workspace
         self.specs = {s.name: s for s in specs}
         self.kinds: dict[str, str] = {s.name: s.kind for s in specs} | dict(extra_kinds or {})
-        self.variant = variant
         self.interactive = interactive
         self.deps = deps
         self.instructions_for = instructions
         self.tool_ceiling: Sequence[str] | None = None
         """The most tools any step offers (the compact profile of a small window narrows them)."""
-        self.session_id = session_id or uuid.uuid4().hex[:12]
-        self.messages: list[ModelMessage] = list(history or [])
         if self.messages:
             self.restore_task_list()
         self.label = label
@@ -128,13 +143,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         """Set by compaction when it rewrote the history in place (the writer finds the changed rows)."""
         self._step_events: list[Any] = []
         """Events of the step in progress, stored with its messages (for export)."""
-        self.auto_title = auto_title
-        """Name the session after its first finished turn (one auxiliary model call); the
-        interactive front end turns it on for a new session (``build_session(titles=True)``)."""
         self.title_task: asyncio.Task[str] | None = None
         self.startup_notices: list[str] = list(notices)
-        self.web_search: Any = web_search
-        """The session's ``search_wiring.SessionSearch`` (``/model`` re-decides it; children derive their route from it)."""
         self._searches = NativeSearchTracker()
         self._closed = False
         self._pending: dict[str, asyncio.Future[Any]] = pending if pending is not None else {}
@@ -152,15 +162,6 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         self._queue: asyncio.Queue[Any] | None = None
         self._task: asyncio.Task[None] | None = None
         self._turn: TurnState | None = None
-        self.cost_usd: float | None = 0.0 if price_known(model) else None
-        """This process's spend on the session; None when a price is unknown (from the
-        start for a model genai-prices does not know)."""
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.cache_read_tokens = 0
-        self.cache_write_tokens = 0
-        """Of `input_tokens`, read from / written to the provider's prompt cache."""
-        self.last_request_tokens = 0
         self._history_estimate: tuple[tuple[int, int], int] = ((0, -1), 0)
         self._instruction_chars: int | None = None
         """Length of the instructions last sent (the status must not rebuild them: that runs git)."""

@@ -189,11 +189,10 @@ class SessionControls:
         self.prefix.forget()
         self._writer = HistoryWriter(self.store, session_id, self.messages)
         self._step_events = []
+        from ketch.core.session_state import Usage
         from ketch.wire.pricing import price_known
 
-        self.cost_usd = 0.0 if price_known(self.model) else None
-        self.input_tokens = self.output_tokens = self.last_request_tokens = 0
-        self.cache_read_tokens = self.cache_write_tokens = 0
+        self.state.usage = Usage(cost_usd=0.0 if price_known(self.model) else None)
 
     def restore_task_list(self) -> None:
         """The task list follows the history: the one its last ``todo_write`` wrote."""
