@@ -12,8 +12,9 @@ the first) may not
   ``Session.apply(operation)``;
 - import the modules the session is made of (its mixins), nor the session's own module.
 
-The composition root builds sessions and so sets their services: ``frontends/assemble.py``
-and the two functions of ``frontends/acp_sessions.py`` that build an editor's session (they
+The composition root builds sessions: ``build_session`` in ``frontends/assemble.py`` (it builds
+the services first and hands them over, ``tests/test_session_services.py``; the rest of that
+file is scanned like any front end) and the two functions of ``frontends/acp_sessions.py`` that build an editor's session (they
 add the editor's file system and terminal to the tools' extras, and keep a new session's row
 listed). A session is recognised by name: an expression named ``session`` or ``*_session``
 (a variable, ``self.session``, ``self._session``, ``pickers.session``).
@@ -30,7 +31,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 FRONTENDS = ("ketch/frontends", "ketch/ui")
-COMPOSITION = {"ketch/frontends/assemble.py": None, "ketch/frontends/acp_sessions.py": {"_build", "_build_new", "warm_imports"}}
+COMPOSITION = {"ketch/frontends/assemble.py": {"build_session"}, "ketch/frontends/acp_sessions.py": {"_build", "_build_new", "warm_imports"}}
 """Files (and, where given, the functions in them) that build sessions."""
 SESSION_NAME = re.compile(r"(^|_)session$")
 STORE_WRITERS = frozenset({
