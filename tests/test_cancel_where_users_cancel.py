@@ -259,7 +259,7 @@ async def test_esc_twice_while_the_turn_stopped_hook_runs_ends_the_turn(tmp_path
                 await _until(lambda: _ui_shows(r, h), r.boundary, h)
                 await h.type("\x1b", pause=0.1)
                 await _until((cwd / GATES / "stop.running").exists, "the turn_stopped hook runs", h)
-                turn = h.app.session._task
+                turn = h.app.session._turn.task
                 assert not turn.done() and turn.cancelling() == 1
                 await h.type("\x1b", pause=0.1)
                 await _until(lambda: turn.cancelling() == 2, "the second Esc reaches the session", h)

@@ -8,7 +8,10 @@ before the next model request.
 
 It is one thing at this length: a turn's lifecycle (the queue of events, driving the SDK
 agent, the ending of every kind) and the agent it drives; the gate bridge, persistence,
-stream translation, controls and checkpoints are mixins beside it.
+stream translation, controls and checkpoints are mixins beside it. What it is made of is in
+three objects: its services, built once by the composition root (``session_services``), its
+state, which the controls change (``session_state``), and the per-step pipeline whose order is
+declared in one place (``step_pipeline``); ``context`` sees it through ``context_view``.
 """
 
 from __future__ import annotations
@@ -159,9 +162,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         after-tool hooks to its parent, so the child never waits for them and the parent's
         ``aclose`` does."""
         self._ids = itertools.count(1)
-        self._queue: asyncio.Queue[Any] | None = None
-        self._task: asyncio.Task[None] | None = None
         self._turn: TurnState | None = None
+        """The turn in progress, or the last one (None before the first): its queue, task and step."""
         self._history_estimate: tuple[tuple[int, int], int] = ((0, -1), 0)
         self._instruction_chars: int | None = None
         """Length of the instructions last sent (the status must not rebuild them: that runs git)."""
@@ -226,7 +228,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
     def _emit(self, event: Any, *, deliver: bool = True) -> Any:
         """Stamp ``event`` with the turn, note it for the store, and (unless not ``deliver``)
         hand it to the front end; returns the stamped event."""
-        if self._queue is None:
+        turn = self._turn
+        if turn is None:
             return event
         if isinstance(event, ev.ToolOutputChunk):
             self._output_tails.add(event.call_id, event.text, event.stream)
@@ -237,14 +240,14 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
             if isinstance(event, ev.Compacted):
                 telemetry.event("ketch.compaction", **{"ketch.stage": event.stage, "ketch.tokens_before": event.tokens_before,
                                                        "ketch.tokens_after": event.tokens_after})
-        if self._turn is not None and not event.turn_id:
-            event = dataclasses.replace(event, session_id=self.session_id, turn_id=self._turn.turn_id, agent=event.agent or self.label)
-        if isinstance(event, (ev.TextDelta, ev.ToolCallStarted, ev.ReasoningDelta)) and self._turn is not None:
-            self._turn.delivered = True
+        if not event.turn_id:
+            event = dataclasses.replace(event, session_id=self.session_id, turn_id=turn.turn_id, agent=event.agent or self.label)
+        if isinstance(event, (ev.TextDelta, ev.ToolCallStarted, ev.ReasoningDelta)):
+            turn.delivered = True
         if self.store is not None and not isinstance(event, _NOT_STORED):
             self._step_events.append(event)
         if deliver:
-            self._queue.put_nowait(event)
+            turn.queue.put_nowait(event)
         return event
 
     def _with_images(self, prompt: str) -> Any:
@@ -275,25 +278,28 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
 
     # ------------------------------------------------------------------ the turn
     async def run_turn(self, prompt: str | None) -> AsyncIterator[ev.AgentEvent]:
-        if self._task is not None and not self._task.done():
+        if self._turn_running():
             raise RuntimeError("a turn is already running")
-        self._queue = asyncio.Queue()
-        self._turn = TurnState(turn_id=uuid.uuid4().hex[:8])
-        self._task = asyncio.create_task(self._drive(prompt))
+        turn = self._turn = TurnState(turn_id=uuid.uuid4().hex[:8])
+        turn.task = asyncio.create_task(self._drive(prompt))
         try:
             while True:
-                item = await self._queue.get()
+                item = await turn.queue.get()
                 if item is _END:
                     break
                 yield item
         finally:
-            if self._task is not None and not self._task.done():
-                self._task.cancel()
+            if not turn.task.done():
+                turn.task.cancel()
                 with contextlib.suppress(BaseException):
-                    await self._task
+                    await turn.task
+
+    def _turn_running(self) -> bool:
+        turn = self._turn
+        return turn is not None and turn.task is not None and not turn.task.done()
 
     async def _drive(self, prompt: str | None) -> None:
-        assert self._queue is not None and self._turn is not None
+        assert self._turn is not None
         turn = self._turn
         self._emit(ev.TurnStarted(prompt=prompt or "", model=self.model_ref))
         for notice in self.startup_notices:
@@ -346,13 +352,13 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
                 with contextlib.suppress(BaseException):
                     await asyncio.shield(stopped)
             finished = ev.TurnFinished(reason=reason, text="".join(turn.text))  # type: ignore[arg-type]
-            self._queue.put_nowait(self._store_turn_end(finished))
+            turn.queue.put_nowait(self._store_turn_end(finished))
             if self.auto_title and reason == "done" and prompt:
                 self.auto_title = False
                 self.title_task = asyncio.get_running_loop().create_task(self._make_title(prompt, self.session_id))
                 self._tasks.add(self.title_task)
                 self.title_task.add_done_callback(self._tasks.discard)
-            self._queue.put_nowait(_END)
+            turn.queue.put_nowait(_END)
 
     async def _stream(self, prompt: str | None, turn: TurnState) -> None:
         limits = UsageLimits(request_limit=self.config.max_steps)
@@ -390,7 +396,7 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
     def report_hook_failure(self, text: str) -> None:
         """A user hook that could not do its job (``HookRunner.report``): a warning line in the
         UI and a ``notice`` in stream-json, now inside a turn, else at the next turn's start."""
-        if self._queue is not None and self._turn is not None:
+        if self._turn is not None:
             self._emit(ev.Notice(level="warning", text=text))
         else:
             self.startup_notices.append(text)
@@ -403,8 +409,8 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         return True
 
     def cancel_turn(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        if self._turn_running():
+            self._turn.task.cancel()  # type: ignore[union-attr]
 
     async def compact_now(self) -> list[ev.AgentEvent]:
         """Force compaction of the stored history (``/compact``, ``ketch -p --compact``)."""
@@ -413,10 +419,11 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
         return await self.compactor.compact_now(self.context_view)
 
     async def aclose(self) -> None:
-        if self._task is not None and not self._task.done():  # a front end closing mid-turn:
-            self._task.cancel()  # the cancel is stored (prompt, partial answer) before the store closes
+        if self._turn_running():  # a front end closing mid-turn:
+            task = self._turn.task  # type: ignore[union-attr]
+            task.cancel()  # the cancel is stored (prompt, partial answer) before the store closes
             with contextlib.suppress(BaseException):
-                await self._task
+                await task
         while self._tasks:  # a subagent may hand over another hook while the first ones run
             tasks = list(self._tasks)
             await asyncio.gather(*tasks, return_exceptions=True)

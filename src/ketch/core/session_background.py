@@ -43,8 +43,7 @@ class BackgroundCommands:
 
         self._bg_version += 1
         event = ev.BackgroundFinished(job_id=job.job_id, command=short_command(job.command), exit_code=job.exit_code, how=job.how())
-        task = getattr(self, "_task", None)
-        if task is not None and not task.done() and getattr(self, "_queue", None) is not None:
+        if self._turn_running():  # type: ignore[attr-defined]
             self._emit(event)  # type: ignore[attr-defined]
         else:
             self._bg_idle.append(dataclasses.replace(event, session_id=self.session_id))  # type: ignore[attr-defined]

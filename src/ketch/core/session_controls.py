@@ -25,7 +25,7 @@ class SessionControls:
     """Switching and status of one session (needs the attributes ``Session`` sets)."""
 
     def _require_idle(self) -> None:
-        if self._task is not None and not self._task.done():
+        if self._turn_running():
             raise RuntimeError("a turn is running; wait for it or press esc first")
 
     def apply(self, operation: op.Operation) -> str | None:

@@ -35,9 +35,9 @@ class Persistence:
     @history_rewritten.setter
     def history_rewritten(self, value: bool) -> None:
         self._rewritten = value
-        task = getattr(self, "_task", None)
+        turn = getattr(self, "_turn", None)  # (set in ``__init__`` before the turn exists)
         writer = getattr(self, "_writer", None)
-        if value and writer is not None and (task is None or task.done()):
+        if value and writer is not None and (turn is None or turn.task is None or turn.task.done()):
             writer.recheck()
 
     def _persist(self, messages: list[ModelMessage]) -> None:

@@ -6,6 +6,8 @@ A mixin of ``Session``: text and reasoning deltas, tool calls and their results 
 
 from __future__ import annotations
 
+import asyncio
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +30,14 @@ from ketch.core.turn_record import StepRecord
 
 @dataclass
 class TurnState:
+    """One ``run_turn``: its events' queue, the task driving it, its text and the step in progress.
+    A new one per turn; the session keeps the newest (events after its end are stamped with it)."""
+
     turn_id: str
+    queue: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+    """The events for the front end, in order (``Session._emit`` puts, ``run_turn`` yields)."""
+    task: asyncio.Task[None] | None = None
+    """The task driving the turn (``Session._drive``)."""
     text: list[str] = field(default_factory=list)
     compacted: bool = False
     delivered: bool = False
