@@ -7,6 +7,7 @@ provider of tests/fakeprovider.py (isolated config and data dirs), or with ``--d
 master side until the prompt marker appears. Then it types a key and times its echo
 (keys typed while the UI still imports are echoed by ``ketch.ui.typeahead`` and replayed
 into the app's input), the app's first frame, and (real entry) the session being ready.
+The child's CPU time (user+sys, from /proc) at that point is printed too: under load it is the steadier number.
 Targets: the app's first frame < 0.3 s, the session ready < 1.0 s (medians; the prompt
 glyph drawn before the UI imports is reported, not judged).
 ``--wire WIRE`` starts the real entry on that wire instead of Chat Completions.
@@ -69,6 +70,12 @@ class PtyChild:
             self.read(0.05)
         return time.perf_counter()
 
+    def cpu(self) -> float:
+        """The child's CPU time so far (user + system, seconds; its own children not counted)."""
+        with open(f"/proc/{self.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def send(self, data: bytes) -> None:
         os.write(self.fd, data)
 
@@ -124,6 +131,7 @@ def main() -> None:
     frames: list[float] = []
     echoes: list[float] = []
     apps: list[float] = []
+    cpus: list[float] = []
     fake = None
     if not args.demo:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
@@ -142,6 +150,7 @@ def main() -> None:
         echoes.append(child.read_until(b"Q", timeout=30, start=mark_at) - child.started)
         apps.append(child.read_until(SYNC_FRAME, timeout=30) - child.started)
         frames.append(child.read_until(status, timeout=30) - child.started)
+        cpus.append(child.cpu())
         child.close()
     if fake is not None:
         fake.stop(check=False)
@@ -149,7 +158,8 @@ def main() -> None:
     for label, values in (("prompt marker drawn", marks),
                           ("key typed at the marker echoed on the prompt line", echoes),
                           ("first frame of the app (typed keys replayed into its input)", apps),
-                          (ready, frames)):
+                          (ready, frames),
+                          ("child's CPU (user+sys) when " + ("ready" if fake is not None else "drawn"), cpus)):
         print(f"{label}: median {statistics.median(values):.3f} s, min {min(values):.3f} s, "
               f"max {max(values):.3f} s over {args.runs} runs")
     for label, values, target in (("app's first frame", apps, FIRST_FRAME_TARGET_S),

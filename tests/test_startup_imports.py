@@ -4,7 +4,8 @@ The interactive session is built in a clean interpreter on each wire, the way ``
 it (``Interactive.build_session``: the preload thread, then the session), and ``sys.modules`` is
 listed: no provider SDK and none of the modules made lazy (psutil: process trees; pathspec:
 ignore files, read when a tool walks; Rich's Markdown and Pygments' lexers: the renderer's
-warm-up). Prompt history opens the default store
+warm-up; click, Rich's console and Pygments: httpx's command-line client, kept out by
+``wire.sdk_pins``). Prompt history opens the default store
 without pydantic, and no cyclic-collector pass runs while the session is built (paused, then
 on again). In the app, the renderer's warm-up and the ``@`` file walk wait for the
 session: CPU work beside its build would only delay it (the GIL is shared).
@@ -29,7 +30,8 @@ from ketch.ui.controller import KetchApp
 WIRES = ("openai-chat", "openai-responses", "anthropic-messages", "gemini")
 NOT_AT_START = ("openai", "anthropic", "google.genai", "groq", "mistralai", "pydantic_ai.models.openai",
                 "pydantic_ai.models.anthropic", "pydantic_ai.models.google", "psutil", "rich.markdown",
-                "pygments.lexers.python", "pathspec")
+                "pygments.lexers.python", "pathspec",
+                "click", "rich.console", "pygments.lexers")
 """Modules (and their submodules) a session start must not import."""
 
 BUILD = """
@@ -55,7 +57,7 @@ async def main():
 
 status = asyncio.run(main())
 banned = {banned!r}
-loaded = sorted(m for m in sys.modules if any(m == b or m.startswith(b + '.') for b in banned))
+loaded = sorted(m for m in sys.modules if sys.modules[m] is not None and any(m == b or m.startswith(b + '.') for b in banned))
 print(json.dumps({{"history": history, "before": before, "model": status.model, "loaded": loaded,
                   "passes": passes, "collecting": gc.isenabled()}}))
 """

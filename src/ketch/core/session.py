@@ -185,7 +185,9 @@ class Session(ApprovalBridge, Persistence, StreamTranslator, SessionControls, Ch
 
     # ------------------------------------------------------------------ wiring
     def _build_agent(self, extra_toolsets: Sequence[Any], capabilities: Sequence[Any], model_settings: Any) -> Agent[ToolDeps, str]:
-        tools = [Tool(spec.function, name=spec.name, max_retries=3) for spec in self.specs.values()]
+        # Google style named: pydantic-ai's "auto" guesses it per docstring (regexes over each, ~10 ms a
+        # start), and every tool's docstring is Google style (tests/test_tool_docstrings.py)
+        tools = [Tool(spec.function, name=spec.name, max_retries=3, docstring_format="google") for spec in self.specs.values()]
         self._tool_defs = {tool.name: tool.tool_def for tool in tools}
         toolset: FunctionToolset[ToolDeps] = FunctionToolset(tools)
         return Agent(

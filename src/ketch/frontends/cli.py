@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ketch {__version__}")
         return EXIT_OK
     from ketch.protocol.exceptions import ConfigError
+    from ketch.wire.sdk_pins import quiet_imports
+
+    quiet_imports()
 
     try:
         if argv and argv[0] == "acp":

@@ -50,6 +50,9 @@ def _preload(args: Any, cwd: Path) -> None:
     Resolving the connection here also surfaces configuration errors (missing key,
     unknown model) before anything is built. The sandbox's probes (child processes) run
     meanwhile in a thread of their own."""
+    from ketch.wire.sdk_pins import quiet_imports
+
+    quiet_imports()  # cli.main did, unless the session is built without it (tests)
     from ketch.frontends.assemble import config_from_args, connection_from_args
     from ketch.sandbox.wiring import detect_ahead
 

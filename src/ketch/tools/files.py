@@ -18,9 +18,9 @@ from typing import Any, BinaryIO
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
-from typing_extensions import NotRequired, TypedDict
 
 from ketch.sandbox.runtime import check_file_write
+from ketch.tools.arg_shapes import Edit  # its own small module: pydantic parses the file of its docstrings
 from ketch.tools.bounded import bounded_lines, cut_note
 from ketch.tools.diagnostics import after_edit
 from ketch.tools.workspace import Workspace
@@ -30,17 +30,6 @@ from ketch.tools.disk import BINARY_SNIFF_BYTES, MAX_LINE_CHARS, exists, is_bina
 from ketch.tools.editor_io import EDITOR_READ_LINES, editor_of, numbered_editor_text, read_current, write_text
 from ketch.tools.listing import GLOB_COUNT_LIMIT, GLOB_LIMIT, LIST_LIMIT, glob, list_dir  # noqa: F401 - the tool list below; tests import them here
 
-
-
-class Edit(TypedDict):
-    """One exact replacement inside a file."""
-
-    old_string: str
-    """Text to find, exactly as in the file (whitespace included)."""
-    new_string: str
-    """Text to put in its place."""
-    replace_all: NotRequired[bool]
-    """Replace every occurrence instead of requiring exactly one."""
 
 
 # ------------------------------------------------------------------ pure helpers

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 from pydantic_ai import RunContext
-from typing_extensions import NotRequired, TypedDict
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import ToolCallPart, ToolReturnPart
 
 from ketch.protocol.events import TodoUpdated
+from ketch.tools.arg_shapes import Status, TodoInput  # its own small module: pydantic parses the file of its docstrings
 from ketch.tools.base import ToolDeps, ToolSpec
 
-Status = Literal["pending", "in_progress", "completed"]
 STATUSES: tuple[str, ...] = get_args(Status)
 _MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
@@ -105,14 +104,6 @@ def written_in(history: Sequence[Any]) -> list[TodoItem]:
                     pass
                 succeeded.discard(part.tool_call_id)
     return []
-
-
-class TodoInput(TypedDict):
-    """One task as the model writes it."""
-
-    id: NotRequired[str]
-    content: str
-    status: Status
 
 
 def _notebook(ctx: RunContext[ToolDeps]) -> Notebook:
