@@ -73,13 +73,17 @@ ROUTES = {
     "openai-chat-openrouter": Route("openrouter", None, "/v1", model="anthropic/claude-sonnet-4.5"),
     "openai-chat-groq": Route("groq", None, "/openai/v1", model="openai/gpt-oss-120b", hosted_search=False),
     "openai-chat-zai": Route("zai", None, "/v1", model="glm-4.7"),
+    "openai-chat-deepseek": Route("deepseek", None, "", model="deepseek-reasoner", hosted_search=False),
+    "openai-chat-llamacpp": Route("llamacpp", None, "/v1", hosted_search=False),  # a local server
     "mistral-conversations": Route("mistral", None, "/v1", model="mistral-medium-latest", mid_stream_hold=False),
 }
-"""Hosted search is not recorded on OpenAI's Chat (a searching session runs on Responses) nor on
-Groq (only its compound systems search, and they take no function tools)."""
+"""Hosted search is not recorded on OpenAI's Chat (a searching session runs on Responses), on Groq
+(only its compound systems search, and they take no function tools), nor where there is none
+(DeepSeek, local servers)."""
 SOURCES = [{"title": "Ketch docs", "url": "https://docs.example.org/ketch", "snippet": "A terminal agent."}]
 KEYS = {"OPENAI_API_KEY": "sk-golden", "ANTHROPIC_API_KEY": "sk-golden", "GEMINI_API_KEY": "golden",
-        "OPENROUTER_API_KEY": "sk-golden", "GROQ_API_KEY": "golden", "ZAI_API_KEY": "golden", "MISTRAL_API_KEY": "golden"}
+        "OPENROUTER_API_KEY": "sk-golden", "GROQ_API_KEY": "golden", "ZAI_API_KEY": "golden", "MISTRAL_API_KEY": "golden",
+        "DEEPSEEK_API_KEY": "golden"}
 
 
 def png(width: int = 2, height: int = 2) -> bytes:
