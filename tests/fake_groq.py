@@ -50,11 +50,26 @@ def executed_search(turn: Any, body: dict[str, Any]) -> tuple[dict[str, Any], di
 def groq_render(turn: Any, body: dict[str, Any], events: list[Any], final: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     """The Chat Completions rendering (``events``, ``final``) turned into Groq's."""
     out = []
+    fmt = body.get('reasoning_format')
     for kind, chunk in events:
         chunk = dict(chunk)
         if 'usage' in chunk and not chunk.get('choices'):
             chunk['x_groq'] = {'id': 'req_fake', 'usage': chunk.pop('usage')}
+        piece = dict(chunk['choices'][0]['delta']) if chunk.get('choices') else {}
+        piece.pop('reasoning_details', None)  # (the Chat rendering's OpenRouter fields, for a vendor/model slug)
+        if 'reasoning_content' in piece or 'reasoning' in piece:
+            reasoning = piece.pop('reasoning_content', None) or piece.pop('reasoning')
+            if fmt == 'hidden':
+                continue
+            piece['reasoning'] = reasoning  # Groq's field (`parsed`; `raw` would put it in the content)
+            chunk['choices'] = [{**chunk['choices'][0], 'delta': piece}]
         out.append((kind, chunk))
+    message = final['choices'][0]['message']
+    message.pop('reasoning_details', None)
+    if 'reasoning_content' in message or 'reasoning' in message:
+        reasoning = message.pop('reasoning_content', None) or message.pop('reasoning')
+        if fmt != 'hidden':
+            message['reasoning'] = reasoning
     if (search := executed_search(turn, body)) is not None:
         call, done = search
         head = out[0][1]

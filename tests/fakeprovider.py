@@ -307,6 +307,19 @@ def chat_render(turn: Turn, body: dict[str, Any], new_id: _Ids) -> tuple[list[Ev
         final['provider'] = 'FakeUpstream'
         for _, data in events:
             data['provider'] = 'FakeUpstream'
+        if turn.reasoning:  # its reasoning: the text as `reasoning`, and as signed `reasoning_details`
+            detail = {'type': 'reasoning.text', 'text': turn.reasoning, 'signature': f'sig-{cid}',
+                      'format': 'anthropic-claude-v1', 'index': 0}
+            for _, data in events:
+                delta = data['choices'][0]['delta'] if data.get('choices') else {}
+                if 'reasoning_content' in delta:
+                    text = delta.pop('reasoning_content')
+                    delta['reasoning'] = text
+                    delta['reasoning_details'] = [{**detail, 'text': text, 'signature': None}]
+            last = next(data for _, data in reversed(events) if data.get('choices') and 'reasoning' in data['choices'][0]['delta'])
+            last['choices'][0]['delta']['reasoning_details'][0]['signature'] = detail['signature']
+            del message['reasoning_content']
+            message['reasoning'], message['reasoning_details'] = turn.reasoning, [detail]
     if zai_rows is not None:
         final['web_search'] = zai_rows
     return events, final

@@ -27,7 +27,11 @@ HARBOR_PYTHON = ROOT / ".venv-harbor" / "bin" / "python"
 CHECK = """#!/bin/bash
 # The task's check: the file the instruction asked for, with exactly that line.
 if [ "$(cat /app/hello.txt 2>/dev/null)" = "hello from ketch" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt
+# What the agent's install put in ketch's venv, for the test to read (one distribution a line).
+ls /installed-agent/ketch/venv/lib/python3*/site-packages | sed -n 's/-[^-]*\\.dist-info$//p' > /logs/verifier/installed.txt
 """
+SDKS = {"openai", "anthropic", "groq", "google_genai", "tiktoken", "mistralai", "cohere", "litellm"}
+"""Provider SDK distributions (as their dist-info folders spell them): none is in ketch's install."""
 
 
 def _task(root: Path) -> Path:
@@ -143,6 +147,10 @@ def test_harbor_installs_and_runs_ketch_and_the_task_check_passes(tmp_path: Path
     assert agent_steps[0]["metrics"]["cost_usd"] == pytest.approx((1000 * 1.25 + 100 * 10) / 1e6)
     assert summary["context"]["n_input_tokens"] == 3500 and summary["context"]["n_output_tokens"] == 170
     assert summary["agent_version"] == "0.1.0"
+    # the ketch the agent installed (the default install, through the lock) holds no provider SDK
+    installed = set((agent_dir.parent / "verifier" / "installed.txt").read_text().split())
+    assert {"ketch", "pydantic_ai_slim", "httpx"} <= installed, sorted(installed)
+    assert not installed & SDKS, sorted(installed & SDKS)
 
 
 EXIT_CODES = r'''

@@ -2,9 +2,13 @@
 
 One recorded session per wire (through ``ketch -p`` in this process, against the fake provider):
 a task list, a file write, a shell output, an image read, thinking, enough tool output to make
-the loop prune in a small window, a streamed answer cut by a cancel, a resume with an image and a hosted search (where the wire
-has one), and a summary
-(``--compact``). Every request body the provider received is compared, as the bytes that
+the loop prune in a small window, a streamed answer cut by a cancel, a resume with an image, and
+a summary (``--compact``). These runs do not opt in to search, so no hosted tool is offered (only
+Anthropic's fake plays the resume's search result unasked, which its history then replays). The routes (``ROUTES``) are the four wires, the Chat dialects on ketch's own
+Chat model (OpenRouter, Groq, Z.AI) and Mistral's Conversations. Hosted search is only offered
+to a headless run that opts in, so each route that searches also records a searching session
+(``--web-search``: the search, a follow-up that replays it, ``--compact``) in ``<route>-search``.
+Every request body the provider received is compared, as the bytes that
 arrived, with the file under ``tests/golden/wire/``, after replacing what differs between runs
 by name (the working directory, the session id, the date, the
 kernel release). A change of the bytes a wire sends
@@ -36,6 +40,7 @@ import os
 import platform
 import re
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -43,11 +48,42 @@ from fakeprovider import FakeProvider, Hold, NativeSearch, RecordedRequest, Tool
 from kettle import run_ketch, write_project_config
 
 GOLDEN = Path(__file__).parent / "golden" / "wire"
-WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini"]
-PRESET = {"openai-chat": "openai", "openai-responses": "openai", "anthropic-messages": "anthropic", "gemini": "gemini"}
-HOSTED_SEARCH = {"openai-chat": False, "openai-responses": True, "anthropic-messages": True, "gemini": True}
+
+
+@dataclass(frozen=True)
+class Route:
+    """One recorded session's connection: the preset, the wire named in the config (None: the
+    preset's own), the path after the fake's address, the model, and whether it searches hosted."""
+
+    preset: str
+    wire: str | None
+    path: str
+    model: str = "fake-model"
+    hosted_search: bool = True
+    mid_stream_hold: bool = True
+    """Whether the fake can hold this route's stream after a piece of text (else before the answer)."""
+
+
+ROUTES = {
+    "openai-chat": Route("openai", "openai-chat", "/v1", hosted_search=False),  # OpenAI's Chat searches through Responses
+    "openai-responses": Route("openai", "openai-responses", "/v1"),
+    "anthropic-messages": Route("anthropic", "anthropic-messages", ""),
+    "gemini": Route("gemini", "gemini", "", mid_stream_hold=False),
+    # the Chat dialects on ketch's own Chat model, and Mistral's Conversations (its hosted search's wire)
+    "openai-chat-openrouter": Route("openrouter", None, "/v1", model="anthropic/claude-sonnet-4.5"),
+    "openai-chat-groq": Route("groq", None, "/openai/v1", model="openai/gpt-oss-120b", hosted_search=False),
+    "openai-chat-zai": Route("zai", None, "/v1", model="glm-4.7"),
+    "openai-chat-deepseek": Route("deepseek", None, "", model="deepseek-reasoner", hosted_search=False),
+    "openai-chat-llamacpp": Route("llamacpp", None, "/v1", hosted_search=False),  # a local server
+    "mistral-conversations": Route("mistral", None, "/v1", model="mistral-medium-latest", mid_stream_hold=False),
+}
+"""Hosted search is not recorded on OpenAI's Chat (a searching session runs on Responses), on Groq
+(only its compound systems search, and they take no function tools), nor where there is none
+(DeepSeek, local servers)."""
 SOURCES = [{"title": "Ketch docs", "url": "https://docs.example.org/ketch", "snippet": "A terminal agent."}]
-KEYS = {"OPENAI_API_KEY": "sk-golden", "ANTHROPIC_API_KEY": "sk-golden", "GEMINI_API_KEY": "golden"}
+KEYS = {"OPENAI_API_KEY": "sk-golden", "ANTHROPIC_API_KEY": "sk-golden", "GEMINI_API_KEY": "golden",
+        "OPENROUTER_API_KEY": "sk-golden", "GROQ_API_KEY": "golden", "ZAI_API_KEY": "golden", "MISTRAL_API_KEY": "golden",
+        "DEEPSEEK_API_KEY": "golden"}
 
 
 def png(width: int = 2, height: int = 2) -> bytes:
@@ -85,16 +121,17 @@ def workspace(root: Path) -> None:
         (root / f"big{n}.txt").write_text("".join(f"line {n}.{i} of a big file\n" for i in range(400)))
 
 
-def config(root: Path, fake: FakeProvider, wire: str) -> None:
-    base = fake.base_url if wire in ("openai-chat", "openai-responses") else fake.base_url.removesuffix("/v1")
+def config(root: Path, fake: FakeProvider, route: Route) -> None:
+    base = fake.base_url.removesuffix("/v1") + route.path
+    wire = f'wire = "{route.wire}"\n' if route.wire else ""
     write_project_config(
         root,
-        'model = "c:fake-model"\n'
+        f'model = "c:{route.model}"\n'
         'think = "high"\n'
         "[compaction]\ncontext_window = 40000\n"
-        f'[connections.c]\npreset = "{PRESET[wire]}"\nwire = "{wire}"\nbase_url = "{base}"\nmax_retries = 0\n'
-        + ('[models."c:fake-model"]\ncapabilities = { web_search = true }\n[web_search]\nenabled = true\n'
-           if HOSTED_SEARCH[wire] else ""),
+        f'[connections.c]\npreset = "{route.preset}"\n{wire}base_url = "{base}"\nmax_retries = 0\n'
+        + (f'[models."c:{route.model}"]\ncapabilities = {{ web_search = true }}\n[web_search]\nenabled = true\n'
+           if route.hosted_search else ""),
     )
 
 
@@ -166,11 +203,11 @@ async def cancelled_turn(root: Path, hold: Hold, *, after_pieces: bool) -> None:
         await session.aclose()
 
 
-def record(wire: str, root: Path) -> list[str]:
-    """Run the golden session on ``wire``; the normalized bodies of every model request."""
+def record(route: Route, root: Path) -> list[str]:
+    """Run the golden session on ``route``; the normalized bodies of every model request."""
     workspace(root)
     hold = Hold("cut")
-    mid_stream = wire != "gemini"  # the fake holds a Gemini stream only before its first piece
+    mid_stream = route.mid_stream_hold
     pieces = [f"word{i} " for i in range(20)]
     answers = Answers([
         *first_turn(),
@@ -182,7 +219,7 @@ def record(wire: str, root: Path) -> list[str]:
         Turn(text="Answer after the summary."),
     ])
     with FakeProvider([answers] * 60) as fake:
-        config(root, fake, wire)
+        config(root, fake, route)
         first = run_ketch(["-p", "survey the files", "--yolo"], root, env=KEYS)
         assert first.code == 0, first.stderr
         asyncio.run(cancelled_turn(root, hold, after_pieces=mid_stream))
@@ -197,14 +234,53 @@ def record(wire: str, root: Path) -> list[str]:
     return bodies
 
 
-@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize("wire", list(ROUTES))
 def test_each_wire_sends_the_recorded_bytes(wire: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in KEYS.items():
         monkeypatch.setenv(name, value)
     root = tmp_path / "work"
     root.mkdir()
-    bodies = record(wire, root)
-    path = GOLDEN / f"{wire}.jsonl"
+    compare(record(ROUTES[wire], root), GOLDEN / f"{wire}.jsonl")
+
+
+SEARCH_ROUTES = {name: route for name, route in ROUTES.items() if route.hosted_search}
+"""Groq's compound systems are not recorded: they take no function tools, which is how ``Answers``
+tells a summary request."""
+
+
+def record_search(route: Route, root: Path) -> list[str]:
+    """A session that searches hosted (``--web-search``): the search and its answer, a follow-up
+    whose history replays them, then a summary (``--compact``) over them and the next answer."""
+    answers = Answers([
+        Turn(text="Ketch is a terminal agent [1].", native_search=NativeSearch("what is ketch", SOURCES),
+             reasoning="Search for it."),
+        Turn(text="It runs in a terminal, as the source says."),
+        Turn(text="Answer after the summary."),
+    ])
+    with FakeProvider([answers] * 20) as fake:
+        config(root, fake, route)
+        for flags, prompt in (([], "what is ketch?"), (["--continue"], "where does it run?"),
+                              (["--continue", "--compact"], "go on")):
+            run = run_ketch([*flags, "-p", prompt, "--yolo", "--web-search"], root, env=KEYS)
+            assert run.code == 0, run.stderr
+        assert not fake.rejections, fake.rejections
+        assert not answers.queue and not fake.exhausted, "the session did not take the scripted steps"
+        sessions = session_ids()
+        return [normalized(r.raw, root, sessions) for r in fake.model_requests]
+
+
+@pytest.mark.parametrize("wire", list(SEARCH_ROUTES))
+def test_each_wire_sends_the_recorded_bytes_of_a_searching_session(wire: str, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in KEYS.items():
+        monkeypatch.setenv(name, value)
+    root = tmp_path / "work"
+    root.mkdir()
+    compare(record_search(SEARCH_ROUTES[wire], root), GOLDEN / f"{wire}-search.jsonl")
+
+
+def compare(bodies: list[str], path: Path) -> None:
+    """The bodies against the recorded file (which ``KETCH_UPDATE_GOLDEN=1`` writes first)."""
     if os.environ.get("KETCH_UPDATE_GOLDEN") == "1":
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(body + "\n" for body in bodies), encoding="utf-8")

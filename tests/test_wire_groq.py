@@ -262,3 +262,46 @@ def test_another_error_in_a_stream_is_an_http_error() -> None:
     with pytest.raises(ModelHTTPError) as caught:
         _run(served, True)
     assert caught.value.status_code == 503
+
+
+_FAILED = {"error": {"message": "Tool call validation failed", "type": "invalid_request_error", "code": "tool_use_failed",
+                     "failed_generation": '{"name": "shell", "arguments": {"cmd": "ls"}}'}}
+_HEAD = {"id": "q", "model": "openai/gpt-oss-120b", "created": 5, "choices": [{"index": 0, "delta": {"content": "a"}}]}
+
+
+def _outcome(build, content: bytes):
+    """What ``build``'s model makes of a streamed answer: its parts and finish reason, or the error's status."""
+    from pydantic_ai.exceptions import ModelHTTPError
+    from pydantic_ai.messages import ModelRequest
+    from pydantic_ai.models import ModelRequestParameters
+
+    model = build("openai/gpt-oss-120b", httpx.MockTransport(
+        lambda request: httpx.Response(200, headers={"content-type": "text/event-stream"}, content=content)))
+
+    async def go():
+        async with model.request_stream([ModelRequest.user_text_prompt("hi")], None, ModelRequestParameters()) as response:
+            async for _ in response:
+                pass
+        return response.get()
+
+    try:
+        response = asyncio.run(go())
+    except ModelHTTPError as exc:
+        return ("error", exc.status_code)
+    return ([(type(p).__name__, getattr(p, "tool_name", None), getattr(p, "args", None), getattr(p, "content", None))
+             for p in response.parts], response.finish_reason)
+
+
+@pytest.mark.parametrize("content", [
+    _sse(_HEAD, _FAILED),  # after an event: the malformed call, for a retry
+    _sse(_HEAD),  # no finish reason: none is made up
+    _sse(_HEAD, {"id": "q", "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+], ids=["failed-later", "no-finish", "length"])
+def test_a_stream_ends_as_the_sdk_model_ended_it(content: bytes) -> None:
+    assert _outcome(_own, content) == _outcome(_sdk, content)
+
+
+def test_a_failed_tool_generation_as_the_first_event_fails_the_request() -> None:
+    """Before any event the request fails as a 400 (the status Groq gives the same error unstreamed),
+    where ``providers.stream_refusal`` can still act on it."""
+    assert _outcome(_own, _sse(_FAILED)) == ("error", 400)

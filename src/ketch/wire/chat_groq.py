@@ -20,10 +20,9 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any, ClassVar
 
-from pydantic_ai.exceptions import ModelHTTPError, UnexpectedModelBehavior, UserError
+from pydantic_ai.exceptions import ModelHTTPError, UserError
 from pydantic_ai.messages import (
     BinaryContent,
-    FinishReason,
     ImageUrl,
     ModelMessage,
     ModelResponse,
@@ -42,7 +41,7 @@ from pydantic_ai.profiles import DEFAULT_THINKING_TAGS, ModelProfile, merge_prof
 from ketch.wire.chat import ChatCompletionsModel
 from ketch.wire.chat_body import ChatEncoder
 from ketch.wire.chat_groq_stream import GroqStream, executed_parts, failed_generation, groq_usage, stamp
-from ketch.wire.chat_stream import FINISH_REASONS, ChatStream
+from ketch.wire.chat_stream import ChatStream, first_message
 
 PROVIDER = "groq"
 def groq_profile(model_name: str) -> ModelProfile:
@@ -125,7 +124,6 @@ class GroqChatModel(ChatCompletionsModel):
     unsupported_settings = frozenset({"service_tier", "top_k"})
     _unsupported_file_inputs = frozenset({"document", "audio", "video"})
     stream_class: ClassVar[type[ChatStream]] = GroqStream
-    finish_reasons: ClassVar[dict[str, FinishReason]] = FINISH_REASONS
 
     def __init__(self, model_name: str, *, compound_refusal: str | None = None, **kwargs: Any) -> None:
         """``compound_refusal``: for a compound system (``providers.groq.is_compound``), the line a
@@ -140,10 +138,6 @@ class GroqChatModel(ChatCompletionsModel):
     def compound(self) -> bool:
         """A compound system: it searches on its own and takes no function tools."""
         return self._compound_refusal is not None
-
-    @classmethod
-    def supported_native_tools(cls) -> frozenset[type[Any]]:
-        return frozenset({WebSearchTool})
 
     def unsupported_native_tool_settings(self, native_tool: Any) -> frozenset[str]:
         return native_tool.restricting_settings - {"allowed_domains", "blocked_domains"}
@@ -282,16 +276,9 @@ class GroqChatModel(ChatCompletionsModel):
     # ------------------------------------------------------------ answers
     def completion(self, data: Any) -> ModelResponse:
         """A whole answer (``GroqModel._process_response``)."""
-        if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
-            raise UnexpectedModelBehavior("Invalid response from groq chat completions endpoint, expected a completion "
-                                          "with choices", str(data)[:500])
         from pydantic_ai._thinking_part import split_content_into_text_and_thinking
 
-        choice = data["choices"][0]
-        message = choice.get("message") if isinstance(choice, dict) else None
-        if not isinstance(message, dict):
-            raise UnexpectedModelBehavior("Invalid response from groq chat completions endpoint: no message",
-                                          str(data)[:500])
+        choice, message = first_message(data, self.system)
         parts: list[ModelResponsePart] = []
         if message.get("reasoning") is not None:
             parts.append(ThinkingPart(content=message["reasoning"]))

@@ -22,7 +22,7 @@ from pydantic_ai.native_tools import WebSearchTool
 from pydantic_ai.profiles import DEFAULT_THINKING_TAGS
 from pydantic_ai.usage import RequestUsage
 
-from ketch.wire.chat_stream import ChatStream
+from ketch.wire.chat_stream import AnswerInError, ChatStream
 
 
 def readable_arguments(raw: Any) -> str:
@@ -119,40 +119,25 @@ class GroqStream(ChatStream):
         except _ToolUseFailed as failed:  # before any event: the request fails, as the SDK's peek did
             raise ModelHTTPError(400, self._model_name, failed.body, in_stream=True) from None
 
-    async def _get_event_iterator(self) -> Any:
-        from pydantic_ai.exceptions import ModelConnectionError
+    def _stream_error(self, chunk: dict[str, Any]) -> Exception:
+        if (generation := failed_generation(chunk)) is not None:
+            return _ToolUseFailed(generation, chunk)
+        return super()._stream_error(chunk)
 
-        from ketch.wire.sse import ENDED_EARLY
+    def _answer_in_error(self, answer: AnswerInError) -> Iterator[ModelResponseStreamEvent]:
+        """The model's malformed tool call (or text), for ketch to send back for a retry."""
+        generation = answer.generation if isinstance(answer, _ToolUseFailed) else None
+        if isinstance(generation, tuple):
+            yield self._parts_manager.handle_tool_call_part(vendor_part_id="tool_use_failed", tool_name=generation[0],
+                                                            args=generation[1])
+        elif generation:
+            yield from self._parts_manager.handle_text_delta(vendor_part_id="tool_use_failed", content=generation)
 
-        if self._events is None:
-            await self.prime()
-        try:
-            if self._first is not None:
-                for event in self._chunk(self._first[1]):
-                    yield event
-                async for _frame, chunk in self._events:
-                    for event in self._chunk(chunk):
-                        yield event
-        except _ToolUseFailed as failed:  # the model's malformed tool call, for ketch to send back for a retry
-            generation = failed.generation
-            if isinstance(generation, tuple):
-                yield self._parts_manager.handle_tool_call_part(vendor_part_id="tool_use_failed", tool_name=generation[0],
-                                                                args=generation[1])
-            elif generation:
-                for event in self._parts_manager.handle_text_delta(vendor_part_id="tool_use_failed", content=generation):
-                    yield event
-        except ModelConnectionError as exc:
-            if not (self._has_finish and ENDED_EARLY in str(exc)):  # a finished answer without [DONE] is whole
-                raise
+    def _ended(self) -> None:
+        """Groq's mapping leaves the finish reason as sent (none when none came)."""
 
-    def _chunk(self, chunk: dict[str, Any]) -> Iterator[ModelResponseStreamEvent]:
-        if isinstance(chunk.get("error"), dict):
-            if (generation := failed_generation(chunk)) is not None:
-                raise _ToolUseFailed(generation, chunk)
-            error = chunk["error"]
-            code = error.get("code")
-            status = code if isinstance(code, int) and 400 <= code < 600 else 500
-            raise ModelHTTPError(status, self._model_name, error, in_stream=True)
+    def _map_chunk(self, chunk: dict[str, Any]) -> Iterator[ModelResponseStreamEvent]:
+        """Groq's own mapping: ``x_groq`` usage, ``reasoning``, ``executed_tools``, no refusal field."""
         if self._first_chunk:
             self._first_chunk = False
             if isinstance(chunk.get("model"), str):
@@ -206,10 +191,12 @@ class GroqStream(ChatStream):
                 args=function.get("arguments") if function else None, tool_call_id=call.get("id"))
 
 
-class _ToolUseFailed(Exception):
+class _ToolUseFailed(AnswerInError):
+    """Groq's ``tool_use_failed``: ``generation`` is the call ``(name, arguments)`` or the text."""
+
     def __init__(self, generation: Any, body: Any) -> None:
-        super().__init__("tool_use_failed")
-        self.generation, self.body = generation, body
+        super().__init__(body)
+        self.generation = generation
 
 
 __all__ = ["GroqStream", "executed_parts", "failed_generation", "groq_usage", "readable_arguments", "stamp"]

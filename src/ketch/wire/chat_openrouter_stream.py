@@ -13,10 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelResponseStreamEvent, TextPart
 
-from ketch.wire.chat_stream import ChatStream
+from ketch.wire.chat_stream import ChatStream, http_error
 
 
 def annotations_details(annotations: list[Any]) -> dict[str, Any]:
@@ -55,11 +54,8 @@ def choice_details(data: dict[str, Any]) -> dict[str, Any]:
 def raise_error(data: Any, model_name: str, *, in_stream: bool) -> None:
     """An ``error`` object OpenRouter sent with status 200: its ``code`` is the HTTP status it stands for."""
     error = data.get("error") if isinstance(data, dict) else None
-    if not isinstance(error, dict):
-        return
-    code = error.get("code")
-    status = code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600 else 500
-    raise ModelHTTPError(status, data.get("model") or model_name, error, in_stream=in_stream)
+    if isinstance(error, dict):
+        raise http_error(error, data.get("model") or model_name, in_stream=in_stream)
 
 
 @dataclass
@@ -100,9 +96,11 @@ class OpenRouterStream(ChatStream):
                     self._boundary("reasoning")
                 yield event
 
-    def _chunk(self, chunk: dict[str, Any]) -> Iterator[ModelResponseStreamEvent]:
-        raise_error(chunk, self._model_name, in_stream=True)
-        yield from super()._chunk(chunk)
+    def _stream_error(self, chunk: dict[str, Any]) -> Exception:
+        return http_error(chunk["error"], chunk.get("model") or self._model_name)
+
+    def _map_chunk(self, chunk: dict[str, Any]) -> Iterator[ModelResponseStreamEvent]:
+        yield from super()._map_chunk(chunk)
         if isinstance(chunk.get("choices"), list) and chunk["choices"]:  # OpenRouter's own finish reason wins
             self.provider_details = {**(self.provider_details or {}), **choice_details(chunk)}
 

@@ -7,6 +7,11 @@ from the chunk that carries it (the last one, with ``stream_options.include_usag
 prompt tokens included. A stream ends at ``data: [DONE]`` (or, as some compatible servers end
 it, after a finish reason); one that stops before either is a cut connection (``wire.sse``),
 never a finished answer.
+
+A dialect's stream (``wire.chat_groq_stream``, ``wire.chat_openrouter_stream``) keeps this loop and
+overrides only its hook points: ``_map_chunk`` (a chunk's mapping), ``_chunk_extra`` and
+``_thinking`` (parts of it), ``_stream_error`` and ``_answer_in_error`` (an error event, or one
+that carries the answer), ``_ended`` (after the last chunk).
 """
 
 from __future__ import annotations
@@ -68,6 +73,37 @@ def _text(content: Any) -> Any:
     return "".join(texts) if texts else None
 
 
+def http_error(error: dict[str, Any], model_name: str, *, in_stream: bool = True) -> ModelHTTPError:
+    """An ``error`` object a server sent inside a stream or a 200 answer: the HTTP error its
+    ``code`` names (500 when the code is not an HTTP error status)."""
+    code = error.get("code")
+    status = code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600 else 500
+    return ModelHTTPError(status, model_name, error, in_stream=in_stream)
+
+
+class AnswerInError(Exception):
+    """Raised by a dialect's :meth:`ChatStream._stream_error` for an error event that carries the
+    answer itself (Groq's ``tool_use_failed``): the stream ends with the parts
+    :meth:`ChatStream._answer_in_error` makes of it instead of failing."""
+
+    def __init__(self, body: Any) -> None:
+        super().__init__("an answer inside an error event")
+        self.body = body
+
+
+def first_message(body: Any, provider_name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A whole answer's ``choices[0]`` and its ``message``; a body of another shape is an error."""
+    if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
+        raise UnexpectedModelBehavior(f"Invalid response from {provider_name} chat completions endpoint, expected a "
+                                      "completion with choices", str(body)[:500])
+    choice = body["choices"][0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise UnexpectedModelBehavior(f"Invalid response from {provider_name} chat completions endpoint: no message",
+                                      str(body)[:500])
+    return choice, message
+
+
 def _timestamp(created: Any) -> datetime | None:
     if isinstance(created, int | float) and not isinstance(created, bool) and created:
         return datetime.fromtimestamp(created, tz=timezone.utc)
@@ -121,22 +157,38 @@ class ChatStream(StreamedResponse):
                 async for _frame, chunk in self._events:
                     for event in self._chunk(chunk):
                         yield event
+        except AnswerInError as answer:  # a dialect's error event that carries the answer
+            for event in self._answer_in_error(answer):
+                yield event
         except ModelConnectionError as exc:
             # Some compatible servers end a finished answer without [DONE] (providers.stream_end
             # accepts a finish reason as the end too); without either, the answer was cut.
             if not (self._has_finish and ENDED_EARLY in str(exc)):
                 raise
+        self._ended()
+
+    def _ended(self) -> None:
+        """After the last chunk: a refusal's text in the details; no finish reason sent means ``stop``."""
         if self._refusal:
             self.provider_details = {**(self.provider_details or {}), "refusal": self._refusal}
         if not self._has_finish and not self._refusal and not self.cancelled:
             self.finish_reason = "stop"
 
+    def _answer_in_error(self, answer: AnswerInError) -> Iterator[ModelResponseStreamEvent]:
+        """The parts a dialect makes of an :class:`AnswerInError` its :meth:`_stream_error` raised (none here)."""
+        raise answer
+
+    def _stream_error(self, chunk: dict[str, Any]) -> Exception:
+        """What an ``error`` object inside the stream raises: the HTTP error its ``code`` names."""
+        return http_error(chunk["error"], self._model_name)
+
     def _chunk(self, chunk: dict[str, Any]) -> Iterator[ModelResponseStreamEvent]:
         if isinstance(chunk.get("error"), dict):  # an error sent inside the stream
-            error = chunk["error"]
-            code = error.get("code")
-            status = code if isinstance(code, int) and 400 <= code < 600 else 500
-            raise ModelHTTPError(status, self._model_name, error, in_stream=True)
+            raise self._stream_error(chunk)
+        yield from self._map_chunk(chunk)
+
+    def _map_chunk(self, chunk: dict[str, Any]) -> Iterator[ModelResponseStreamEvent]:
+        """One chunk without an error: its top-level fields, then ``choices[0]``'s delta."""
         if not self._created and (stamp := _timestamp(chunk.get("created"))) is not None:
             self._created = True
             self.provider_details = {**(self.provider_details or {}), "timestamp": stamp}
@@ -277,14 +329,7 @@ def completion_response(body: Any, *, model_name: str, profile: Any, provider_na
     from pydantic_ai._thinking_part import split_content_into_text_and_thinking
     from pydantic_ai._utils import generate_tool_call_id
 
-    if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
-        raise UnexpectedModelBehavior(f"Invalid response from {provider_name} chat completions endpoint, expected a "
-                                      "completion with choices", str(body)[:500])
-    choice = body["choices"][0]
-    message = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(message, dict):
-        raise UnexpectedModelBehavior(f"Invalid response from {provider_name} chat completions endpoint: no message",
-                                      str(body)[:500])
+    choice, message = first_message(body, provider_name)
     model = body.get("model") if isinstance(body.get("model"), str) else model_name
     details: dict[str, Any] = {}
     raw_finish = choice.get("finish_reason")
@@ -333,4 +378,4 @@ def completion_response(body: Any, *, model_name: str, profile: Any, provider_na
                          finish_reason=finish)
 
 
-__all__ = ["ChatStream", "completion_response", "map_usage"]
+__all__ = ["AnswerInError", "ChatStream", "completion_response", "first_message", "http_error", "map_usage"]
