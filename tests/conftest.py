@@ -128,6 +128,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("KETCH_TEST_CPU") == "1":  # per-test CPU in the summary (tests/cpu_report.py)
+        from cpu_report import CpuReport
+
+        config.pluginmanager.register(CpuReport(), "ketch-cpu-report")
     # pytest has read PYTEST_ADDOPTS (e.g. a --shuffle seed) by now; the pytest a test's ketch runs
     # in its workspace must not get this suite's options
     os.environ.pop("PYTEST_ADDOPTS", None)
