@@ -31,6 +31,21 @@ _SERVER = r"""
 import json, os, runpy, signal, sys, threading
 import ketch.frontends.cli, ketch.frontends.headless, ketch.frontends.assemble, ketch.frontends.acp_server  # noqa: F401
 import ketch.core.session, pydantic_ai  # noqa: F401  (what a run imports; ketch's own wires load no provider SDK)
+# and the rest of ketch, which a run imports as it goes (the wire, the tools, the store, the
+# hooks: about 0.1 CPU-s per forked child); not __main__ (it runs ketch) nor the Harbor agent
+# (Harbor's own Python)
+import importlib, pkgutil, ketch
+for module in pkgutil.walk_packages(ketch.__path__, "ketch."):
+    if module.name != "ketch.__main__" and not module.name.startswith("ketch.harbor."):
+        importlib.import_module(module.name)
+# What a run builds on first use and then keeps for the process, built once here: the messages'
+# pydantic schema (the first store write) and the shared certificate-checking context (the first
+# client; one per value of SSL_CERT_FILE/SSL_CERT_DIR, so a child with other values builds its
+# own). About 0.1 CPU-s per child together.
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+from ketch.wire.tls import verifying_context
+ModelMessagesTypeAdapter.rebuild()
+verifying_context()
 if threading.active_count() != 1:
     raise SystemExit(f"the preloaded interpreter has {threading.active_count()} threads: no fork")
 control_in, control_out = os.fdopen(0, "r", closefd=False), os.fdopen(1, "w", closefd=False)
