@@ -57,10 +57,27 @@ class CpuReport:
     def __init__(self) -> None:
         self._start: dict[str, tuple[float, dict[int, float]]] = {}
         self.per_test: dict[str, float] = {}
+        self.pythons = 0
+        """Python interpreters the worker started (``subprocess.Popen`` of ``sys.executable``) in
+        the current test: each pays its imports, about 1 CPU-s for ``python -m ketch``."""
+        import subprocess
+        import sys
+
+        popen_init = subprocess.Popen.__init__
+        report = self
+
+        def counting_init(popen, args, *rest, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            first = args[0] if isinstance(args, (list, tuple)) and args else args
+            if isinstance(first, (str, os.PathLike)) and os.fspath(first) == sys.executable:
+                report.pythons += 1
+            return popen_init(popen, args, *rest, **kwargs)
+
+        subprocess.Popen.__init__ = counting_init
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         self._start[item.nodeid] = (_own(), _descendants())
+        self.pythons = 0
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):  # noqa: ANN201
@@ -69,10 +86,19 @@ class CpuReport:
             return
         own0, desc0 = self._start.pop(item.nodeid)
         desc1 = _descendants()
-        # a descendant that was there before the test is counted by its growth; a new one whole
-        # (whatever the worker reaped is in RUSAGE_CHILDREN already)
-        spent = _own() - own0 + sum(t - desc0.get(pid, 0.0) for pid, t in desc1.items())
+        # a descendant that was there before the test is counted by its growth, a new one whole;
+        # whatever was reaped (by the worker: RUSAGE_CHILDREN; by a descendant: its cutime) comes
+        # with its whole life, so the part before the test of one that ended (say the preloaded
+        # interpreter closed in the last test's teardown) is taken off
+        spent = (_own() - own0 + sum(t - desc0.get(pid, 0.0) for pid, t in desc1.items())
+                 - sum(t for pid, t in desc0.items() if pid not in desc1))
         outcome.get_result().user_properties.append(("cpu_s", spent))
+        if os.environ.get("KETCH_TEST_CPU_LEFT"):  # what lives on after the test: threads, descendants
+            import threading
+
+            left = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+            with open(os.environ["KETCH_TEST_CPU_LEFT"], "a", encoding="utf-8") as sink:
+                sink.write(f"{spent:.2f}\t{item.nodeid}\tpythons={self.pythons}\tthreads={left}\tdescendants={sorted(desc1.items())}\n")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "teardown":
