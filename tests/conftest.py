@@ -77,6 +77,14 @@ def extension_table_checks() -> None:
     table_checks.install()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def tool_schemas_once() -> None:
+    """Each tool function's pydantic-ai schema is built once per worker (``schema_memo``)."""
+    from schema_memo import install
+
+    install()
+
+
 @pytest.fixture(scope="session")
 def preloaded_ketch():  # noqa: ANN201
     """The interpreter that forks real ketch processes without paying the imports
