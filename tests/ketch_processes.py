@@ -6,9 +6,10 @@ anything; a matrix that stops one process per boundary per wire cannot pay that 
 child is a process of its own (own pid, own session and process group, its own stdout and
 stderr; stdin /dev/null, or stdin and stdout on pipes to the test, ``start_on_pipes``) that
 runs ``ketch/__main__.py`` from its first line with the given arguments, environment and cwd, and exits as ``python -m ketch`` would (a ``SystemExit`` code,
-or death by the signal a ``KeyboardInterrupt`` stands for). Only the imports happened before:
-the server does nothing else (no thread, no event loop, no file open), and refuses to fork if a
-thread exists.
+or death by the signal a ``KeyboardInterrupt`` stands for). Only the imports (all of ketch)
+and two builds a run keeps for its process (the messages' pydantic schema, the shared TLS
+context) happened before: the server does nothing else (no thread, no event loop, no file left
+open), and refuses to fork if a thread exists.
 
 Both kinds lead their own process group, so ``interrupt()`` sends SIGINT to the group, as a
 terminal's Ctrl-C does (the commands ketch runs lead groups of their own).
