@@ -77,6 +77,14 @@ def extension_table_checks() -> None:
     table_checks.install()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def tool_schemas_once() -> None:
+    """Each tool function's pydantic-ai schema is built once per worker (``schema_memo``)."""
+    from schema_memo import install
+
+    install()
+
+
 @pytest.fixture(scope="session")
 def preloaded_ketch():  # noqa: ANN201
     """The interpreter that forks real ketch processes without paying the imports
@@ -128,6 +136,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("KETCH_TEST_CPU") == "1":  # per-test CPU in the summary (tests/cpu_report.py)
+        from cpu_report import CpuReport
+
+        config.pluginmanager.register(CpuReport(), "ketch-cpu-report")
     # pytest has read PYTEST_ADDOPTS (e.g. a --shuffle seed) by now; the pytest a test's ketch runs
     # in its workspace must not get this suite's options
     os.environ.pop("PYTEST_ADDOPTS", None)

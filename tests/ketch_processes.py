@@ -6,9 +6,10 @@ anything; a matrix that stops one process per boundary per wire cannot pay that 
 child is a process of its own (own pid, own session and process group, its own stdout and
 stderr; stdin /dev/null, or stdin and stdout on pipes to the test, ``start_on_pipes``) that
 runs ``ketch/__main__.py`` from its first line with the given arguments, environment and cwd, and exits as ``python -m ketch`` would (a ``SystemExit`` code,
-or death by the signal a ``KeyboardInterrupt`` stands for). Only the imports happened before:
-the server does nothing else (no thread, no event loop, no file open), and refuses to fork if a
-thread exists.
+or death by the signal a ``KeyboardInterrupt`` stands for). Only the imports (all of ketch)
+and two builds a run keeps for its process (the messages' pydantic schema, the shared TLS
+context) happened before: the server does nothing else (no thread, no event loop, no file left
+open), and refuses to fork if a thread exists.
 
 Both kinds lead their own process group, so ``interrupt()`` sends SIGINT to the group, as a
 terminal's Ctrl-C does (the commands ketch runs lead groups of their own).
@@ -31,6 +32,21 @@ _SERVER = r"""
 import json, os, runpy, signal, sys, threading
 import ketch.frontends.cli, ketch.frontends.headless, ketch.frontends.assemble, ketch.frontends.acp_server  # noqa: F401
 import ketch.core.session, pydantic_ai  # noqa: F401  (what a run imports; ketch's own wires load no provider SDK)
+# and the rest of ketch, which a run imports as it goes (the wire, the tools, the store, the
+# hooks: about 0.1 CPU-s per forked child); not __main__ (it runs ketch) nor the Harbor agent
+# (Harbor's own Python)
+import importlib, pkgutil, ketch
+for module in pkgutil.walk_packages(ketch.__path__, "ketch."):
+    if module.name != "ketch.__main__" and not module.name.startswith("ketch.harbor."):
+        importlib.import_module(module.name)
+# What a run builds on first use and then keeps for the process, built once here: the messages'
+# pydantic schema (the first store write) and the shared certificate-checking context (the first
+# client; one per value of SSL_CERT_FILE/SSL_CERT_DIR, so a child with other values builds its
+# own). About 0.1 CPU-s per child together.
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+from ketch.wire.tls import verifying_context
+ModelMessagesTypeAdapter.rebuild()
+verifying_context()
 if threading.active_count() != 1:
     raise SystemExit(f"the preloaded interpreter has {threading.active_count()} threads: no fork")
 control_in, control_out = os.fdopen(0, "r", closefd=False), os.fdopen(1, "w", closefd=False)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pydantic_ai.models.anthropic  # noqa: F401  (paid at collection, not inside the timing)
-import pydantic_ai.models.openai  # noqa: F401
 import pytest
 from durable_session import (
     LONG_ANSWER,

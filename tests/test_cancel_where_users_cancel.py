@@ -50,8 +50,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models.anthropic  # noqa: F401  (paid at collection)
-import pydantic_ai.models.openai  # noqa: F401
 import pytest
 from cancel_matrix import (
     BOUNDARIES,

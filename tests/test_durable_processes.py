@@ -24,8 +24,6 @@ import sys
 import time
 from pathlib import Path
 
-import pydantic_ai.models.anthropic  # noqa: F401  (paid at collection)
-import pydantic_ai.models.openai  # noqa: F401
 import pytest
 from cancel_matrix import BOUNDARIES, Round, check_round, headless_shows, request_with_prompt
 from durable_session import WIRES, stored_messages, stored_prompts, workdir

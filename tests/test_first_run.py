@@ -9,7 +9,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models.openai  # noqa: F401
 import pytest
 from fakeprovider import Turn, user_texts
 from test_interactive import parse

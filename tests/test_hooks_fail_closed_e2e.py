@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 
 import pytest
-from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
+from fakeprovider import FakeProvider, Hold, ToolCall, Turn, tool_results
 from ketch_processes import Preloaded
-from kettle import adhoc, run_ketch, write_project_config
+from kettle import adhoc, ketch_env, run_ketch, write_project_config
 
 WIRE = "openai-chat"
 
@@ -100,7 +100,23 @@ def test_a_failing_hook_of_another_event_is_a_notice(tmp_path: Path, preloaded_k
     write_project_config(tmp_path, '[permissions]\nshell = "allow"\n'
                          '[[hooks.prompt_submitted]]\ncommand = "/nonexistent/prompt-hook"\n'
                          '[[hooks.after_tool]]\ncommand = "exit 9"\n')
-    events, _, code, stderr = _run(tmp_path, forked_from=preloaded_ketch)
+    # the after_tool hook runs beside the turn (fire and forget), and its notice is a stream-json
+    # event only while the turn runs: the request after the call is held until the notice is out,
+    # or a fast turn ends first (seen under load; the notice then waits for a next turn)
+    hold = Hold("the request after the shell call")
+    with FakeProvider() as fake:
+        fake.add(Turn(tool_calls=[ToolCall("shell", {"command": f"touch {tmp_path / 'shell-ran'}"})]),
+                 Turn(text="done", hold=hold))
+        out = tmp_path / "out"
+        out.mkdir()
+        proc = preloaded_ketch.start(["-p", "go", "--output-format", "stream-json", *adhoc(fake, WIRE)], tmp_path,
+                                     ketch_env(), out)
+        try:
+            proc.wait_for(lambda: any("`exit 9` failed" in t for t in _notices(proc.events())), "the after_tool notice")
+        finally:
+            hold.release()
+            code, stderr = proc.wait(), proc.stderr()
+        events = proc.events()
     assert code == 0, stderr
     assert (tmp_path / "shell-ran").exists()  # these hooks guard nothing
     texts = _notices(events)

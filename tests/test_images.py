@@ -11,8 +11,6 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models.anthropic  # noqa: F401  (imported at collection, not inside the start-up timeout)
-import pydantic_ai.models.openai  # noqa: F401
 import pytest
 from fakeprovider import Turn
 from kettle import adhoc, write_project_config

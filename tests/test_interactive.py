@@ -10,7 +10,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models.openai  # noqa: F401  (paid once at collection, not inside a test's timeouts)
 import pytest
 from fakeprovider import ToolCall, Turn, tool_results, user_texts
 from kettle import adhoc, run_ketch, write_project_config

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models.openai  # noqa: F401  (paid at collection, not inside the UI's timeouts)
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, user_texts
 from kettle import adhoc, run_ketch

@@ -20,7 +20,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models.openai  # noqa: F401
 import pytest
 from durable_session import open_session, run
 from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn

@@ -8,8 +8,6 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models.anthropic  # noqa: F401  (paid at collection)
-import pydantic_ai.models.openai  # noqa: F401
 import pytest
 from durable_session import (
     WIRES,

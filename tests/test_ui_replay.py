@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models.openai  # noqa: F401
 from fakeprovider import ToolCall, Turn
 from kettle import adhoc
 from test_interactive import running

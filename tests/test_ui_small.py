@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models.openai  # noqa: F401
 from fakeprovider import ToolCall, Turn, tool_results
 from kettle import adhoc, run_ketch
 from test_interactive import running

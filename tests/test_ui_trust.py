@@ -12,7 +12,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import pydantic_ai.models.openai  # noqa: F401  (paid once at collection, not inside a test's timeouts)
 from fakeprovider import Turn
 from kettle import adhoc, write_project_config
 from prompt_toolkit.input import create_pipe_input
