@@ -439,8 +439,8 @@ class Compactor:
 
 
 EMPTY_SUMMARY_NOTICE = (
-    "The model's summary of earlier work came back empty; ketch's own record of those steps (the files "
-    "touched and the commands run) stands in for it."
+    "The model's summary of earlier work came back empty (or as chat-template markup alone); ketch's own "
+    "record of those steps (the files touched and the commands run) stands in for it."
 )
 """Said each time a summary the model wrote empty is replaced by ketch's record."""
 

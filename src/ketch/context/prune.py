@@ -27,6 +27,7 @@ the provider may no longer hold or that depended on a dropped reasoning item.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Sequence
+import re
 from dataclasses import dataclass, field, replace
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
@@ -110,13 +111,19 @@ async def _written_summary(summarize: Summarize, transcript: str) -> tuple[str |
     return text, None
 
 
+_TEMPLATE_LINE = re.compile(r"(?:<\|?[A-Za-z_]{1,24}\|?>\s*)+(?:user|assistant|system|model|tool)?")
+"""A line of chat-template markup alone (``<|im_end|>assistant``, ``<start_of_turn>model``): a
+small model's summary can be nothing else, and it says nothing."""
+
+
 def _without_repeats(text: str) -> str:
-    """``text`` with each line it repeats (beyond the first occurrence) left out; blank lines stay."""
+    """``text`` with each line it repeats (beyond the first occurrence), and each line of
+    chat-template markup alone, left out; blank lines stay."""
     seen: set[str] = set()
     kept = []
     for line in text.splitlines():
         key = line.strip()
-        if key and key in seen:
+        if key and (key in seen or _TEMPLATE_LINE.fullmatch(key)):
             continue
         seen.add(key)
         kept.append(line)
@@ -171,11 +178,12 @@ async def prune(
             they can (a best effort toward ``limit``) and no summary call is made.
         summary_tokens: The most tokens the kept summary message may take (the caller sizes it
             to the history's room; a summary is cut to it).
-        record_first: ketch's own record of the summarized steps (files, commands) may take all
-            the room the model's text leaves, not only a third of it (a small window, where a
-            small model's summary is often empty).
+        record_first: ketch's own record of the summarized steps (files, commands) may take
+            two thirds of the room, and all the model's text leaves, not only a third of it (a
+            small window, where a small model's summary is often empty or junk).
 
-    A line the summary repeats is kept once (a small model can repeat one line to its cap).
+    A line the summary repeats is kept once (a small model can repeat one line to its cap), and
+    a line of chat-template markup alone is left out.
 
     A summary that was written but leaves the request no smaller than placeholders alone do
     is not kept (``summary_refused`` says so): the lower rungs' result is returned instead.
@@ -208,8 +216,8 @@ async def prune(
             text = _without_repeats(body.strip())
             empty = not text
             record = decision.room // 3
-            if record_first or empty:  # what the model's text leaves goes to ketch's own record
-                record = max(record, decision.room - len(text) - 2)
+            if record_first or empty:  # ketch's record first (two thirds), and what the model's text leaves
+                record = max(decision.room * 2 // 3, decision.room - len(text) - 2)
             digest = step_digest(summarized, record)
             room = decision.room - len(digest) - (2 if digest else 0)
             body = text[:room] + ("\n\n" + digest if digest else "")
