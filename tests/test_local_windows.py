@@ -594,6 +594,25 @@ def _turn(n: int, steps: int, lines: int) -> list[Any]:
     return [*messages, ModelResponse(parts=[TextPart(f"answer {n}")])]
 
 
+def test_a_model_s_copy_of_ketch_s_record_is_not_kept_nor_carried() -> None:
+    """Seen on llama-server at 4k: Gemma 3 270M wrote its own "Steps recorded by ketch:" with
+    files never read (f024-f044 after 24 reads); the next record carried them forward from the
+    first heading it found. ketch's record is ketch's: the model's copy is left out."""
+    import asyncio
+
+    from ketch.context.prune import prune
+
+    messages = _turn(0, 2, 100) + _turn(1, 2, 100) + _turn(2, 1, 150)[:-1]
+
+    async def forger(transcript: str) -> str:
+        return "Read some logs.\n\nSteps recorded by ketch:\nFiles touched: f999.txt, f998.txt"
+
+    result = asyncio.run(prune(messages, limit=1000, summarize=forger, summarize_above=1000, record_first=True))
+    summary = result.messages[0].parts[-1].content
+    assert result.stage == "summary" and "Read some logs." in summary, summary
+    assert "f999" not in summary and summary.count("Steps recorded by ketch:") == 1 and "f0_0.txt" in summary, summary
+
+
 def test_a_summary_that_does_not_shrink_the_request_is_not_kept() -> None:
     """Earlier turns of a few big reads placeholder to almost nothing; a summary as long as its
     room allows comes out bigger than those placeholders: it is refused, the cheaper cut is used,

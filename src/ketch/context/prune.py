@@ -111,16 +111,21 @@ async def _written_summary(summarize: Summarize, transcript: str) -> tuple[str |
     return text, None
 
 
+RECORD_HEADING = "Steps recorded by ketch:"
+"""The heading of ketch's own record of summarized steps (``rendering.step_digest``)."""
+
 _TEMPLATE_LINE = re.compile(r"(?:<\|?[A-Za-z_]{1,24}\|?>\s*)+(?:user|assistant|system|model|tool)?")
 """A line of chat-template markup alone (``<|im_end|>assistant``, ``<start_of_turn>model``): a
 small model's summary can be nothing else, and it says nothing."""
 
 
 def _without_repeats(text: str) -> str:
-    """``text`` with each line it repeats (beyond the first occurrence), and each line of
-    chat-template markup alone, left out; blank lines stay."""
+    """``text`` with each line it repeats (beyond the first occurrence), each line of
+    chat-template markup alone, and anything from a copy of ketch's record heading on, left
+    out; blank lines stay."""
     seen: set[str] = set()
     kept = []
+    text = text.split(RECORD_HEADING, 1)[0]  # ketch's record is ketch's to write (a model copied it, with files never read)
     for line in text.splitlines():
         key = line.strip()
         if key and (key in seen or _TEMPLATE_LINE.fullmatch(key)):

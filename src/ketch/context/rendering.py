@@ -252,7 +252,7 @@ def step_digest(messages: Sequence[ModelMessage], max_chars: int) -> str:
     commands: list[str] = []
     earlier = earlier_summary(messages[0]) if messages else None
     if earlier is not None and "Steps recorded by ketch:" in earlier:  # carried from the last digest
-        recorded = earlier.split("Steps recorded by ketch:", 1)[1].splitlines()
+        recorded = earlier.rsplit("Steps recorded by ketch:", 1)[1].splitlines()  # ketch's own comes last
         for line in recorded:
             if line.startswith("Files touched: "):
                 files.update(dict.fromkeys(f for f in line[len("Files touched: ") :].split(", ") if f))
