@@ -613,6 +613,24 @@ def test_a_model_s_copy_of_ketch_s_record_is_not_kept_nor_carried() -> None:
     assert "f999" not in summary and summary.count("Steps recorded by ketch:") == 1 and "f0_0.txt" in summary, summary
 
 
+def test_a_summary_of_markup_cut_mid_token_is_an_empty_summary() -> None:
+    """llama-server at 4k: Gemma 3 270M's summary was markup lines to its cap, the last cut as
+    ``<|im``; that fragment was kept as the model's summary. It is markup too: the summary is
+    empty, and ketch's record stands in."""
+    import asyncio
+
+    from ketch.context.prune import prune
+
+    messages = _turn(0, 2, 100) + _turn(1, 2, 100) + _turn(2, 1, 150)[:-1]
+
+    async def markup(transcript: str) -> str:
+        return "<|im_start|>user\n<|im_end|>assistant\n<|im"
+
+    result = asyncio.run(prune(messages, limit=1000, summarize=markup, summarize_above=1000, record_first=True))
+    summary = result.messages[0].parts[-1].content
+    assert result.summary_empty and "<|" not in summary and "f0_0.txt" in summary, summary
+
+
 def test_a_summary_that_does_not_shrink_the_request_is_not_kept() -> None:
     """Earlier turns of a few big reads placeholder to almost nothing; a summary as long as its
     room allows comes out bigger than those placeholders: it is refused, the cheaper cut is used,

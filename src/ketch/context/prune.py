@@ -114,9 +114,9 @@ async def _written_summary(summarize: Summarize, transcript: str) -> tuple[str |
 RECORD_HEADING = "Steps recorded by ketch:"
 """The heading of ketch's own record of summarized steps (``rendering.step_digest``)."""
 
-_TEMPLATE_LINE = re.compile(r"(?:<\|?[A-Za-z_]{1,24}\|?>\s*)+(?:user|assistant|system|model|tool)?")
-"""A line of chat-template markup alone (``<|im_end|>assistant``, ``<start_of_turn>model``): a
-small model's summary can be nothing else, and it says nothing."""
+_TEMPLATE_LINE = re.compile(r"(?=<)(?:<\|?[A-Za-z_]{1,24}\|?>\s*)*(?:<\|?[A-Za-z_]{0,24}\|?)?(?:user|assistant|system|model|tool)?")
+"""A line of chat-template markup alone (``<|im_end|>assistant``, ``<start_of_turn>model``, or
+``<|im`` where the output cap cut one): a small model's summary can be nothing else."""
 
 
 def _without_repeats(text: str) -> str:
