@@ -443,7 +443,8 @@ def strings(value: Any) -> list[str]:
     return []
 
 
-def driven_run(server: Server, wire: str, steps: int, full_generation: bool, configured: bool = False) -> dict[str, Any]:
+def driven_run(server: Server, wire: str, steps: int, full_generation: bool, configured: bool = False,
+               dump: str | None = None) -> dict[str, Any]:
     home = project(steps)
     driver = Driver(server, steps, full_generation)
     fake = relay(server, driver)
@@ -474,6 +475,10 @@ def driven_run(server: Server, wire: str, steps: int, full_generation: bool, con
         "last": driver.summaries[-1][1].strip()[:200] if driver.summaries else "",
         "requests_with_placeholder": sum(SUMMARY_MARK in r for r in later),
     }
+    if dump:  # every summary the model wrote, and the last request as ketch sent it (the summary it kept)
+        with open(dump, "a") as out:
+            out.write(json.dumps({"run": title, "window": server.window, "summaries": [text for _, text in driver.summaries],
+                                  "last_request": fake.model_requests[-1].body if fake.model_requests else None}) + "\n")
     return line
 
 
@@ -532,6 +537,7 @@ def main() -> None:
     parser.add_argument("--only-configured", action="store_true", help="for a server that does not say its "
                         "window (llama-cpp-python), only the run with context_window in the config")
     parser.add_argument("--log", default=os.path.join(tempfile.gettempdir(), "local_windows_real.log"))
+    parser.add_argument("--dump", help="a JSON-lines file for each driven run's summaries in full and its last request")
     args = parser.parse_args()
     windows = args.window or [8192, 4096]
     log = Path(args.log)
@@ -543,9 +549,11 @@ def main() -> None:
             if args.drive in ("steps", "both"):
                 told = server.tells_window()
                 if told or not args.only_configured:
-                    print(json.dumps(driven_run(server, wire, args.steps, args.full_generation)), flush=True)
+                    print(json.dumps(driven_run(server, wire, args.steps, args.full_generation, dump=args.dump)),
+                          flush=True)
                 if not told:
-                    print(json.dumps(driven_run(server, wire, args.steps, args.full_generation, configured=True)),
+                    print(json.dumps(driven_run(server, wire, args.steps, args.full_generation, configured=True,
+                                                 dump=args.dump)),
                           flush=True)
             if args.drive in ("model", "both"):
                 print(json.dumps(model_run(server, wire, args.steps)), flush=True)

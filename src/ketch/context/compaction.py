@@ -62,18 +62,22 @@ def model_summarizer(
     for at most ``max_tokens``.
 
     ``on_response`` sees each model response of the call (to count its tokens and cost).
+    An answer with no text is the empty string, at once: not asked again (a small local model's
+    second try is as empty, and slow), not an error (the ladder's own record stands in for it).
     """
 
     async def summarize(transcript: str) -> str:
         from pydantic_ai import Agent
 
-        agent: Agent[None, str] = Agent(model, instructions=SUMMARY_INSTRUCTIONS, model_settings={"max_tokens": max_tokens})
+        agent: Agent[None, str | None] = Agent(
+            model, output_type=str | None, instructions=SUMMARY_INSTRUCTIONS, model_settings={"max_tokens": max_tokens}
+        )
         result = await agent.run(transcript)
         if on_response is not None:
             for message in result.new_messages():
                 if isinstance(message, ModelResponse):
                     on_response(message)
-        return result.output
+        return result.output or ""
 
     return summarize
 
@@ -284,6 +288,8 @@ class Compactor:
                 text=f"The summary of earlier work could not be written ({result.summary_error}); the stored "
                 "history is kept as it was, and requests are shortened by dropping older reasoning and tool output.",
             ))
+        if warn and result.summary_empty:
+            session._emit(ev.Notice(level="warning", text=EMPTY_SUMMARY_NOTICE))
         return result
 
     def _set_max_tokens(self, request_context: Any, input_tokens: int) -> None:
@@ -412,13 +418,21 @@ class Compactor:
                 level="warning",
                 text=f"Nothing was compacted: the summary could not be written ({result.summary_error}).",
             )]
+        notices = [ev.Notice(session_id=session.session_id, level="warning", text=EMPTY_SUMMARY_NOTICE)] if result.summary_empty else []
         session.rewrote_history()
         session.note_break(f"/compact ({result.stage})")
         session.persist(list(result.messages))
         session.forget_request_size()  # the status estimates the new history until the next request
         after = estimate_messages(result.messages)
-        return [ev.Compacted(session_id=session.session_id, tokens_before=before, tokens_after=after, stage=result.stage)]
+        return [*notices, ev.Compacted(session_id=session.session_id, tokens_before=before, tokens_after=after,
+                                       stage=result.stage)]
 
+
+EMPTY_SUMMARY_NOTICE = (
+    "The model's summary of earlier work came back empty (or as chat-template markup alone); ketch's own "
+    "record of those steps (the files touched and the commands run) stands in for it."
+)
+"""Said each time a summary the model wrote empty is replaced by ketch's record."""
 
 SUMMARY_REST = 3
 """Compactions after a summary that was not kept before another is tried."""

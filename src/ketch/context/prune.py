@@ -27,6 +27,7 @@ the provider may no longer hold or that depended on a dropped reasoning item.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Sequence
+import re
 from dataclasses import dataclass, field, replace
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
@@ -79,6 +80,9 @@ class PruneResult:
     summary_refused: str | None = None
     """Why a summary that was written was not kept: with it the request came out no smaller
     than placeholders alone make it (the history was then pruned by the lower rungs only)."""
+    summary_empty: bool = False
+    """The model's summary came back empty, and ketch's own record of the summarized steps
+    (or, with none, a note of what went) stands in for it: a summary is never empty."""
 
     @property
     def changed(self) -> bool:
@@ -98,22 +102,33 @@ def _summary_request(body: str, max_chars: int, prompt: ModelMessage | None = No
 
 
 async def _written_summary(summarize: Summarize, transcript: str) -> tuple[str | None, str | None]:
-    """(summary, None), or (None, why it failed): an exception, or an empty answer."""
+    """(summary, None) — the empty string for an empty answer — or (None, why it failed)."""
     try:
-        text = (await summarize(transcript)).strip()
+        text = (await summarize(transcript) or "").strip()
     except Exception as exc:  # noqa: BLE001 - any failure leaves the history as it was
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return None, first[:300]
-    return (text, None) if text else (None, "the summary came back empty")
+    return text, None
+
+
+RECORD_HEADING = "Steps recorded by ketch:"
+"""The heading of ketch's own record of summarized steps (``rendering.step_digest``)."""
+
+_TEMPLATE_LINE = re.compile(r"(?=<)(?:<\|?[A-Za-z_]{1,24}\|?>\s*)*(?:<\|?[A-Za-z_]{0,24}\|?)?(?:user|assistant|system|model|tool)?")
+"""A line of chat-template markup alone (``<|im_end|>assistant``, ``<start_of_turn>model``, or
+``<|im`` where the output cap cut one): a small model's summary can be nothing else."""
 
 
 def _without_repeats(text: str) -> str:
-    """``text`` with each line it repeats (beyond the first occurrence) left out; blank lines stay."""
+    """``text`` with each line it repeats (beyond the first occurrence), each line of
+    chat-template markup alone, and anything from a copy of ketch's record heading on, left
+    out; blank lines stay."""
     seen: set[str] = set()
     kept = []
+    text = text.split(RECORD_HEADING, 1)[0]  # ketch's record is ketch's to write (a model copied it, with files never read)
     for line in text.splitlines():
         key = line.strip()
-        if key and key in seen:
+        if key and (key in seen or _TEMPLATE_LINE.fullmatch(key)):
             continue
         seen.add(key)
         kept.append(line)
@@ -153,8 +168,9 @@ async def prune(
         reserved: Tokens of the rest of the request (instructions, tool schemas).
         summarize: Awaitable auxiliary call (no tools, no search) turning a rendered
             transcript into a summary; without it, stage 3 removes turns with a short note.
-            When it raises or answers nothing, no summary replaces anything: the history is
-            pruned by the lower rungs and ``summary_error`` says why.
+            When it raises, no summary replaces anything: the history is pruned by the lower
+            rungs and ``summary_error`` says why. When it answers nothing, ketch's own record of
+            the steps stands in for it (``summary_empty``).
         inline_native_from: Passed to :func:`strip_item_ids`.
         timings: When given, CPU seconds are added to it under "plan" (counting every
             message), "price" (tool-result placeholders), "summary" (transcript and the
@@ -167,11 +183,12 @@ async def prune(
             they can (a best effort toward ``limit``) and no summary call is made.
         summary_tokens: The most tokens the kept summary message may take (the caller sizes it
             to the history's room; a summary is cut to it).
-        record_first: ketch's own record of the summarized steps (files, commands) may take all
-            the room the model's text leaves, not only a third of it (a small window, where a
-            small model's summary is often empty).
+        record_first: ketch's own record of the summarized steps (files, commands) may take
+            two thirds of the room, and all the model's text leaves, not only a third of it (a
+            small window, where a small model's summary is often empty or junk).
 
-    A line the summary repeats is kept once (a small model can repeat one line to its cap).
+    A line the summary repeats is kept once (a small model can repeat one line to its cap), and
+    a line of chat-template markup alone is left out.
 
     A summary that was written but leaves the request no smaller than placeholders alone do
     is not kept (``summary_refused`` says so): the lower rungs' result is returned instead.
@@ -196,17 +213,21 @@ async def prune(
             transcript = render_for_summary(messages[: decision.start], summary_chars)
     head = None
     failure = None
+    empty = False
     if decision.stage == "summary":
         summarized = messages[: decision.start]
         body, failure = (_removed_note(summarized), None) if transcript is None else await _written_summary(summarize, transcript)
         if body is not None:
             text = _without_repeats(body.strip())
+            empty = not text
             record = decision.room // 3
-            if record_first:  # what the model's text leaves goes to ketch's own record
-                record = max(record, decision.room - len(text) - 2)
+            if record_first or empty:  # ketch's record first (two thirds), and what the model's text leaves
+                record = max(decision.room * 2 // 3, decision.room - len(text) - 2)
             digest = step_digest(summarized, record)
             room = decision.room - len(digest) - (2 if digest else 0)
             body = text[:room] + ("\n\n" + digest if digest else "")
+            if not body.strip():  # an empty summary of steps with nothing to record: say what went
+                body = _removed_note(summarized)
             head = _summary_request(body, decision.room, messages[decision.current] if decision.in_turn else None)
         else:  # no summary: nothing is replaced; placeholders do what they can
             decision.stage, decision.start, decision.in_turn = "tool_results", 0, False
@@ -224,7 +245,7 @@ async def prune(
                 out, after, decision = plain, plain_after, cheaper
         if lap:
             lap("rebuild")
-    return PruneResult(out, before, after, decision.stage, failure, refused)
+    return PruneResult(out, before, after, decision.stage, failure, refused, empty and refused is None)
 
 
 def _built(messages: Sequence[ModelMessage], plan: _Plan, decision: _Decision, head: ModelRequest | None,

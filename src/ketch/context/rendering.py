@@ -252,7 +252,7 @@ def step_digest(messages: Sequence[ModelMessage], max_chars: int) -> str:
     commands: list[str] = []
     earlier = earlier_summary(messages[0]) if messages else None
     if earlier is not None and "Steps recorded by ketch:" in earlier:  # carried from the last digest
-        recorded = earlier.split("Steps recorded by ketch:", 1)[1].splitlines()
+        recorded = earlier.rsplit("Steps recorded by ketch:", 1)[1].splitlines()  # ketch's own comes last
         for line in recorded:
             if line.startswith("Files touched: "):
                 files.update(dict.fromkeys(f for f in line[len("Files touched: ") :].split(", ") if f))
@@ -274,10 +274,12 @@ def step_digest(messages: Sequence[ModelMessage], max_chars: int) -> str:
         return ""
     lines = ["Steps recorded by ketch:"]
     if files:
+        # the newest first, within what the commands leave of the room (at least a third of it)
+        file_room = max(max_chars // 3, max_chars - sum(len(c) + 1 for c in commands) - 60)
         names, used = [], 0
-        for name in reversed(files):  # the newest first, within a third of the room
+        for name in reversed(files):
             used += len(name) + 2
-            if used > max_chars // 3:
+            if used > file_room:
                 break
             names.append(name)
         lines.append("Files touched: " + ", ".join(reversed(names)))
