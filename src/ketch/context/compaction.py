@@ -289,7 +289,7 @@ class Compactor:
                 "history is kept as it was, and requests are shortened by dropping older reasoning and tool output.",
             ))
         if warn and result.summary_empty:
-            session._emit(ev.Notice(level="warning", text=EMPTY_SUMMARY_NOTICE))
+            session.emit(ev.Notice(level="warning", text=EMPTY_SUMMARY_NOTICE))
         return result
 
     def _set_max_tokens(self, request_context: Any, input_tokens: int) -> None:
