@@ -250,8 +250,8 @@ def test_reading_outside_the_workspace_is_refused_before_any_io(target: str, tmp
 
 
 async def test_allow_for_session_of_a_shell_command_is_literal() -> None:
-    from ketch.core.approval import ApprovalGate
-    from ketch.extensions.rules import RuleSet
+    from ketch.gate.approval import ApprovalGate
+    from ketch.gate.rules import RuleSet
 
     gate = ApprovalGate(kinds={"shell": "shell"}, key_args={"shell": "command"}, rules=RuleSet())
     gate.allow_for_session("shell", {"command": "ls *.py && echo done > out.txt"})

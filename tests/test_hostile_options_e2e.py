@@ -209,7 +209,7 @@ CHAINS = [(n, sep, spelling) for n in (50, 300, 1000) for sep in (" && ", "; ", 
 
 @pytest.mark.parametrize("n, sep, spelling", CHAINS)
 def test_a_deny_rule_holds_after_hundreds_of_chained_commands(n: int, sep: str, spelling: str, tmp_path: Path) -> None:
-    from ketch.extensions.rules import RuleSet, rules_from_config
+    from ketch.gate.rules import RuleSet, rules_from_config
 
     command = sep.join(["true"] * n) + sep + f"{spelling} mark"
     rules = RuleSet(rules_from_config({"shell": {"touch*": "deny", "true*": "allow"}}), root=tmp_path)

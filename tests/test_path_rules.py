@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kettle import adhoc, run_ketch
 
-from ketch.core.approval import ApprovalGate
+from ketch.gate.approval import ApprovalGate
 from ketch.extensions.plugins import compile_guard, config_rules
-from ketch.extensions.rules import Rule, RuleSet, glob_to_regex, normalize_path
+from ketch.gate.rules import Rule, RuleSet, glob_to_regex, normalize_path
 from ketch.sandbox.run_later import is_run_later
 
 WIRE = "openai-chat"

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from ketch.extensions.invocations import invocations_of
+from ketch.gate.invocations import invocations_of
 from ketch.extensions.plugins import compile_guard, config_rules
-from ketch.extensions.program_options import effects
-from ketch.extensions.rules import RuleSet, rules_from_config
-from ketch.extensions.shell_parse import parse_command
+from ketch.gate.program_options import effects
+from ketch.gate.rules import RuleSet, rules_from_config
+from ketch.gate.shell_parse import parse_command
 
 # (program, command, kind, how): kind is what the table must say; how is "run" (plain
 # subprocess) or "pty" (the program only does it on a terminal). {V} is the victim file.

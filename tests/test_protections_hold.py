@@ -18,7 +18,7 @@ from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from kettle import adhoc, run_ketch
 from pydantic_ai.exceptions import ToolFailed
 
-from ketch.core.approval import HEADLESS_DENIAL, ApprovalGate
+from ketch.gate.approval import HEADLESS_DENIAL, ApprovalGate
 from ketch.tools.base import ToolDeps, ToolSettings
 from ketch.tools.files import list_dir, read_file, write_file
 from ketch.tools.search import find_rg, search

@@ -13,9 +13,9 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 
 from ketch.protocol import events as ev
-from ketch.core.user_rules import save_user_rule
-from ketch.extensions.rule_proposal import propose
-from ketch.extensions.rules import Rule, RuleSet
+from ketch.gate.user_rules import save_user_rule
+from ketch.gate.rule_proposal import propose
+from ketch.gate.rules import Rule, RuleSet
 from ketch.frontends.assemble import build_session
 
 WIRE = "openai-chat"

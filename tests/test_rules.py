@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ketch.extensions.invocations import invocations_of
-from ketch.extensions.rules import Rule, RuleError, RuleSet, path_glob_matches, rules_from_config
-from ketch.extensions.shell_parse import parse_command
-from ketch.extensions.shell_rules import written_text
+from ketch.gate.invocations import invocations_of
+from ketch.gate.rules import Rule, RuleError, RuleSet, path_glob_matches, rules_from_config
+from ketch.gate.shell_parse import parse_command
+from ketch.gate.shell_rules import written_text
 
 ROOT = Path("/work/proj")
 

@@ -21,9 +21,9 @@ import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from kettle import adhoc, run_ketch
 
-from ketch.core.approval import ApprovalGate
+from ketch.gate.approval import ApprovalGate
 from ketch.extensions.plugins import compile_guard, config_rules
-from ketch.extensions.rules import RuleSet, rules_from_config
+from ketch.gate.rules import RuleSet, rules_from_config
 
 WIRE = "openai-chat"
 READ_ONLY = {"shell": {"git status*": "allow", "ls*": "allow", "cat *": "allow"}}

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from ketch.extensions.invocations import invocations_of
+from ketch.gate.invocations import invocations_of
 from ketch.extensions.plugins import compile_guard, config_rules
-from ketch.extensions.rules import RuleSet, rules_from_config
-from ketch.extensions.shell_parse import parse_command
+from ketch.gate.rules import RuleSet, rules_from_config
+from ketch.gate.shell_parse import parse_command
 
 
 @pytest.mark.parametrize(
@@ -109,7 +109,7 @@ def test_a_program_built_at_run_time_could_be_any_program(command: str) -> None:
 
 
 def test_the_parser_is_not_imported_for_version() -> None:
-    code = "import sys; from ketch.frontends.cli import main; sys.argv = ['ketch', '--version']\ntry:\n    main()\nexcept SystemExit:\n    pass\nprint('tree_sitter' in sys.modules, 'ketch.extensions.shell_parse' in sys.modules)"
+    code = "import sys; from ketch.frontends.cli import main; sys.argv = ['ketch', '--version']\ntry:\n    main()\nexcept SystemExit:\n    pass\nprint('tree_sitter' in sys.modules, 'ketch.gate.shell_parse' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "False False"
 

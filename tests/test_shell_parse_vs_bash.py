@@ -30,8 +30,8 @@ from bash_oracle import RECORDED_BUILTINS, bash_builtins, bash_c_runs, bash_runs
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from ketch.extensions.invocations import invocations
-from ketch.extensions.shell_parse import ParsedCommand, Word, parse_command
+from ketch.gate.invocations import invocations
+from ketch.gate.shell_parse import ParsedCommand, Word, parse_command
 
 pytestmark = pytest.mark.skipif(not have_bash(), reason="needs /bin/bash")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic_ai.exceptions import ToolFailed
 
-from ketch.extensions.skills import TOOLS, SkillCatalog, SkillFormatError, parse_skill, skill, user_skills_dir
+from ketch.tools.skills import TOOLS, SkillCatalog, SkillFormatError, parse_skill, skill, user_skills_dir
 from ketch.tools.base import ToolDeps
 
 

@@ -9,7 +9,7 @@ from pydantic_ai import Tool
 
 from ketch.core.subagent import SubagentKind, task_tool_spec
 from ketch.frontends.builtin_tools import builtin_tool_specs
-from ketch.websearch.tavily import TOOLS as SEARCH_TOOLS
+from ketch.tools.web_search import TOOLS as SEARCH_TOOLS
 
 SPECS = [*builtin_tool_specs(), *SEARCH_TOOLS, task_tool_spec(),
          task_tool_spec({"docs": SubagentKind(name="docs", prompt="", tools=(), description="reads the docs")})]

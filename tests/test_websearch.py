@@ -338,7 +338,7 @@ def _tool_ctx(base_url: str, api_key: str | None = TAVILY_KEY):
     from types import SimpleNamespace
 
     from ketch.tools.base import ToolDeps
-    from ketch.websearch.tavily import TavilySettings
+    from ketch.tools.web_search import TavilySettings
 
     events: list = []
     deps = ToolDeps(workspace=None, emit=events.append,
@@ -348,7 +348,7 @@ def _tool_ctx(base_url: str, api_key: str | None = TAVILY_KEY):
 
 async def test_tavily_posts_the_query_and_returns_numbered_results(tavily_stub):
     from ketch.protocol.events import WebSearchResult
-    from ketch.websearch.tavily import web_search
+    from ketch.tools.web_search import web_search
 
     tavily_stub.body = {"query": "ketch", "results": [
         {"title": "Ketch", "url": "https://ketch.example", "content": "A terminal\n agent.", "score": 0.9},
@@ -385,7 +385,7 @@ async def test_tavily_posts_the_query_and_returns_numbered_results(tavily_stub):
 async def test_tavily_errors_are_one_line_and_never_contain_the_key(tavily_stub, status, body, message):
     from pydantic_ai.exceptions import ToolFailed
 
-    from ketch.websearch.tavily import web_search
+    from ketch.tools.web_search import web_search
 
     tavily_stub.status, tavily_stub.body = status, body
     ctx, events = _tool_ctx(tavily_stub.base_url)
@@ -399,7 +399,7 @@ async def test_tavily_errors_are_one_line_and_never_contain_the_key(tavily_stub,
 async def test_tavily_unreachable_and_missing_key(tavily_stub, monkeypatch):
     from pydantic_ai.exceptions import ToolFailed
 
-    from ketch.websearch.tavily import web_search
+    from ketch.tools.web_search import web_search
 
     base = tavily_stub.base_url
     tavily_stub.close()
@@ -416,7 +416,7 @@ async def test_tavily_unreachable_and_missing_key(tavily_stub, monkeypatch):
 
 
 async def test_tavily_key_falls_back_to_the_environment(tavily_stub, monkeypatch):
-    from ketch.websearch.tavily import web_search
+    from ketch.tools.web_search import web_search
 
     monkeypatch.setenv("TAVILY_API_KEY", "tvly-from-env-123")
     ctx, _ = _tool_ctx(tavily_stub.base_url, api_key=None)

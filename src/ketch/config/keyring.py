@@ -23,7 +23,7 @@ SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
 """A variable whose name says it holds a secret: kept from children, its value redacted."""
 
 TAVILY_KEY_ENV = "TAVILY_API_KEY"
-"""The web-search key's variable (``websearch/tavily.py`` reads it)."""
+"""The web-search key's variable (``tools/web_search.py`` reads it)."""
 
 MIN_KEY_LEN = 8
 """Shorter values are not treated as keys: replacing them would garble ordinary output."""

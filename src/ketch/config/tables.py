@@ -122,7 +122,7 @@ def check_telemetry(value: dict[str, Any]) -> dict[str, Any]:
 
 EXTENSION_TABLES = ("hooks", "permissions", "guards")
 """Tables whose shape only their owner can check: hooks (``extensions.hooks``), permission rules
-(``extensions.rules``), guards (``extensions.plugins``). ``config`` sits below ``extensions``, so the
+(``gate.rules``), guards (``extensions.plugins``). ``config`` sits below ``extensions``, so the
 checks are handed in (``extensions.table_checks.install``) by whoever loads the config."""
 
 _extension_checks: dict[str, Callable[[Any], None]] = {}

@@ -16,9 +16,9 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 
 from ketch.protocol import events as ev
 from ketch.core import telemetry
-from ketch.core.approval import HEADLESS_DENIAL, GateDecision
+from ketch.gate.approval import HEADLESS_DENIAL, GateDecision
 from ketch.core.arg_bytes import refuse_bad_bytes
-from ketch.core.user_rules import sandbox_note
+from ketch.gate.user_rules import sandbox_note
 from ketch.tools.base import ToolDeps
 
 
@@ -107,7 +107,7 @@ class ApprovalBridge:
         self._pending[request_id] = future  # registered before the request is visible
         args = call.args_as_dict()
         shell = call.tool_name == "shell" and isinstance(args.get("command"), str)
-        from ketch.extensions.rule_proposal import propose as propose_rule
+        from ketch.gate.rule_proposal import propose as propose_rule
 
         proposal, no_rule = propose_rule(args["command"]) if shell else (None, "")
         self._emit(
@@ -138,7 +138,7 @@ class ApprovalBridge:
         """"Allow commands like this": the (possibly edited) pattern becomes a session allow
         rule, and with ``allow_rule_saved`` a line of the user's config. A pattern that is not
         a valid rule, or one that does not cover this very command, allows nothing."""
-        from ketch.core.user_rules import add_session_rule, save_user_rule
+        from ketch.gate.user_rules import add_session_rule, save_user_rule
 
         try:
             rule = add_session_rule(self.gate, pattern, call.args_as_dict())

@@ -156,7 +156,7 @@ class SessionControls:
     def _set_approval_mode(self, mode: str) -> str:
         """Switch the approval mode for the rest of the session (``/approval``, Shift-Tab);
         the line the transcript keeps."""
-        from ketch.core.approval import APPROVAL_MODES, describe_mode
+        from ketch.gate.approval import APPROVAL_MODES, describe_mode
 
         if mode not in APPROVAL_MODES:
             raise ValueError(f"unknown approval mode {mode!r}; use one of: {', '.join(APPROVAL_MODES)}")

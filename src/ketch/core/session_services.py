@@ -21,7 +21,7 @@ class SessionServices:
     shared with its parent (the gate, the key ring) or narrowed (the hooks)."""
 
     gate: Any
-    """The ``core.approval.ApprovalGate`` every tool call passes."""
+    """The ``gate.approval.ApprovalGate`` every tool call passes."""
     store: Any = None
     """The ``state.store.Store``; None for a session that is never stored (a subagent)."""
     hooks: Any = None

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ketch.extensions.frontmatter import FrontMatterError, split_front_matter
+from ketch.config.frontmatter import FrontMatterError, split_front_matter
 
 COMMAND_NAME = re.compile(r"[a-z0-9][a-z0-9\-_]{0,63}")
 MAX_TEMPLATE_BYTES = 64 * 1024

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ketch.extensions.rules import path_forms, path_rule_matches, resolved_forms
-from ketch.extensions.shell_rules import collapse_whitespace, command_hits
+from ketch.gate.rules import path_forms, path_rule_matches, resolved_forms
+from ketch.gate.shell_rules import collapse_whitespace, command_hits
 
 SAFE_NAME = re.compile(r"[a-z0-9][a-z0-9\-_]{0,63}")
 """Names of plugins, skills and registry entries: no slashes, dots or upper case."""

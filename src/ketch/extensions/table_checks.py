@@ -21,7 +21,7 @@ def _hooks(value: dict[str, Any]) -> None:
 
 
 def _permissions(value: dict[str, Any]) -> None:
-    from ketch.extensions.rules import RuleError, rules_from_config
+    from ketch.gate.rules import RuleError, rules_from_config
 
     try:
         rules_from_config(value)

@@ -15,7 +15,7 @@ def gate_parts(config: Config, root: Path, cwd: Path, warnings: list[str], sandb
     """The guard, the rule set and the hook runner the configuration describes."""
     from ketch.extensions.hooks import HookRunner
     from ketch.extensions.plugins import ManifestError, compile_guard, config_rules, load_installed
-    from ketch.extensions.rules import RuleError, RuleSet, rules_from_config
+    from ketch.gate.rules import RuleError, RuleSet, rules_from_config
 
     manifests = load_installed(user_config_dir(), root, warnings.append)
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ketch.core.agents import resolve_agent
-from ketch.core.approval import ApprovalGate
+from ketch.gate.approval import ApprovalGate
 from ketch.config.settings import Config, Connection, find_project_root, load_config, resolve_connection
 from ketch.extensions import table_checks
 from ketch.protocol.exceptions import ConfigError
@@ -110,7 +110,7 @@ def tool_specs(s: Settled, search: Any) -> tuple[list[Any], Any]:
 
 def tool_deps(s: Settled, store: Any, child_env: Any = None) -> Any:
     """Step 4: what the tools share: the jail, the process registry, the task list, skills, memory."""
-    from ketch.extensions import skills
+    from ketch.tools import skills
     from ketch.tools import memory, notebook
     from ketch.tools.background import BackgroundJobs
     from ketch.tools.base import ToolDeps, ToolSettings

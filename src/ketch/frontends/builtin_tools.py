@@ -12,7 +12,7 @@ from ketch.tools.base import ToolSpec
 
 def builtin_tool_specs() -> list[ToolSpec]:
     """Every built-in tool. Imports the tool modules (and pydantic-ai) on first call."""
-    from ketch.extensions import skills
+    from ketch.tools import skills
     from ketch.tools import ask, background, diagnostics, files, git, memory, notebook, search, shell, web
 
     specs: list[ToolSpec] = []

@@ -26,8 +26,8 @@ MAX_CANDIDATES = 20_000
 """Paths offered by ``@`` at most (a huge tree still opens the picker quickly)."""
 
 _CORE_MODULES = (
-    "ketch.core.session", "ketch.frontends.assemble", "ketch.tools.memory", "ketch.tools.notebook", "ketch.extensions.skills", "ketch.extensions.hooks",
-    "ketch.extensions.plugins", "ketch.core.prompt", "ketch.extensions.rules", "ketch.tools", "ketch.tools.shell", "ketch.tools.workspace",
+    "ketch.core.session", "ketch.frontends.assemble", "ketch.tools.memory", "ketch.tools.notebook", "ketch.tools.skills", "ketch.extensions.hooks",
+    "ketch.extensions.plugins", "ketch.core.prompt", "ketch.gate.rules", "ketch.tools", "ketch.tools.shell", "ketch.tools.workspace",
     "ketch.providers.models", "ketch.state.store", "ketch.providers.fallback", "ketch.context.budget", "ketch.context.compaction", "ketch.websearch.wiring",
     "ketch.core.subagent", "ketch.frontends.slash_actions",
 )

@@ -118,7 +118,7 @@ class SlashActions(ExtensionCommands, BackgroundCommandsSlash):
 
     async def approval(self, arg: str) -> str:
         """``/approval``: the mode in force; ``/approval MODE``: switch it for the session."""
-        from ketch.core.approval import describe_mode
+        from ketch.gate.approval import describe_mode
 
         session = self.session
         if not arg:

@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any
 
 APPROVAL_CYCLE = ("ask", "auto", "plan")
-"""The approval modes Shift-Tab steps through (``core.approval.CYCLE``)."""
+"""The approval modes Shift-Tab steps through (``gate.approval.CYCLE``)."""
 
 
 def cycle_approval(app: Any) -> None:

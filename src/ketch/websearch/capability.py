@@ -312,7 +312,7 @@ def route_web_search(
     if surface == "child" and child_tool_ceiling is not None and SEARCH_TOOL_NAME not in child_tool_ceiling:
         return SearchRoute(reason=f"this agent's tool list does not include {SEARCH_TOOL_NAME}")
     if settings.source == "tavily":
-        from ketch.websearch.tavily import WEB_SEARCH_TOOL
+        from ketch.tools.web_search import WEB_SEARCH_TOOL
 
         return SearchRoute(client_tool=WEB_SEARCH_TOOL, reason="Tavily search (client-executed)")
     if not capability.supported or capability.protocol is None:

@@ -246,7 +246,7 @@ def auxiliary_route(parent: SessionSearch | None = None) -> SearchRoute:
 
 def tavily_settings(config: Config) -> Any:
     """``TavilySettings`` for ``ToolDeps.extras['tavily']`` (key from ``TAVILY_API_KEY``)."""
-    from ketch.websearch.tavily import TavilySettings
+    from ketch.tools.web_search import TavilySettings
 
     return TavilySettings(base_url=config.web_search.tavily_base_url)
 

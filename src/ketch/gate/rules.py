@@ -29,10 +29,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from ketch.extensions.invocations import invocations
-from ketch.extensions.program_options import option_paths
-from ketch.extensions.shell_parse import Word, parse_command
-from ketch.extensions.shell_rules import allow_blocker, command_hits, covering_allows, effect_note, unquoted, wildcard_matches
+from ketch.gate.invocations import invocations
+from ketch.gate.program_options import option_paths
+from ketch.gate.shell_parse import Word, parse_command
+from ketch.gate.shell_rules import allow_blocker, command_hits, covering_allows, effect_note, unquoted, wildcard_matches
 from ketch.sandbox.run_later import is_run_later
 
 Action = Literal["allow", "deny", "ask"]

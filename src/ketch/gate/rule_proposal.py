@@ -23,7 +23,7 @@ from __future__ import annotations
 import posixpath
 import shlex
 
-from ketch.extensions.shell_parse import INTERPRETERS, SHELLS, parse_command
+from ketch.gate.shell_parse import INTERPRETERS, SHELLS, parse_command
 
 _WRAPPERS = frozenset({"sudo", "doas", "env", "xargs", "nohup", "time", "nice", "ionice", "timeout", "exec",
                        "command", "builtin", "stdbuf", "chroot", "unshare", "setsid", "watch", "su", "runuser"})

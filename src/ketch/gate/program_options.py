@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ketch.extensions.shell_parse import INTERPRETERS, SHELLS, Word
+from ketch.gate.shell_parse import INTERPRETERS, SHELLS, Word
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def sandbox_note(sandbox: Any) -> str:
 
 def add_session_rule(gate: Any, pattern: str, args: dict[str, Any]) -> Any:
     """Add ``shell(pattern) = allow`` to the gate's rules for this session; the rule."""
-    from ketch.extensions.rules import Rule, RuleSet
+    from ketch.gate.rules import Rule, RuleSet
 
     pattern = " ".join(pattern.split())
     if not pattern or pattern in ("*", "* *"):

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ketch.extensions.shell_disagreements import joined_lines, skipped_text, split_continuation
-from ketch.extensions.shell_heredocs import heredoc_mismatch
+from ketch.gate.shell_disagreements import joined_lines, skipped_text, split_continuation
+from ketch.gate.shell_heredocs import heredoc_mismatch
 
 MAX_COMMAND_BYTES = 256 * 1024
 """Longer command lines are not parsed (and so never allowed by a rule)."""

@@ -188,7 +188,7 @@ class ApprovalGate:
     def _run_later(self, tool_name: str, args: dict[str, Any]) -> str:
         if self.kinds.get(tool_name) != "write":
             return ""
-        from ketch.extensions.rules import run_later_path
+        from ketch.gate.rules import run_later_path
 
         values = args.get(self.key_args.get(tool_name, "") or "path")
         for value in values if isinstance(values, (list, tuple)) else [values]:

@@ -26,9 +26,9 @@ import re
 import shlex
 from pathlib import Path
 
-from ketch.extensions.invocations import Invocation, invocations, invocations_of
-from ketch.extensions.program_options import effects, vouched
-from ketch.extensions.shell_parse import ParsedCommand, SimpleCommand, Word, parse_command
+from ketch.gate.invocations import Invocation, invocations, invocations_of
+from ketch.gate.program_options import effects, vouched
+from ketch.gate.shell_parse import ParsedCommand, SimpleCommand, Word, parse_command
 
 
 def collapse_whitespace(text: str) -> str:

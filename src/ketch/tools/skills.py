@@ -19,7 +19,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 
 from ketch.config.settings import user_config_dir
-from ketch.extensions.frontmatter import FrontMatterError, split_front_matter
+from ketch.config.frontmatter import FrontMatterError, split_front_matter
 from ketch.tools.base import ToolDeps, ToolSpec
 
 SKILL_FILE = "SKILL.md"

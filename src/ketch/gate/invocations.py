@@ -23,8 +23,8 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from ketch.extensions.program_options import effects
-from ketch.extensions.shell_parse import INTERPRETERS, SHELLS, ParsedCommand, SimpleCommand, Word, parse_command
+from ketch.gate.program_options import effects
+from ketch.gate.shell_parse import INTERPRETERS, SHELLS, ParsedCommand, SimpleCommand, Word, parse_command
 
 MAX_DEPTH = 6
 
