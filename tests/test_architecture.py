@@ -223,7 +223,7 @@ def test_every_module_lives_in_a_package_that_names_it():
             assert doc and "import" in doc.lower(), f"{name}: the package docstring says what it owns and may import"
 
 
-@pytest.mark.parametrize("package", ["ketch.core", "ketch.context", "ketch.providers", "ketch.state", "ketch.extensions", "ketch.websearch", "ketch.tools"])
+@pytest.mark.parametrize("package", ["ketch.core", "ketch.context", "ketch.providers", "ketch.state", "ketch.gate", "ketch.extensions", "ketch.websearch", "ketch.tools"])
 def test_the_core_and_its_machinery_never_import_a_front_end(package):
     bad = {
         (name, dep)

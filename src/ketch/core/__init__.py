@@ -1,5 +1,6 @@
-"""The agent core, the roof under the front ends: the loop (``session`` and its mixins), the
-gate (``approval``), instructions, agents, subagents.
+"""The agent core, the roof under the front ends: the loop (``session`` and its mixins,
+``session_approval`` among them: asking the user when the gate says ask), instructions, agents,
+subagents (the ``task`` tool: a session inside the session, so it stays above ``tools``).
 
-May import: protocol, config, wire, context, state, tools, extensions, providers, sandbox, websearch.
+May import: protocol, config, wire, context, state, tools, gate, extensions, providers, sandbox, websearch.
 """
