@@ -7,13 +7,13 @@ import pytest
 
 from ketch.extensions.plugins import (
     ManifestError,
-    Refusal,
     compile_guard,
     config_rules,
     load_installed,
     load_manifest,
     validate_manifest,
 )
+from ketch.gate.guards import Refusal
 
 MANIFEST = {
     "name": "safety-net",

@@ -1,4 +1,5 @@
-"""Plugins: JSON manifests of refusal rules, compiled into one guard.
+"""Plugins: JSON manifests of refusal rules, validated and compiled into one guard (the guard
+that judges a call is the gate's, ``gate/guards.py``).
 
 A plugin is data, never code. Its manifest lists rules; the guard that evaluates them is
 the same compiled code for every plugin, so installing a plugin (from disk or from the
@@ -24,16 +25,15 @@ argument match the path as written and as resolved (symlinks followed); either r
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ketch.gate.rules import path_forms, path_rule_matches, resolved_forms
-from ketch.gate.shell_rules import collapse_whitespace, command_hits
+from ketch.gate.guards import Guard, GuardRule
+from ketch.gate.shell_rules import collapse_whitespace
 
 SAFE_NAME = re.compile(r"[a-z0-9][a-z0-9\-_]{0,63}")
 """Names of plugins, skills and registry entries: no slashes, dots or upper case."""
@@ -78,46 +78,6 @@ def check_name(value: Any, what: str) -> str:
             "starting with a letter or digit (no '/', '\\', '..' or leading dot)"
         )
     return value
-
-
-@dataclass(frozen=True)
-class GuardRule:
-    """One validated refusal rule."""
-
-    kind: str
-    reason: str
-    tool: str = "*"
-    arg: str = ""
-    glob: str = ""
-    regex: re.Pattern[str] | None = None
-    prefix: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        """The manifest form of the rule (for writing and display)."""
-        out = {"kind": self.kind}
-        if self.kind != "command_prefix" or self.tool != "shell":
-            out["tool"] = self.tool
-        if self.arg:
-            out["arg"] = self.arg
-        if self.glob:
-            out["glob"] = self.glob
-        if self.regex is not None:
-            out["regex"] = self.regex.pattern
-        if self.prefix:
-            out["prefix"] = self.prefix
-        out["reason"] = self.reason
-        return out
-
-    def describe(self) -> str:
-        """A readable line: what the rule refuses and why."""
-        if self.kind == "tool":
-            what = f"refuse every call to {self.tool}"
-        elif self.kind == "arg":
-            test = f"matches glob {self.glob}" if self.glob else f"matches regex {self.regex.pattern if self.regex else ''}"
-            what = f"refuse {self.tool} when {self.arg} {test}"
-        else:
-            what = f"refuse {self.tool} commands starting with {self.prefix!r}"
-        return f"{what} — {self.reason}"
 
 
 def validate_rule(data: Any, where: str) -> GuardRule:
@@ -244,71 +204,6 @@ def config_rules(items: Sequence[Any], origin: str = "config") -> list[GuardRule
     if not isinstance(items, Sequence) or isinstance(items, str):
         raise ManifestError(f"{origin}: refusal rules must be a list")
     return [validate_rule(r, f"{origin}: refusal rule {i}") for i, r in enumerate(items, 1)]
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why a call is refused and which plugin rule said so."""
-
-    reason: str
-    source: str
-
-
-def _arg_strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [v for v in value if isinstance(v, str)]
-    return []
-
-
-def _prefix_hit(prefix: str, command: str) -> tuple[bool, str]:
-    """Whether ``command`` runs (or could run) something starting with ``prefix``, and
-    why when it is only a possibility."""
-    return command_hits(prefix, command, prefix=True)
-
-
-_PATH_ARG = frozenset({"path", "file_path", "paths", "dir", "directory", "cwd", "notebook_path"})
-
-
-@dataclass
-class Guard:
-    """The compiled refusal rules of every plugin plus the configuration's own."""
-
-    rules: list[tuple[GuardRule, str]] = field(default_factory=list)
-    root: Path | None = None
-
-    def check(self, tool_name: str, args: Mapping[str, Any]) -> Refusal | None:
-        """The first rule refusing this call, or None when the call may proceed."""
-        for rule, source in self.rules:
-            if not fnmatch.fnmatchcase(tool_name, rule.tool):
-                continue
-            if rule.kind == "tool":
-                return Refusal(rule.reason, source)
-            if rule.kind == "command_prefix":
-                for command in _arg_strings(args.get("command")):
-                    hit, why = _prefix_hit(rule.prefix, command)
-                    if hit:
-                        return Refusal(f"{rule.reason} ({why})" if why else rule.reason, source)
-                continue
-            for value in _arg_strings(args.get(rule.arg)):
-                if rule.glob and self._glob_refuses(rule, value):
-                    return Refusal(rule.reason, source)
-                if rule.regex is not None and any(rule.regex.search(form) for form in self._forms(rule, value)):
-                    return Refusal(rule.reason, source)
-        return None
-
-    def _forms(self, rule: GuardRule, value: str) -> list[str]:
-        """A path argument as written and as resolved (symlinks followed); other
-        arguments as they are."""
-        if rule.arg in _PATH_ARG or rule.arg.endswith("path"):
-            return [value, *path_forms(value, self.root), *(resolved_forms(value, self.root) or [])]
-        return [value]
-
-    def _glob_refuses(self, rule: GuardRule, value: str) -> bool:
-        if rule.arg in _PATH_ARG or rule.arg.endswith("path"):
-            return path_rule_matches(rule.glob, value, self.root, allow=False)
-        return path_rule_matches(rule.glob, value, None, allow=False)
 
 
 def compile_guard(
