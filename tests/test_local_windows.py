@@ -157,6 +157,32 @@ def test_llama_cpp_python_that_says_no_window_stays_inside_it(configured: bool, 
                    and "context_window = N" in n for n in notices), notices
 
 
+def test_a_window_learned_from_a_refusal_switches_to_the_compact_profile_within_the_turn(tmp_path: Path) -> None:
+    """Seen on the real llama-cpp-python server at 4k with no window configured: ketch sends its
+    full profile (the window is named nowhere), the server refuses a request as too long and names
+    its 4,096 tokens; from then on the turn must fit, so the compact profile is taken in the same
+    turn (with a notice), and no request after the refusal goes over the window."""
+    steps, window = 12, 4096
+    _write_files(tmp_path, steps)
+    reader = Reader(steps)
+    with FakeProvider([reader] * (steps + 40), window=window, chars_per_token=4 / FACTOR, count_usage=True,
+                      strict_responses=False, llama_cpp_python=True) as fake:
+        fake.serve_json("/v1/models", {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        run = run_ketch(["-p", "Read every log file in order.", "--output-format", "stream-json", "--max-steps", "80",
+                         *adhoc(fake, "openai-chat")], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr[-2000:] + run.stdout[-2000:]
+    events = strict_lines(run.stdout)
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == f"Read all {steps} files.", events[-1]
+    assert fake.rejections, "the fake should have refused the full profile at 4k (else this test shows nothing)"
+    assert any("using the compact profile" in n for n in _notices(events)), _notices(events)
+    first_refused = min(n for n, (tokens, cap) in enumerate(fake.counted) if tokens + (cap or 0) > window)
+    over = [(n, tokens, cap) for n, (tokens, cap) in enumerate(fake.counted)
+            if n > first_refused and tokens + (cap or 0) > window]
+    assert not over, (first_refused, over, fake.counted)
+    tools_after = [sorted(t["function"]["name"] for t in r.body.get("tools") or []) for r in fake.model_requests]
+    assert tools_after[-1] and set(tools_after[-1]) <= {"read_file", "edit_file", "write_file", "list_dir", "grep", "shell"}
+
+
 def test_llama_cpp_python_runs_a_tool_turn_through_the_whole_answer_fallback(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("alpha\n")
     script = [Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"})]), Turn(text="It says alpha.")]

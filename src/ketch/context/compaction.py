@@ -149,6 +149,10 @@ class Compactor:
     """The output reservation assumed for such a server."""
     squeeze: float = 1.0
     """Share of the usual prune limit in force after the provider said a request was too long."""
+    refit_profile: Any = None
+    """Called with the request about to be retried after a too-long refusal (the small-window
+    profile's ``refit_after_refusal``, handed in by ``providers.wiring``): a window learned from the
+    refusal may call for the compact profile in that very request."""
     calibration: Calibration = field(default_factory=Calibration)
     """The server's prompt counts against ketch's estimates (``context.calibration``)."""
     _last_raw: int = field(default=0, repr=False)

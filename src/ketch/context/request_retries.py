@@ -71,6 +71,8 @@ class ContextLengthRetry(AbstractCapability[Any]):
         if self._squeeze_next is not None:
             error, self._squeeze_next = self._squeeze_next, None
             await self.compactor.squeezed(self.session, request_context, error)
+            if (refit := getattr(self.compactor, "refit_profile", None)) is not None:
+                await refit(request_context)  # the window the refusal named may call for the compact profile
         return request_context
 
     async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> Any:

@@ -91,6 +91,11 @@ class SmallWindowProfile(AbstractCapability[Any]):
         return self.session.compactor.calibration.scale(raw)
 
     async def before_run(self, ctx: Any) -> None:
+        await self._decide()
+
+    async def _decide(self) -> None:
+        """Takes the compact profile (asking first when interactive) if the full one takes more
+        than :data:`PROFILE_SHARE` of the window as known now; decided once per window figure."""
         session = self.session
         compactor = session.compactor if session is not None else None
         if session is None or compactor is None or self.sources is None or compactor.window == self._decided_for:
@@ -117,6 +122,27 @@ class SmallWindowProfile(AbstractCapability[Any]):
             f"{why}; using the compact profile: tools {', '.join(COMPACT_TOOLS)} with short descriptions, and "
             "short instructions. For the full profile, run the model with a larger context (llama.cpp -c, Ollama num_ctx)"
         ))
+
+    async def refit_after_refusal(self, request_context: Any) -> None:
+        """After the server refused a request as too long and named a smaller window than ketch
+        assumed (a server that names its window nowhere else, as llama-cpp-python's): decide the
+        profile again for that window, and when it turns compact, make the request about to be
+        retried compact as well (its tools and instructions were built for the full profile).
+        Called by the request retry (``request_retries.ContextLengthRetry``) after it pruned."""
+        if self.session is None or self.sources is None or self.active:
+            return
+        full_instructions, _ = self.session.full_profile()
+        await self._decide()
+        if not self.active:
+            return
+        instructions, defs = self.session.full_profile()
+        names = {d.name for d in defs}
+        params = request_context.model_request_parameters
+        tools = [compact_tool_def(d) for d in params.function_tools if d.name in names]
+        parts = [dataclasses.replace(p, content=instructions) if p.content == full_instructions else p
+                 for p in (getattr(params, "instruction_parts", None) or [])]
+        request_context.model_request_parameters = dataclasses.replace(params, function_tools=tools, instruction_parts=parts)
+        self.session.note_break("compact profile, after the server named a smaller window in a refusal")
 
     def _say(self, level: str, text: str) -> None:
         if self.notify is not None:

@@ -189,6 +189,7 @@ class ServerBehaviour:
             self._window.compactor = session.compactor
             self._window.notify = notify
         self._profile.session, self._profile.sources, self._profile.notify = view, sources, notify
+        session.compactor.refit_profile = self._profile.refit_after_refusal
 
 
 def asks_server(conn: Connection, config: Config) -> bool:
