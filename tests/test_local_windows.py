@@ -314,6 +314,24 @@ def _appends(before: dict[str, Any], after: dict[str, Any]) -> bool:
     return isinstance(old, list) and isinstance(new, list) and new[: len(old)] == old and len(new) > len(old)
 
 
+def _gemma_turn_inside_the_window(tmp_path: Path, wire: str, window: int, reader: Any) -> tuple[FakeProvider, list[dict[str, Any]]]:
+    """A ``reader.steps``-step turn against a fake counting as Gemma 3's tokenizer (``/props`` and
+    ``/tokenize`` served) that must end done with every request inside the window."""
+    steps = reader.steps
+    _write_files(tmp_path, steps)
+    with FakeProvider([reader] * (steps + 40), window=window, tokenizer="gemma3", count_usage=True, tokenize=True,
+                      strict_responses=False) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": window}})
+        run = run_ketch(["-p", "Read every log file in order.", "--output-format", "stream-json", "--max-steps", "80",
+                         *adhoc(fake, wire)], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr[-2000:] + run.stdout[-2000:]
+    events = strict_lines(run.stdout)
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == f"Read all {steps} files.", events[-1]
+    over = [(n, tokens, cap) for n, (tokens, cap) in enumerate(fake.counted) if tokens + (cap or 0) > window]
+    assert not over and not fake.rejections, (over, fake.counted)
+    return fake, events
+
+
 @pytest.mark.parametrize("wire", ["openai-chat", "openai-responses"])
 @pytest.mark.parametrize("window", [8192, 4096])
 def test_a_useless_summary_at_the_real_server_s_count_is_not_written_every_step(wire: str, window: int,
@@ -328,18 +346,8 @@ def test_a_useless_summary_at_the_real_server_s_count_is_not_written_every_step(
     request (``/tokenize``), which counts the tool schemas its template never sends: at 8k that
     count, kept in the ratio, left the history no room and a summary was written every step."""
     steps = 30
-    _write_files(tmp_path, steps)
     reader = Degenerate(steps)
-    with FakeProvider([reader] * (steps + 40), window=window, tokenizer="gemma3", count_usage=True, tokenize=True,
-                      strict_responses=False) as fake:
-        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": window}})
-        run = run_ketch(["-p", "Read every log file in order.", "--output-format", "stream-json", "--max-steps", "80",
-                         *adhoc(fake, wire)], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
-    assert run.code == 0, run.stderr[-2000:] + run.stdout[-2000:]
-    events = strict_lines(run.stdout)
-    assert events[-1]["reason"] == "done" and events[-1]["text"] == f"Read all {steps} files.", events[-1]
-    over = [(n, tokens, cap) for n, (tokens, cap) in enumerate(fake.counted) if tokens + (cap or 0) > window]
-    assert not over and not fake.rejections, (over, fake.counted)
+    fake, events = _gemma_turn_inside_the_window(tmp_path, wire, window, reader)
     assert len(reader.summaries) <= steps // 5, (len(reader.summaries), fake.counted)
     steps_sent = [r.body for r in fake.model_requests if (r.body or {}).get("tools")]
     compacted = [not _appends(a, b) for a, b in zip(steps_sent, steps_sent[1:])]
@@ -373,18 +381,8 @@ def test_an_empty_summary_is_said_and_ketch_s_record_stands_in_for_it(wire: str,
     without one. Now it is asked once, a warning says it came back empty, and ketch's own record
     of the summarized steps is the summary: never empty, it names the files read."""
     steps, window = 30, 4096
-    _write_files(tmp_path, steps)
     reader = Silent(steps)
-    with FakeProvider([reader] * (steps + 40), window=window, tokenizer="gemma3", count_usage=True, tokenize=True,
-                      strict_responses=False) as fake:
-        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": window}})
-        run = run_ketch(["-p", "Read every log file in order.", "--output-format", "stream-json", "--max-steps", "80",
-                         *adhoc(fake, wire)], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
-    assert run.code == 0, run.stderr[-2000:] + run.stdout[-2000:]
-    events = strict_lines(run.stdout)
-    assert events[-1]["reason"] == "done" and events[-1]["text"] == f"Read all {steps} files.", events[-1]
-    over = [(n, tokens, cap) for n, (tokens, cap) in enumerate(fake.counted) if tokens + (cap or 0) > window]
-    assert not over and not fake.rejections, (over, fake.counted)
+    fake, events = _gemma_turn_inside_the_window(tmp_path, wire, window, reader)
     notices = _notices(events)
     assert not any("could not be written" in n for n in notices), notices
     empty = [n for n in notices if "summary of earlier work came back empty" in n]
