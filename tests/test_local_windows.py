@@ -77,6 +77,32 @@ def test_a_loading_server_is_waited_out_with_a_notice(tmp_path: Path) -> None:
     assert events[-1]["reason"] == "done" and events[-1]["text"] == "loaded and answering"
 
 
+def test_a_loading_server_is_waited_out_when_its_window_is_configured_too(tmp_path: Path) -> None:
+    """With context_window in the config nothing needs reading, but llama.cpp answers every
+    request 503 "Loading model" until the model is in memory (the model request too, which the
+    wire's few retries would not outlast): a local server is still asked until it has loaded,
+    with the notices, and its configured window stands."""
+    from kettle import write_project_config
+
+    asks = 5
+    write_project_config(tmp_path, "[compaction]\ncontext_window = 6000\n")
+    with FakeProvider([Turn(text="loaded and answering")]) as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 8192}})
+        fake.fail_path("/props", 503, LOADING, times=asks)
+        run = run_ketch(["-p", "hi", "--output-format", "stream-json", *adhoc(fake, "openai-chat")], tmp_path,
+                        env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr
+    events = strict_lines(run.stdout)
+    notices = _notices(events)
+    assert any("is loading its model" in n for n in notices) and any("has loaded" in n for n in notices), notices
+    paths = [r.path for r in fake.requests]
+    last_props = max(n for n, p in enumerate(paths) if p == "/props")
+    first_model = min(n for n, p in enumerate(paths) if "completions" in p)
+    assert paths.count("/props") == asks + 1 and last_props < first_model, paths
+    assert not any("context window of 8,192" in n for n in notices), notices  # the configured window stands
+    assert all(cap <= 6000 for cap in fake.output_caps if cap), fake.output_caps
+
+
 def test_a_failed_read_is_tried_again_at_the_next_turn(tmp_path: Path) -> None:
     from ketch.config.settings import load_config, resolve_connection
     from ketch.context.compaction import Compactor

@@ -36,7 +36,7 @@ class ServerWindowReader(AbstractCapability[Any]):
 
     The window lands in ``compactor.window`` (``context.compaction.Compactor``), which the
     pruning threshold, the output cap and the status line read. An explicit ``context_window``
-    in config wins and nothing is asked. A failed read keeps the assumed window, with one
+    in config wins (a local server is then asked only whether it is still loading its model). A failed read keeps the assumed window, with one
     notice, and is tried again at the next turn (a server down or still starting at the first
     turn may answer later). A server answering 503 "Loading model" is waited out, with a
     notice, for at most the connection's ``timeout``. After ``/model`` (the compactor follows
@@ -66,6 +66,8 @@ class ServerWindowReader(AbstractCapability[Any]):
         conn = self.conn
         if self.config is not None and not asks_server(conn, self.config):
             self.done = True
+            if _local_server(conn):  # the window is configured, but a server loading its model is still waited out
+                await self._read(conn)
             return
         reading = await self._read(conn)
         if reading.window is not None:
@@ -190,6 +192,15 @@ class ServerBehaviour:
             self._window.notify = notify
         self._profile.session, self._profile.sources, self._profile.notify = view, sources, notify
         session.compactor.refit_profile = self._profile.refit_after_refusal
+
+
+def _local_server(conn: Connection) -> bool:
+    """Whether ``conn`` is a local server's preset or any server on this machine or a private
+    network: such a server may still be loading its model (503 "Loading model" to every request)."""
+    from ketch.providers.server_window import is_local_url
+
+    return conn.preset.name in WINDOW_PRESETS or (conn.wire in ("openai-chat", "openai-responses")
+                                                  and is_local_url(conn.base_url))
 
 
 def asks_server(conn: Connection, config: Config) -> bool:
