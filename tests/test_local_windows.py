@@ -149,6 +149,21 @@ def test_a_local_preset_that_cannot_say_its_window_gets_the_smallest_usual_one(w
     assert cap == 1024 and tokens + cap <= 4096 and not fake.rejections, fake.counted
 
 
+def _llama_cpp_python_turn(tmp_path: Path, window: int, reader: Reader) -> tuple[FakeProvider, list[dict[str, Any]]]:
+    """A ``reader.steps``-step turn on Chat against a fake playing llama-cpp-python's server (its
+    window named nowhere, its message rules) at ``window``, which must end done."""
+    steps = reader.steps
+    with FakeProvider([reader] * (steps + 40), window=window, chars_per_token=4 / FACTOR, count_usage=True,
+                      strict_responses=False, llama_cpp_python=True) as fake:
+        fake.serve_json("/v1/models", {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        run = run_ketch(["-p", "Read every log file in order.", "--output-format", "stream-json", "--max-steps", "80",
+                         *adhoc(fake, "openai-chat")], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
+    assert run.code == 0, run.stderr[-2000:] + run.stdout[-2000:]
+    events = strict_lines(run.stdout)
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == f"Read all {steps} files.", events[-1]
+    return fake, events
+
+
 @pytest.mark.parametrize("configured", [False, True])
 def test_llama_cpp_python_that_says_no_window_stays_inside_it(configured: bool, tmp_path: Path) -> None:
     """llama-cpp-python's server names its window nowhere (no /props, nothing in /v1/models):
@@ -162,14 +177,7 @@ def test_llama_cpp_python_that_says_no_window_stays_inside_it(configured: bool, 
     reader = Reader(steps)
     if configured:
         write_project_config(tmp_path, "[compaction]\ncontext_window = 4096\n")
-    with FakeProvider([reader] * (steps + 40), window=window, chars_per_token=4 / FACTOR, count_usage=True,
-                      strict_responses=False, llama_cpp_python=True) as fake:
-        fake.serve_json("/v1/models", {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
-        run = run_ketch(["-p", "Read every log file in order.", "--output-format", "stream-json", "--max-steps", "80",
-                         *adhoc(fake, "openai-chat")], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
-    assert run.code == 0, run.stderr[-2000:] + run.stdout[-2000:]
-    events = strict_lines(run.stdout)
-    assert events[-1]["reason"] == "done" and events[-1]["text"] == f"Read all {steps} files.", events[-1]
+    fake, events = _llama_cpp_python_turn(tmp_path, window, reader)
     caps = [cap for _, cap in fake.counted]
     assert caps and all(cap is not None and cap <= 1024 for cap in caps), caps
     over = [(n, tokens, cap) for n, (tokens, cap) in enumerate(fake.counted) if tokens + (cap or 0) > window]
@@ -191,14 +199,7 @@ def test_a_window_learned_from_a_refusal_switches_to_the_compact_profile_within_
     steps, window = 12, 4096
     _write_files(tmp_path, steps)
     reader = Reader(steps)
-    with FakeProvider([reader] * (steps + 40), window=window, chars_per_token=4 / FACTOR, count_usage=True,
-                      strict_responses=False, llama_cpp_python=True) as fake:
-        fake.serve_json("/v1/models", {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
-        run = run_ketch(["-p", "Read every log file in order.", "--output-format", "stream-json", "--max-steps", "80",
-                         *adhoc(fake, "openai-chat")], tmp_path, env={"KETCH_MAX_RETRIES": "0"})
-    assert run.code == 0, run.stderr[-2000:] + run.stdout[-2000:]
-    events = strict_lines(run.stdout)
-    assert events[-1]["reason"] == "done" and events[-1]["text"] == f"Read all {steps} files.", events[-1]
+    fake, events = _llama_cpp_python_turn(tmp_path, window, reader)
     assert fake.rejections, "the fake should have refused the full profile at 4k (else this test shows nothing)"
     assert any("using the compact profile" in n for n in _notices(events)), _notices(events)
     first_refused = min(n for n, (tokens, cap) in enumerate(fake.counted) if tokens + (cap or 0) > window)

@@ -71,7 +71,7 @@ class ContextLengthRetry(AbstractCapability[Any]):
         if self._squeeze_next is not None:
             error, self._squeeze_next = self._squeeze_next, None
             await self.compactor.squeezed(self.session, request_context, error)
-            if (refit := getattr(self.compactor, "refit_profile", None)) is not None:
+            if (refit := self.compactor.refit_profile) is not None:
                 await refit(request_context)  # the window the refusal named may call for the compact profile
         return request_context
 

@@ -88,10 +88,9 @@ class ServerWindowReader(AbstractCapability[Any]):
         machine or a private network keeps the assumed window but asks for no more output
         than that window would get), and say once what was assumed and how to set it."""
         from ketch.context.windows import LOCAL_UNKNOWN_WINDOW
-        from ketch.providers.server_window import is_local_url
 
         local_preset = conn.preset.name in WINDOW_PRESETS
-        local = local_preset or is_local_url(conn.base_url)
+        local = _local_server(conn)  # (a server that is read is a local preset's or on an OpenAI wire)
         if local_preset:
             self.compactor.assume_window(window=LOCAL_UNKNOWN_WINDOW)
         elif local:
