@@ -6,7 +6,8 @@ anything; a matrix that stops one process per boundary per wire cannot pay that 
 child is a process of its own (own pid, own session and process group, its own stdout and
 stderr; stdin /dev/null, or stdin and stdout on pipes to the test, ``start_on_pipes``) that
 runs ``ketch/__main__.py`` from its first line with the given arguments, environment and cwd, and exits as ``python -m ketch`` would (a ``SystemExit`` code,
-or death by the signal a ``KeyboardInterrupt`` stands for). Only the imports (all of ketch)
+or death by the signal a ``KeyboardInterrupt`` stands for), after what an interpreter does at its
+end (its threads that are not daemons waited for, its atexit functions run; tests/test_ketch_processes.py). Only the imports (all of ketch)
 and two builds a run keeps for its process (the messages' pydantic schema, the shared TLS
 context) happened before: the server does nothing else (no thread, no event loop, no file left
 open), and refuses to fork if a thread exists.
@@ -29,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 _SERVER = r"""
-import json, os, runpy, signal, sys, threading
+import atexit, json, os, runpy, signal, sys, threading
 import ketch.frontends.cli, ketch.frontends.headless, ketch.frontends.assemble, ketch.frontends.acp_server  # noqa: F401
 import ketch.core.session, pydantic_ai  # noqa: F401  (what a run imports; ketch's own wires load no provider SDK)
 # and the rest of ketch, which a run imports as it goes (the wire, the tools, the store, the
 # hooks: about 0.1 CPU-s per forked child); not __main__ (it runs ketch) nor the Harbor agent
 # (Harbor's own Python)
-import importlib, pkgutil, ketch
+import importlib, pkgutil, tempfile, ketch
 for module in pkgutil.walk_packages(ketch.__path__, "ketch."):
     if module.name != "ketch.__main__" and not module.name.startswith("ketch.harbor."):
         importlib.import_module(module.name)
@@ -64,8 +65,9 @@ def child(order, opened):
     sys.stdin = open(0, "r", closefd=False)
     sys.stdout = open(1, "w", closefd=False)
     sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
+    tempfile.tempdir = None  # (None here too; a child reads its own TMPDIR)
     sys.argv = ["-m", *order["argv"]]  # as python -m sets it before run_module fills in the path
-    code = 0
+    code, interrupted = 0, False
     try:
         runpy.run_module("ketch", run_name="__main__", alter_sys=True)
     except SystemExit as end:
@@ -77,18 +79,26 @@ def child(order, opened):
             print(end.code, file=sys.stderr)
             code = 1
     except KeyboardInterrupt:
-        sys.stdout.flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
+        interrupted = True
     except BaseException:
         import traceback
         traceback.print_exc()
         code = 1
+    # What an interpreter does at its end before it goes: wait for the threads that are not
+    # daemons, then run the atexit functions (ketch's own remove its private files)
+    try:
+        threading._shutdown()
+    except BaseException:
+        pass
+    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:
             pass
+    if interrupted:  # as an interpreter ends on an uncaught KeyboardInterrupt: by the signal
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     os._exit(code)
 
 for line in control_in:
@@ -204,10 +214,15 @@ class Preloaded:
             self._proc.stdin.flush()
             return json.loads(self._read())
 
-    def start(self, argv: list[str], cwd: Path, env: dict[str, str], out_dir: Path) -> KetchProcess:
+    def start(self, argv: list[str], cwd: Path, env: dict[str, str], out_dir: Path, stdin: Path | None = None) -> KetchProcess:
+        """Fork one ketch with ARGV, ENV and CWD; its stdout and stderr are files in OUT_DIR, its
+        stdin the file STDIN (/dev/null without one)."""
         stdout, stderr = out_dir / "stdout", out_dir / "stderr"
         stdout.touch()
-        reply = self._ask({"argv": argv, "cwd": str(cwd), "env": env, "stdout": str(stdout), "stderr": str(stderr)})
+        order = {"argv": argv, "cwd": str(cwd), "env": env, "stdout": str(stdout), "stderr": str(stderr)}
+        if stdin is not None:
+            order["stdin"] = str(stdin)
+        reply = self._ask(order)
         pid = reply["pid"]
 
         def wait(timeout: float) -> int:
@@ -255,11 +270,17 @@ class Preloaded:
 
         return KetchProcess(pid, stdout, stderr, wait), to_child_w, from_child_r
 
-    def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 180) -> tuple[int, str, str]:
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 180,
+            input: str | None = None) -> tuple[int, str, str]:
         """Start one ketch with ARGV and wait for its end: its exit code (negative: the signal
-        that ended it), stdout and stderr, as ``subprocess.run`` of the binary would give them."""
+        that ended it), stdout and stderr, as ``subprocess.run`` of the binary would give them
+        (INPUT, if given, is its whole stdin, read from a file: a pipe at EOF reads the same)."""
         with tempfile.TemporaryDirectory(prefix="ketch-run-") as out:
-            proc = self.start(argv, cwd, env, Path(out))
+            stdin = None
+            if input is not None:
+                stdin = Path(out) / "stdin"
+                stdin.write_text(input, encoding="utf-8")
+            proc = self.start(argv, cwd, env, Path(out), stdin)
             code = proc.wait(timeout)
             return code, (Path(out) / "stdout").read_text(encoding="utf-8"), (Path(out) / "stderr").read_text(encoding="utf-8")
 

@@ -45,8 +45,7 @@ def run_ketch(
     that would otherwise pay the imports once per case. A headless run's stdout must fit the
     shipped JSON Schema of its output format (``headless_schema``)."""
     if forked_from is not None:
-        assert input is None, "a forked ketch reads /dev/null"
-        run = Run(*forked_from.run(list(args), cwd, ketch_env(env), timeout))
+        run = Run(*forked_from.run(list(args), cwd, ketch_env(env), timeout, input))
     elif not subprocess_:
         run = _run_in_process(args, cwd, env=env, input=input)
     else:
