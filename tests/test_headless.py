@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
@@ -14,16 +15,22 @@ from ketch.protocol import events
 WIRES = ["openai-chat", "openai-responses", "anthropic-messages", "gemini", "openrouter"]
 """The four wires, and OpenRouter connections (Chat Completions on the SDK's OpenRouter model)."""
 
+REAL_EXEC_WIRE = "openai-chat"
+"""The wire on which the yolo write runs ``python -m ketch`` itself; on the others it is a ketch
+process forked from the preloaded interpreter (``ketch_processes.Preloaded``): the same
+``__main__``, argv, environment and cwd in a process of its own, without paying the imports."""
+
 
 def _write_then_answer() -> list[Turn]:
     return [Turn(tool_calls=[ToolCall("write_file", {"path": "hello.txt", "content": "hi\n"})]), Turn(text="Wrote the file.")]
 
 
 @pytest.mark.parametrize("wire", WIRES)
-def test_yolo_write_lands_on_disk_and_result_goes_back(wire: str, tmp_path: Path) -> None:
+def test_yolo_write_lands_on_disk_and_result_goes_back(wire: str, tmp_path: Path, preloaded_ketch: Any) -> None:
     with FakeProvider(_write_then_answer()) as fake:
         args, env = wire_args(fake, wire, tmp_path)
-        run = run_ketch(["-p", "create hello.txt", "--yolo", *args], tmp_path, env=env, subprocess_=True)
+        run = run_ketch(["-p", "create hello.txt", "--yolo", *args], tmp_path, env=env, subprocess_=True,
+                        forked_from=None if wire == REAL_EXEC_WIRE else preloaded_ketch)
     assert run.code == 0, run.stderr
     assert (tmp_path / "hello.txt").read_text() == "hi\n"
     assert run.stdout.strip() == "Wrote the file."
@@ -33,10 +40,10 @@ def test_yolo_write_lands_on_disk_and_result_goes_back(wire: str, tmp_path: Path
 
 
 @pytest.mark.parametrize("wire", WIRES)
-def test_without_yolo_the_write_is_denied_and_the_model_hears_why(wire: str, tmp_path: Path) -> None:
+def test_without_yolo_the_write_is_denied_and_the_model_hears_why(wire: str, tmp_path: Path, preloaded_ketch: Any) -> None:
     with FakeProvider(_write_then_answer()) as fake:
-        args, env = wire_args(fake, wire, tmp_path)
-        run = run_ketch(["-p", "create hello.txt", *args], tmp_path, env=env, subprocess_=wire == "openai-chat")
+        args, env = wire_args(fake, wire, tmp_path)  # a process of its own on openai-chat, in this one on the others
+        run = run_ketch(["-p", "create hello.txt", *args], tmp_path, env=env, forked_from=preloaded_ketch if wire == "openai-chat" else None)
     assert run.code == 0, run.stderr
     assert not (tmp_path / "hello.txt").exists()
     [(_, content)] = tool_results(fake.model_requests[1])
