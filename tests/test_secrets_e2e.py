@@ -1,6 +1,9 @@
 """Keys stay out of tools: the environment a shell command, a hook and an MCP server saw (as they
 printed it), and a key read from a file, looked for in the session store's rows, the stream-json
-output and the next request body the fake provider received. The real binary throughout."""
+output and the next request body the fake provider received. The shell-and-hooks case runs
+``python -m ketch`` itself; the others a ketch process forked from the preloaded interpreter
+(``ketch_processes.Preloaded``): a process of its own whose environment is exactly the one given,
+as its children see it, without paying the imports again."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import json
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
@@ -68,7 +72,7 @@ def test_shell_and_hooks_run_without_held_keys_or_secret_looking_variables(tmp_p
     assert any("ignored tools.keep_env" in n for n in notices)
 
 
-def test_an_mcp_server_starts_without_held_keys(tmp_path: Path, isolated_home: Path) -> None:
+def test_an_mcp_server_starts_without_held_keys(tmp_path: Path, isolated_home: Path, preloaded_ketch: Any) -> None:
     server = Path(__file__).parent / "mcp_servers" / "alpha_stdio.py"
     _user_config(isolated_home, f'\n[mcp.servers.alpha]\ncommand = {json.dumps(sys.executable)}\n'
                                 f'args = [{json.dumps(str(server))}]\nenv = {{ OWN_SETTING = "cfg-7" }}\ntimeout = 60\n')
@@ -77,7 +81,7 @@ def test_an_mcp_server_starts_without_held_keys(tmp_path: Path, isolated_home: P
         fake.add(Turn(tool_calls=[ToolCall("alpha__env_probe", {"name": n}, id=f"c{i}") for i, n in enumerate(probes)]),
                  Turn(text="done"))
         run = run_ketch(["-p", "probe", "--yolo", *adhoc(fake, WIRE), "--api-key-env", "PROVCRED"],
-                        tmp_path, env=_env(), subprocess_=True)
+                        tmp_path, env=_env(), forked_from=preloaded_ketch)
         results = dict(tool_results(fake.model_requests[1]))
     assert run.code == 0, run.stderr
     seen = [results[f"c{i}"] for i in range(len(probes))]
@@ -108,13 +112,13 @@ CALLS = {
 
 
 @pytest.mark.parametrize("tool", list(CALLS))
-def test_a_key_in_a_file_never_leaves_through_a_tool(tmp_path: Path, isolated_home: Path, tool: str) -> None:
+def test_a_key_in_a_file_never_leaves_through_a_tool(tmp_path: Path, isolated_home: Path, tool: str, preloaded_ketch: Any) -> None:
     (tmp_path / "leak.txt").write_text(f"the key is {PROVIDER_KEY} and the token {SECRETS['GITHUB_TOKEN']}\n")
     call = CALLS[tool]
     with FakeProvider() as fake:
         fake.add(Turn(tool_calls=[call]), Turn(text="read it"))
         run = run_ketch(["-p", "read the file", "--yolo", "--output-format", "stream-json", *adhoc(fake, WIRE),
-                         "--api-key-env", "PROVCRED"], tmp_path, env=_env(), subprocess_=True)
+                         "--api-key-env", "PROVCRED"], tmp_path, env=_env(), forked_from=preloaded_ketch)
         next_body = json.dumps(fake.model_requests[1].body)
         (result,) = tool_results(fake.model_requests[1])
     assert run.code == 0, run.stderr
@@ -126,11 +130,11 @@ def test_a_key_in_a_file_never_leaves_through_a_tool(tmp_path: Path, isolated_ho
         assert SECRETS["GITHUB_TOKEN"] not in text, f"the token reached the {where}"
 
 
-def test_loopback_stays_refused_whatever_the_environment(tmp_path: Path) -> None:
+def test_loopback_stays_refused_whatever_the_environment(tmp_path: Path, preloaded_ketch: Any) -> None:
     with FakeProvider([Turn(text="unused")]) as target, FakeProvider() as fake:
         fake.add(Turn(tool_calls=[ToolCall("web_fetch", {"url": f"http://127.0.0.1:{target.port}/v1/models"})]), Turn(text="x"))
         run = run_ketch(["-p", "fetch", "--yolo", *adhoc(fake, WIRE)], tmp_path,
-                        env={"KETCH_TEST_ALLOW_LOOPBACK": "1"}, subprocess_=True)
+                        env={"KETCH_TEST_ALLOW_LOOPBACK": "1"}, forked_from=preloaded_ketch)
         (result,) = tool_results(fake.model_requests[1])
     assert run.code == 0, run.stderr
     assert target.requests == [], "web_fetch reached 127.0.0.1"
