@@ -1,6 +1,7 @@
 """Hostile commands of the option, parser and chain classes through the real binary.
 
-A headless ``ketch`` (``python -m ketch``, a separate process) is pointed at the fake
+A headless ``ketch`` (a separate process: ``python -m ketch`` itself for the read-only allow
+table, a ketch process forked from the preloaded interpreter for the others) is pointed at the fake
 provider, which issues every command of a table as a shell call in one turn. The
 assertions are on the workspace: no marker file a command would leave, no victim file
 changed. A control run of the same table with ``--yolo`` and no rule proves each command
@@ -122,11 +123,15 @@ def _config(text: str) -> None:
     path.write_text("titles = false\n" + text, encoding="utf-8")
 
 
-def _run(ws: Path, commands: list[str], *flags: str, env: dict[str, str] | None = None) -> tuple[list[str], list[dict[str, Any]]]:
+def _run(ws: Path, commands: list[str], *flags: str, env: dict[str, str] | None = None,
+         forked_from: Any = None) -> tuple[list[str], list[dict[str, Any]]]:
+    """The table as one turn of a headless ketch process: ``python -m ketch`` itself, or (with
+    ``forked_from``, the ``preloaded_ketch`` fixture) one forked from the preloaded interpreter."""
     calls = [ToolCall("shell", {"command": c}) for c in commands]
     base = {"KETCH_CONFIG_DIR": os.environ["KETCH_CONFIG_DIR"], "KETCH_DATA_DIR": os.environ["KETCH_DATA_DIR"], "HOME": os.environ["HOME"], "HOOK": "touch mark-hook"}
     with FakeProvider([Turn(tool_calls=calls), Turn(text="done")]) as fake:
-        run = run_ketch(["-p", "go", "--output-format", "stream-json", *flags, *adhoc(fake, WIRE)], ws, env={**base, **(env or {})}, subprocess_=True, timeout=600)
+        run = run_ketch(["-p", "go", "--output-format", "stream-json", *flags, *adhoc(fake, WIRE)], ws, env={**base, **(env or {})}, subprocess_=True,
+                       timeout=600, forked_from=forked_from)
     assert run.code == 0, run.stderr[-3000:]
     results = [content for _, content in tool_results(fake.model_requests[1])]
     assert len(results) == len(commands)
@@ -165,18 +170,18 @@ def test_headless_read_only_allow_rules_let_no_writing_or_running_form_through(t
     assert "sort -o" in by_command[_mark("sort -o M in", next(i for i, (_, t) in enumerate(TABLE) if t == "sort -o M in"))]
 
 
-def test_control_the_allow_table_really_writes_or_runs_when_let_through(tmp_path: Path) -> None:
+def test_control_the_allow_table_really_writes_or_runs_when_let_through(tmp_path: Path, preloaded_ketch: Any) -> None:
     ws = _workspace(tmp_path, len(_allow_table()))
     commands = _allow_table(ws)
-    _run(ws, commands, "--yolo")
+    _run(ws, commands, "--yolo", forked_from=preloaded_ketch)
     assert _effects_seen(ws, len(commands)) == list(range(len(commands))), [commands[i] for i in set(range(len(commands))) - set(_effects_seen(ws, len(commands)))]
 
 
-def test_headless_the_read_only_forms_still_run_under_the_rules(tmp_path: Path) -> None:
+def test_headless_the_read_only_forms_still_run_under_the_rules(tmp_path: Path, preloaded_ketch: Any) -> None:
     ws = _workspace(tmp_path, 0)
     _config("[permissions]\nshell = { " + ", ".join(f'"{p}" = "allow"' for p in READ_ONLY) + " }\n")
     harmless = ["find . -name in", "sort -r in", "sed -n 1p in", "awk '{print $1}' in", "git log --oneline", "tar -tf a.tar", "timeout 5 ls", "env", "cat <<'E'\nE\n", "nice -n 5 cat in"]
-    results, resolved = _run(ws, harmless)
+    results, resolved = _run(ws, harmless, forked_from=preloaded_ketch)
     assert [(r["decision"], r["by"]) for r in resolved] == [("allow", "rule")] * len(harmless), list(zip(harmless, resolved))
     assert "hello victim" in results[harmless.index("sed -n 1p in")]
 
@@ -185,20 +190,20 @@ def _guard_commands() -> list[str]:
     return [_mark(t, i) for i, t in enumerate(THROUGH)]
 
 
-def test_headless_a_guard_on_touch_refuses_every_way_around_it_even_with_yolo(tmp_path: Path) -> None:
+def test_headless_a_guard_on_touch_refuses_every_way_around_it_even_with_yolo(tmp_path: Path, preloaded_ketch: Any) -> None:
     commands = _guard_commands()
     ws = _workspace(tmp_path, 0)
     _config('guards = [{kind = "command_prefix", prefix = "touch", reason = "no touching"}]\n')
-    results, resolved = _run(ws, commands, "--yolo")
+    results, resolved = _run(ws, commands, "--yolo", forked_from=preloaded_ketch)
     assert _marks(ws) == []
     assert [(r["decision"], r["by"]) for r in resolved] == [("deny", "guard")] * len(commands), [c for c, r in zip(commands, resolved) if r["by"] != "guard"]
     assert all("no touching" in r for r in results)
 
 
-def test_control_the_guard_table_really_touches_without_the_guard(tmp_path: Path) -> None:
+def test_control_the_guard_table_really_touches_without_the_guard(tmp_path: Path, preloaded_ketch: Any) -> None:
     commands = _guard_commands()
     ws = _workspace(tmp_path, 0)
-    _run(ws, commands, "--yolo")
+    _run(ws, commands, "--yolo", forked_from=preloaded_ketch)
     hook = THROUGH.index("git --config-env=core.fsmonitor=HOOK status")  # its marker is named by $HOOK
     made = set(_marks(ws)) - {"mark-hook"} | ({f"mark-{hook:03d}"} if (ws / "mark-hook").exists() else set())
     assert sorted(made) == [f"mark-{i:03d}" for i in range(len(commands))], sorted(set(f"mark-{i:03d}" for i in range(len(commands))) - made)
@@ -217,10 +222,10 @@ def test_a_deny_rule_holds_after_hundreds_of_chained_commands(n: int, sep: str, 
     assert decided is not None and decided[0] == "deny", (n, sep, spelling)
 
 
-def test_headless_a_deny_rule_holds_after_hundreds_of_chained_commands(tmp_path: Path) -> None:
+def test_headless_a_deny_rule_holds_after_hundreds_of_chained_commands(tmp_path: Path, preloaded_ketch: Any) -> None:
     ws = _workspace(tmp_path, 0)
     _config('[permissions]\nshell = { "touch*" = "deny", "true*" = "allow", "ls*" = "allow" }\n')
     commands = [sep.join(["true"] * n) + sep + f"{spelling} mark-{k:03d}" for k, (n, sep, spelling) in enumerate(CHAINS)]
-    _, resolved = _run(ws, commands)
+    _, resolved = _run(ws, commands, forked_from=preloaded_ketch)
     assert _marks(ws) == []
     assert [(r["decision"], r["by"]) for r in resolved] == [("deny", "rule")] * len(commands)
