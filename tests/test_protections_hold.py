@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
@@ -115,11 +116,11 @@ def _user_config(home: Path, extra: str) -> None:
     config.write_text(config.read_text() + extra)
 
 
-def test_headless_web_fetch_is_denied_without_yolo_and_reaches_the_tool_with_it(tmp_path: Path) -> None:
+def test_headless_web_fetch_is_denied_without_yolo_and_reaches_the_tool_with_it(tmp_path: Path, preloaded_ketch: Any) -> None:
     url = "http://127.0.0.1:9/never"
     script = [Turn(tool_calls=[ToolCall("web_fetch", {"url": url})]), Turn(text="ok")]
     with FakeProvider(script) as fake:
-        run = run_ketch(["-p", "fetch it", *adhoc(fake, "openai-chat")], tmp_path, subprocess_=True)
+        run = run_ketch(["-p", "fetch it", *adhoc(fake, "openai-chat")], tmp_path, forked_from=preloaded_ketch)  # a process of its own
     assert run.code == 0, run.stderr
     [(_, denied)] = tool_results(fake.model_requests[1])
     assert HEADLESS_DENIAL in denied
@@ -129,14 +130,14 @@ def test_headless_web_fetch_is_denied_without_yolo_and_reaches_the_tool_with_it(
     assert HEADLESS_DENIAL not in reached and "loopback" in reached  # the tool ran: netguard refused
 
 
-def test_headless_mcp_tool_from_the_users_own_config_is_denied_without_yolo(tmp_path: Path, isolated_home: Path) -> None:
+def test_headless_mcp_tool_from_the_users_own_config_is_denied_without_yolo(tmp_path: Path, isolated_home: Path, preloaded_ketch: Any) -> None:
     _user_config(isolated_home, (
         f"\n[mcp.servers.alpha]\ncommand = {json.dumps(sys.executable)}\n"
         f"args = [{json.dumps(str(SERVERS / 'alpha_stdio.py'))}]\ntimeout = 60\n"
     ))
     script = [Turn(tool_calls=[ToolCall("alpha__echo", {"text": "ran"})]), Turn(text="ok")]
     with FakeProvider(script) as fake:
-        run = run_ketch(["-p", "echo", *adhoc(fake, "openai-chat")], tmp_path, subprocess_=True)
+        run = run_ketch(["-p", "echo", *adhoc(fake, "openai-chat")], tmp_path, forked_from=preloaded_ketch)  # a process of its own
     assert run.code == 0, run.stderr
     [(_, denied)] = tool_results(fake.model_requests[1])
     assert HEADLESS_DENIAL in denied and "alpha:ran" not in denied
