@@ -56,10 +56,12 @@ def test_quitting_the_real_app_before_a_prompt_leaves_no_session(tmp_path: Path,
 
 
 async def test_quitting_before_a_prompt_leaves_no_session_and_continue_finds_the_last_real_one(
-    tmp_path: Path, fake_provider: Any
+    tmp_path: Path, fake_provider: Any, preloaded_ketch: Any
 ) -> None:
+    # (this test's event loop is running: each headless run is a ketch process of its own, forked
+    # from the preloaded interpreter)
     fake = fake_provider([Turn(text="Stored."), Turn(text="Continued.")])
-    first = run_ketch(["-p", "remember the red kite", "--output-format", "json", *adhoc(fake, WIRE)], tmp_path, subprocess_=True)
+    first = run_ketch(["-p", "remember the red kite", "--output-format", "json", *adhoc(fake, WIRE)], tmp_path, forked_from=preloaded_ketch)
     assert first.code == 0, first.stderr
     sid = json.loads(first.stdout)["session_id"]
     assert _sessions() == [(sid, 2)]  # the id headless printed is the stored row
@@ -71,7 +73,7 @@ async def test_quitting_before_a_prompt_leaves_no_session_and_continue_finds_the
         await _quit(h)
     assert _sessions() == [(sid, 2)]
 
-    again = run_ketch(["--continue", "-p", "what did I ask?", *adhoc(fake, WIRE)], tmp_path, subprocess_=True)
+    again = run_ketch(["--continue", "-p", "what did I ask?", *adhoc(fake, WIRE)], tmp_path, forked_from=preloaded_ketch)
     assert again.code == 0, again.stderr
     assert user_texts(fake.model_requests[-1]) == ["remember the red kite", "what did I ask?"]
     assert _sessions() == [(sid, 4)]
