@@ -242,9 +242,10 @@ def test_every_configured_program_key_gets_a_neutral_value() -> None:
 # ------------------------------------------------------------------ the real binary
 
 
-def test_headless_run_with_every_git_tool_runs_no_repository_program(repo: Path, traps: Traps) -> None:
+def test_headless_run_with_every_git_tool_runs_no_repository_program(repo: Path, traps: Traps, preloaded_ketch: object) -> None:
     """``ketch -p`` (no --yolo) in a hostile clone: the per-step git summary and all five
-    tools run, and none of the programs the repository's config names does."""
+    tools run, and none of the programs the repository's config names does. A ketch process of
+    its own, forked from the preloaded interpreter (test_git_hostile_e2e runs the binary itself)."""
     from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
     from kettle import adhoc, run_ketch
 
@@ -263,7 +264,7 @@ def test_headless_run_with_every_git_tool_runs_no_repository_program(repo: Path,
     calls = [ToolCall("git_status", {}), ToolCall("git_diff", {}), ToolCall("git_diff", {"ref": "HEAD~2"}),
              ToolCall("git_log", {}), ToolCall("git_show", {"ref": "HEAD~1"}), ToolCall("git_blame", {"path": "a.txt"})]
     with FakeProvider([Turn(tool_calls=calls), Turn(text="Looked.")]) as fake:
-        run = run_ketch(["-p", "look at the repository", *adhoc(fake, "openai-chat")], repo, subprocess_=True)
+        run = run_ketch(["-p", "look at the repository", *adhoc(fake, "openai-chat")], repo, forked_from=preloaded_ketch)
     assert run.code == 0, run.stderr
     assert run.stdout.strip() == "Looked."
     assert traps.fired() == []
