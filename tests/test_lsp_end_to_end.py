@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -54,7 +55,7 @@ def _result(request) -> str:
     return tool_results(request)[-1][1]
 
 
-def test_a_name_error_from_pylsp_reaches_the_model_and_the_fix_clears_it(tmp_path: Path) -> None:
+def test_a_name_error_from_pylsp_reaches_the_model_and_the_fix_clears_it(tmp_path: Path, preloaded_ketch: Any) -> None:
     _user_config(f"\n[lsp]\nwait = 60\n[lsp.servers.python]\ncommand = {_toml_list([sys.executable, '-m', 'pylsp'])}\n")
     (tmp_path / "app.py").write_text("import os\n\nprint(os.name)\n")
     script = [
@@ -64,7 +65,8 @@ def test_a_name_error_from_pylsp_reaches_the_model_and_the_fix_clears_it(tmp_pat
         Turn(text="done"),
     ]
     with FakeProvider(script) as fake:
-        run = run_ketch(["-p", "go", "--yolo", "--output-format", "stream-json", *adhoc(fake, WIRE)], tmp_path, subprocess_=True)
+        run = run_ketch(["-p", "go", "--yolo", "--output-format", "stream-json", *adhoc(fake, WIRE)], tmp_path,
+                        forked_from=preloaded_ketch)  # a ketch process of its own, the imports preloaded
     assert run.code == 0, run.stderr
     assert (tmp_path / "app.py").read_text() == "import os\n\nprint(os.name, os.sep)\n"
     broke, fixed, listed = (_result(fake.model_requests[n]) for n in (1, 2, 3))
