@@ -57,9 +57,9 @@ def _user_config(text: str = "") -> None:
     path.write_text("titles = false\ncheckpoints = false\n" + text, encoding="utf-8")
 
 
-def _run(ws: Path, commands: list[str], *, subprocess_: bool = False) -> list[dict]:
+def _run(ws: Path, commands: list[str], *, forked_from: object = None) -> list[dict]:
     with FakeProvider([Turn(tool_calls=[ToolCall("shell", {"command": c}) for c in commands]), Turn(text="done")]) as fake:
-        run = run_ketch(["-p", "go", "--approval", "auto", "--output-format", "stream-json", *adhoc(fake, WIRE)], ws, subprocess_=subprocess_)
+        run = run_ketch(["-p", "go", "--approval", "auto", "--output-format", "stream-json", *adhoc(fake, WIRE)], ws, forked_from=forked_from)
         assert run.code == 0, run.stderr[-2000:]
         assert len(tool_results(fake.model_requests[1])) == len(commands)
     return [e for e in map(json.loads, filter(str.strip, run.stdout.splitlines())) if e["type"] == "approval_resolved"]
@@ -74,11 +74,11 @@ def test_a_deny_rule_on_a_file_holds_against_every_way_a_command_names_it(tmp_pa
     assert [(r["decision"], r["by"]) for r in resolved] == [("deny", "rule")]
 
 
-def test_control_every_command_of_the_table_leaks_the_secret_without_the_rule(tmp_path: Path) -> None:
+def test_control_every_command_of_the_table_leaks_the_secret_without_the_rule(tmp_path: Path, preloaded_ketch: object) -> None:
     ws = _workspace(tmp_path)
     _user_config()
     commands = [c.replace("leak", f"leak-{i:02d}") for i, c in enumerate(LEAKS)]
-    _run(ws, commands, subprocess_=True)
+    _run(ws, commands, forked_from=preloaded_ketch)  # a ketch process of its own
     leaked = [c for i, c in enumerate(LEAKS) if (ws / f"leak-{i:02d}").exists() and SECRET in (ws / f"leak-{i:02d}").read_text()]
     assert leaked == LEAKS
 
