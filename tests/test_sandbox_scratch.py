@@ -54,7 +54,7 @@ def test_two_commands_share_the_scratch_tmp_and_cleanup_removes_it(tmp_path: Pat
     assert not scratch.exists()
 
 
-def test_a_headless_session_shares_tmp_between_commands_and_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_a_headless_session_shares_tmp_between_commands_and_leaves_nothing_behind(tmp_path: Path, preloaded_ketch: object) -> None:
     _bubblewrap()
     host_tmp = tmp_path / "host-tmp"
     host_tmp.mkdir()
@@ -62,7 +62,8 @@ def test_a_headless_session_shares_tmp_between_commands_and_leaves_nothing_behin
     ws.mkdir()
     script = [_shell("echo x > /tmp/f && echo wrote-it"), _shell("cat /tmp/f"), Turn(text="done")]
     with FakeProvider(script) as fake:
-        run = run_ketch(["-p", "go", "--approval", "auto", *adhoc(fake, WIRE)], ws, env={"TMPDIR": str(host_tmp)}, subprocess_=True)
+        run = run_ketch(["-p", "go", "--approval", "auto", *adhoc(fake, WIRE)], ws, env={"TMPDIR": str(host_tmp)},
+                       forked_from=preloaded_ketch)  # a ketch process of its own (its TMPDIR, its end: test_ketch_processes)
     assert run.code == 0, run.stderr
     assert "wrote-it" in tool_results(fake.model_requests[1])[-1][1]
     second = tool_results(fake.model_requests[2])[-1][1]
