@@ -1,5 +1,5 @@
-"""kill -9 in the middle of a turn loses nothing finished: a real ketch process against the
-fake provider is killed while it waits on step 4; --continue then carries steps 1-3."""
+"""kill -9 in the middle of a turn loses nothing finished: a real ketch process (forked from the
+preloaded interpreter) against the fake provider is killed while it waits on step 4; --continue then carries steps 1-3."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results, user_texts
+from ketch_processes import Preloaded
 from kettle import adhoc, ketch_env, run_ketch
 
 WIRE = "openai-chat"
@@ -22,26 +21,22 @@ def _step(n: int) -> Turn:
     return Turn(text=f"step {n}", tool_calls=[ToolCall("read_file", {"path": f"f{n}.txt"}, id=f"call_{n}")])
 
 
-def test_sigkill_mid_turn_keeps_every_finished_step(tmp_path: Path) -> None:
+def test_sigkill_mid_turn_keeps_every_finished_step(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
+                                                    preloaded_ketch: Preloaded) -> None:
     for n in (1, 2, 3):
         (tmp_path / f"f{n}.txt").write_text(f"contents of file {n}\n")
     script = [_step(1), _step(2), _step(3), Turn(text="too late", delay=30)]
+    out = tmp_path_factory.mktemp("out")  # its stdout and stderr, outside the workspace
     with FakeProvider(script) as fake:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ketch", "-p", "read the three files", *adhoc(fake, WIRE)],
-            cwd=tmp_path, env=ketch_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )
+        # a ketch process of its own forked from the preloaded interpreter (kill -9 of the binary
+        # itself: tests/test_durable_processes.py)
+        proc = preloaded_ketch.start(["-p", "read the three files", *adhoc(fake, WIRE)], tmp_path, ketch_env(), out)
         try:
-            deadline = time.monotonic() + 60
-            while len(fake.model_requests) < 4:
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "ketch never reached step 4"
-                time.sleep(0.05)
-            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait_for(lambda: len(fake.model_requests) >= 4, "ketch reached step 4", timeout=60)
         finally:
-            proc.kill()
-            proc.wait(timeout=10)
-        assert proc.returncode == -signal.SIGKILL
+            os.kill(proc.pid, signal.SIGKILL)
+            code = proc.wait(timeout=10)
+        assert code == -signal.SIGKILL
 
     db = Path(os.environ["KETCH_DATA_DIR"]) / "ketch.db"
     with sqlite3.connect(db) as conn:
