@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -101,27 +102,86 @@ def child(order, opened):
         os.kill(os.getpid(), signal.SIGINT)
     os._exit(code)
 
-for line in control_in:
-    order = json.loads(line)
-    if "wait" in order:
-        _, status = os.waitpid(order["wait"], 0)
-        control_out.write(json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n")
-        control_out.flush()
-        continue
+def fork(order, opened):
     if threading.active_count() != 1:
         raise SystemExit("a thread appeared in the preloaded interpreter: no fork")
+    pid = os.fork()
+    if pid == 0:
+        if listener is not None:  # the child holds none of the server's sockets
+            listener.close()
+            for conn in list(clients):
+                conn.close()
+        child(order, opened)
+    for fd_opened in opened:
+        os.close(fd_opened)
+    return pid
+
+# With a socket path (sys.argv[1]), a process the test started (tests/acp_wire.py, the tap an
+# editor starts as its agent) can ask for a fork too: one JSON line (argv, env, cwd) with its
+# stdin, stdout and stderr passed along (SCM_RIGHTS); then {"wait": pid} once that child ended.
+listener, clients, unwaited = None, {}, set()
+if len(sys.argv) > 1:
+    import select, socket
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(sys.argv[1])
+    listener.listen(16)
+
+def wait_order(pid):
+    _, status = os.waitpid(pid, 0)
+    return json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n"
+
+def from_client(conn):
+    data, fds = b"", []
+    while not data.endswith(b"\n"):
+        chunk, got, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+        fds += got
+        if not chunk:  # the client is gone; a child it did not wait for is reaped once it ends
+            for fd in fds:
+                os.close(fd)
+            pid = clients.pop(conn)
+            if pid is not None:
+                unwaited.add(pid)
+            conn.close()
+            return
+        data += chunk
+    order = json.loads(data)
+    if "wait" in order:
+        clients[conn] = None
+        conn.sendall(wait_order(order["wait"]).encode())
+        return
+    assert len(fds) == 3, fds
+    pid = fork(order, fds)
+    clients[conn] = pid
+    conn.sendall((json.dumps({"pid": pid}) + "\n").encode())
+
+while True:
+    if listener is not None:
+        for pid in list(unwaited):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                unwaited.discard(pid)
+        ready, _, _ = select.select([0, listener, *clients], [], [], 1 if unwaited else None)
+        if listener in ready:
+            conn, _ = listener.accept()
+            clients[conn] = None  # (then the pid of its child until it asked to wait for it)
+        for conn in [c for c in ready if c in clients]:
+            from_client(conn)
+        if 0 not in ready:
+            continue
+    line = control_in.readline()  # (one order at a time: the test waits for each answer)
+    if not line:
+        break
+    order = json.loads(line)
+    if "wait" in order:
+        control_out.write(wait_order(order["wait"]))
+        control_out.flush()
+        continue
     # Opened here, before the fork: a path may be /proc/<test>/fd/N, a pipe end the test closes
     # as soon as it has the pid.
     opened = [os.open(path, flags, 0o600) for path, flags in (
         (order.get("stdin", os.devnull), os.O_RDONLY),
         (order["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
         (order["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC))]
-    pid = os.fork()
-    if pid == 0:
-        child(order, opened)
-    for fd_opened in opened:
-        os.close(fd_opened)
-    control_out.write(json.dumps({"pid": pid}) + "\n")
+    control_out.write(json.dumps({"pid": fork(order, opened)}) + "\n")
     control_out.flush()
 """
 
@@ -196,8 +256,11 @@ class Preloaded:
     """The interpreter that has imported ketch and pydantic-ai and forks one ketch per ``start``."""
 
     def __init__(self) -> None:
-        self._proc = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      text=True, env={**os.environ, "PYDANTIC_AI_NO_BANNER": "1"})
+        self._dir = tempfile.mkdtemp(prefix="ketch-preloaded-")  # 0700: only this user reaches the socket
+        self.socket_path = os.path.join(self._dir, "fork.sock")
+        """Where a process the test started asks for a fork of its own (``fork_over_socket``)."""
+        self._proc = subprocess.Popen([sys.executable, "-c", _SERVER, self.socket_path], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True, env={**os.environ, "PYDANTIC_AI_NO_BANNER": "1"})
         self._lock = threading.Lock()
         assert self._read() == "ready\n"
 
@@ -291,3 +354,31 @@ class Preloaded:
         for stream in (self._proc.stdin, self._proc.stdout):
             if stream is not None:
                 stream.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def fork_over_socket(socket_path: str, argv: list[str], stdin: int, stdout: int, stderr: int) -> tuple[int, Any]:
+    """From a process the test started (not the test's own): ask the preloaded interpreter at
+    ``socket_path`` for a ketch with ARGV, this process's environment and cwd, and the given
+    descriptors as its stdin, stdout and stderr. Its pid, and a function that waits for its end
+    and gives its exit code (negative: the signal), as ``Popen.wait`` does. The child is not
+    this process's: it leads a session of its own, as every preloaded fork does."""
+    import socket
+
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(socket_path)
+    reader = conn.makefile("rb")
+    order = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
+    socket.send_fds(conn, [json.dumps(order).encode() + b"\n"], [stdin, stdout, stderr])
+    pid = json.loads(reader.readline())["pid"]
+
+    def wait() -> int:
+        while _alive(pid) and not _zombie(pid):
+            time.sleep(0.02)
+        conn.sendall(json.dumps({"wait": pid}).encode() + b"\n")
+        code = json.loads(reader.readline())["code"]
+        reader.close()
+        conn.close()
+        return code
+
+    return pid, wait

@@ -26,6 +26,26 @@ from test_acp import EditorClient, until  # noqa: E402
 
 TAP = Path(__file__).parent / "acp_wire.py"
 
+REAL_EXEC = {
+    "test_session_new_answers_before_the_model_list_and_the_list_follows_as_an_update",
+    "test_editor_gets_session_new_before_any_model_list_then_the_list_and_the_slash_updates[typescript]",
+    "test_editor_gets_session_new_before_any_model_list_then_the_list_and_the_slash_updates[python]",
+}
+"""The tests whose agent is ``python -m ketch acp`` itself; in the others the tap has the agent
+forked from the preloaded interpreter (``ketch_processes``: the same ``__main__`` and pipes, a
+process of its own, without paying the imports again)."""
+
+_preloaded: Any = None
+"""This test's ``preloaded_ketch``, or None when its agent is the binary (``_agent_process``)."""
+
+
+@pytest.fixture(autouse=True)
+def _agent_process(request: pytest.FixtureRequest, preloaded_ketch: Any) -> Any:
+    global _preloaded
+    _preloaded = None if request.node.name in REAL_EXEC else preloaded_ketch
+    yield
+    _preloaded = None
+
 
 class GatedModels:
     """A provider whose model list waits behind a gate (never opened: a provider that never
@@ -74,7 +94,8 @@ class GatedModels:
 def _agent_command(log: Path, base_url: str | None, *extra: str) -> list[str]:
     """``ketch acp`` behind the tap: on the fake as an ad-hoc endpoint, or (no ``base_url``) as ``extra`` says."""
     model = ["--base-url", base_url, "--wire", "openai-chat", "--model", "fake-model"] if base_url else []
-    return [sys.executable, str(TAP), str(log), "--", sys.executable, "-m", "ketch", "acp", *model, *extra]
+    preloaded = ["--preloaded", _preloaded.socket_path] if _preloaded is not None else []
+    return [sys.executable, str(TAP), str(log), *preloaded, "--", sys.executable, "-m", "ketch", "acp", *model, *extra]
 
 
 async def _spawn(client: Any, log: Path, base_url: str, cwd: Path) -> Any:
@@ -339,7 +360,7 @@ def test_editor_continues_a_headless_session_and_the_terminal_goes_on_with_one_h
 
     with FakeProvider([Turn(text="one"), Turn(text="two"), Turn(text="three")]) as fake:
         made = run_ketch(["-p", "first prompt", "--output-format", "json", *adhoc(fake, "openai-chat")], tmp_path,
-                         subprocess_=True)
+                         subprocess_=True, forked_from=_preloaded)
         assert made.code == 0, made.stderr
         sid = json.loads(made.stdout)["session_id"]
         seen = run_editor({"steps": [
@@ -348,7 +369,7 @@ def test_editor_continues_a_headless_session_and_the_terminal_goes_on_with_one_h
             {"op": "prompt", "session": sid, "text": "second prompt"},
         ]}, tmp_path / "wire.log", fake.base_url, tmp_path, editor=editor)
         back = run_ketch(["-p", "third prompt", "--resume", sid, "--output-format", "json", *adhoc(fake, "openai-chat")],
-                         tmp_path, subprocess_=True)
+                         tmp_path, subprocess_=True, forked_from=_preloaded)
         assert back.code == 0, back.stderr
     assert not seen["errors"], seen["errors"]
     replayed = [u["update"]["content"]["text"] for u in seen["updates"] if u["update"]["sessionUpdate"] == "user_message_chunk"]

@@ -43,3 +43,29 @@ def test_a_forked_ketch_runs_the_atexit_functions_the_sandbox_removes_its_files_
         assert "sandboxed" in tool_results(fake.model_requests[1])[0][1]  # the command ran, under the sandbox
     assert run.code == 0, run.stderr
     assert sorted(p.name for p in tmp.iterdir() if p.name.startswith("ketch-sandbox-")) == []
+
+
+CLIENT = """
+import os, sys
+from ketch_processes import fork_over_socket
+read, write = os.pipe()
+pid, wait = fork_over_socket(sys.argv[1], ["sessions", "--limit", "lots"], os.open(os.devnull, os.O_RDONLY), 1, write)
+os.close(write)
+with os.fdopen(read) as err:
+    said = err.read()
+print("PPID", open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1], "CODE", wait(), "ERR", said.strip())
+"""
+
+
+def test_a_process_the_test_started_gets_a_fork_on_its_own_descriptors(tmp_path: Path, preloaded_ketch: Preloaded) -> None:
+    """What the ACP tap does (tests/acp_wire.py): ask the preloaded interpreter over its socket
+    for a ketch on this process's descriptors; the child is the server's, not the asker's."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", CLIENT, preloaded_ketch.socket_path], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env={"PYTHONPATH": str(Path(__file__).parent), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    words = done.stdout.split()
+    assert words[:4] == ["PPID", str(preloaded_ketch._proc.pid), "CODE", "2"], done.stdout
+    assert "--limit" in done.stdout
