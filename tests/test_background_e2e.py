@@ -12,8 +12,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -25,6 +23,7 @@ import psutil
 import pytest
 from fakeprovider import FakeProvider, Hold, ToolCall, Turn, tool_results
 from isolation import own_processes, reserved_port
+from ketch_processes import Preloaded
 from kettle import adhoc, ketch_env
 from tmux_pane import tmux_pane
 
@@ -245,8 +244,13 @@ def _distinct(results: list[tuple[str, str]]) -> list[str]:
 
 
 @pytest.mark.parametrize("sandbox", ["full-access", "workspace-write"])
-def test_kill_9_of_ketch_stops_the_background_command_and_its_setsid_grandchild(tmp_path: Path, sandbox: str) -> None:
+def test_kill_9_of_ketch_stops_the_background_command_and_its_setsid_grandchild(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, sandbox: str, preloaded_ketch: Preloaded
+) -> None:
+    """ketch is a process forked from the preloaded interpreter (its own session, as a terminal's
+    job; kill -9 of the binary itself: tests/test_durable_processes.py)."""
     (tmp_path / ".git").mkdir()
+    out = tmp_path_factory.mktemp("out")
     hold = Hold("the request after the start")
     # processes this worker already had (a preloaded interpreter other tests fork from) are not ketch's
     earlier = set(own_processes())
@@ -256,10 +260,10 @@ def test_kill_9_of_ketch_stops_the_background_command_and_its_setsid_grandchild(
             Turn(text="never", hold=hold),
         )
         with FakeProvider(script.entries(4)) as fake:
-            argv = [sys.executable, "-m", "ketch", "-p", "serve it", "--yolo", "--sandbox", sandbox, *adhoc(fake, "openai-chat")]
-            ketch = subprocess.Popen(argv, cwd=tmp_path, env=ketch_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            argv = ["-p", "serve it", "--yolo", "--sandbox", sandbox, *adhoc(fake, "openai-chat")]
+            ketch = preloaded_ketch.start(argv, tmp_path, ketch_env(), out)
             try:
-                assert hold.wait_reached(60), ketch.stderr.read().decode() if ketch.poll() is not None else "no second request"
+                assert hold.wait_reached(60), ketch.stderr() or "no second request"
                 assert "Started in the background as bg-" in tool_results(fake.model_requests[-1])[-1][1]
                 deadline = time.monotonic() + 30
                 while not (server := servers_of(port, own=True)) and time.monotonic() < deadline:
@@ -267,11 +271,9 @@ def test_kill_9_of_ketch_stops_the_background_command_and_its_setsid_grandchild(
                 assert server, "the background server never started"
                 tree = [p for p in psutil.Process(ketch.pid).children(recursive=True)]
                 leftovers = [p for p in own_processes() if p.pid != ketch.pid and p not in tree and p not in earlier]
+            finally:
                 os.kill(ketch.pid, signal.SIGKILL)
                 ketch.wait(10)
-            finally:
-                if ketch.poll() is None:
-                    ketch.kill()
                 hold.release()
             survivors = gone_within([*tree, *server, *leftovers], 10)
             assert survivors == [], [(p.pid, _cmdline(p)) for p in survivors]
