@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
+import signal
 import sys
 import time
 from pathlib import Path
@@ -142,7 +142,9 @@ def test_a_server_runs_inside_the_sandbox_without_write_access(tmp_path: Path, m
     assert _servers_of(tmp_path) == []
 
 
-def test_no_server_outlives_a_kill_9_of_ketch(tmp_path: Path) -> None:
+def test_no_server_outlives_a_kill_9_of_ketch(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, preloaded_ketch: Any) -> None:
+    """ketch is a process forked from the preloaded interpreter (kill -9 of the binary itself:
+    tests/test_durable_processes.py)."""
     _user_config(f"\n[lsp]\nwait = 1\nstart_timeout = 600\n[lsp.servers.python]\n"
                  f"command = {_toml_list([sys.executable, str(FAKE_SERVER), 'stubborn', str(tmp_path)])}\n")
     (tmp_path / "app.py").write_text("x = 1\n")
@@ -152,17 +154,15 @@ def test_no_server_outlives_a_kill_9_of_ketch(tmp_path: Path) -> None:
         Turn(text="never sent", hold=held),
     ]
     with FakeProvider(script) as fake:
-        ketch = subprocess.Popen([sys.executable, "-m", "ketch", "-p", "go", "--yolo", *adhoc(fake, WIRE)], cwd=tmp_path,
-                                 env=ketch_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ketch = preloaded_ketch.start(["-p", "go", "--yolo", *adhoc(fake, WIRE)], tmp_path, ketch_env(),
+                                      tmp_path_factory.mktemp("out"))
         try:
             assert held.wait_reached(120)
             assert _servers_of(tmp_path), "the server should be running while the turn goes on"
-            ketch.kill()
-            ketch.wait(30)
         finally:
+            os.kill(ketch.pid, signal.SIGKILL)
+            ketch.wait(30)
             held.release()
-            if ketch.poll() is None:
-                ketch.kill()
         deadline = time.monotonic() + 30
         while _servers_of(tmp_path) and time.monotonic() < deadline:
             time.sleep(0.1)
