@@ -8,7 +8,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import psutil
 import pytest
 from fakeprovider import FakeProvider, ToolCall, Turn, tool_results
 from isolation import own_processes_running
+from ketch_processes import Preloaded
 from kettle import adhoc, ketch_env
 from tmux_pane import tmux_pane
 from pydantic_ai.exceptions import ToolFailed
@@ -102,26 +102,29 @@ async def test_interrupt_kills_a_grandchild_whose_parent_already_exited(tmp_path
         reap(orphan, parent_sleep)
 
 
-def test_sigint_of_a_headless_run_kills_the_orphaned_grandchild(tmp_path: Path) -> None:
+def test_sigint_of_a_headless_run_kills_the_orphaned_grandchild(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, preloaded_ketch: Preloaded
+) -> None:
+    """A headless ketch forked from the preloaded interpreter (SIGINT of ``python -m ketch``
+    itself: tests/test_interrupt_e2e.py, tests/test_headless.py)."""
     script = [Turn(tool_calls=[ToolCall("shell", {"command": orphaning("02")})]), Turn(text="Stopped.")]
+    out_dir = tmp_path_factory.mktemp("out")
     with FakeProvider(script) as fake:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ketch", "-p", "run it", "--yolo", *adhoc(fake, "openai-chat")],
-            cwd=tmp_path, env=ketch_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
+        proc = preloaded_ketch.start(["-p", "run it", "--yolo", *adhoc(fake, "openai-chat")], tmp_path, ketch_env(), out_dir)
         orphan = parent_sleep = None
         try:
             orphan, parent_sleep = wait_for("61.02"), wait_for("62.02")
-            proc.send_signal(signal.SIGINT)
+            os.kill(proc.pid, signal.SIGINT)
             orphan_gone = gone_within(orphan, 10.0)
-            out, err = proc.communicate(timeout=30)
+            code = proc.wait(timeout=30)
         finally:
-            if proc.poll() is None:
-                proc.kill()
+            if proc.code is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
             reap(*(p for p in (orphan, parent_sleep) if p is not None))
     assert orphan_gone, "the orphaned grandchild outlived the interrupt"
-    assert proc.returncode == 0, err
-    assert out.strip() == "Stopped."
+    assert code == 0, proc.stderr()
+    assert (out_dir / "stdout").read_text().strip() == "Stopped."
     [(_, result)] = tool_results(fake.model_requests[1])
     assert INTERRUPTED_MESSAGE in result
 
