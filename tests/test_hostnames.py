@@ -109,7 +109,8 @@ SURFACES = {
     "tavily_base_url": lambda url: f'[web_search]\nenabled = true\nsource = "tavily"\ntavily_base_url = {json.dumps(url)}\n',
 }
 REAL_EXEC_HOST = "nul"
-"""The host whose cases run the binary itself (the others: a preloaded fork)."""
+"""The host whose cases run the binary itself (of the config surfaces, ``base_url``'s only; the
+others: a preloaded fork, the same ``__main__`` reading the same files in a process of its own)."""
 E2E_HOSTS = ["nul", "newline", "del", "zero-width", "pct-nul", "fullwidth-dots", "ideographic-dots", "punycode-nul"]
 
 
@@ -124,7 +125,7 @@ def test_a_config_url_with_a_hostile_host_is_an_error_before_any_connection(
     user.write_text("titles = false\ncheckpoints = false\n" + SURFACES[surface](url))
     args = ["registry", "list"] if surface == "registry_url" else ["-p", "hello", "--output-format", "stream-json"]
     run = run_ketch(args, tmp_path, env={"TAVILY_API_KEY": "tvly-x", "OPENAI_API_KEY": "sk-x"},
-                    subprocess_=True, forked_from=None if host == REAL_EXEC_HOST else preloaded_ketch)
+                    subprocess_=True, forked_from=None if (host, surface) == (REAL_EXEC_HOST, "base_url") else preloaded_ketch)
     assert run.code != 0
     assert str(user) in run.stderr + run.stdout
     key = {"base_url": "connections.x.base_url", "mcp_url": "mcp.servers.m.url"}.get(surface, surface)
