@@ -67,10 +67,16 @@ def child(order, opened):
     sys.stdout = open(1, "w", closefd=False)
     sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
     tempfile.tempdir = None  # (None here too; a child reads its own TMPDIR)
-    sys.argv = ["-m", *order["argv"]]  # as python -m sets it before run_module fills in the path
     code, interrupted = 0, False
     try:
-        runpy.run_module("ketch", run_name="__main__", alter_sys=True)
+        if "code" in order:  # python -c CODE ARGV, in a __main__ of its own
+            sys.argv = ["-c", *order["argv"]]
+            main = type(sys)("__main__")
+            sys.modules["__main__"] = main
+            exec(compile(order["code"], "<string>", "exec"), main.__dict__)
+        else:
+            sys.argv = ["-m", *order["argv"]]  # as python -m sets it before run_module fills in the path
+            runpy.run_module("ketch", run_name="__main__", alter_sys=True)
     except SystemExit as end:
         if end.code is None:
             code = 0
@@ -277,14 +283,18 @@ class Preloaded:
             self._proc.stdin.flush()
             return json.loads(self._read())
 
-    def start(self, argv: list[str], cwd: Path, env: dict[str, str], out_dir: Path, stdin: Path | None = None) -> KetchProcess:
+    def start(self, argv: list[str], cwd: Path, env: dict[str, str], out_dir: Path, stdin: Path | None = None,
+              code: str | None = None) -> KetchProcess:
         """Fork one ketch with ARGV, ENV and CWD; its stdout and stderr are files in OUT_DIR, its
-        stdin the file STDIN (/dev/null without one)."""
+        stdin the file STDIN (/dev/null without one). With CODE, ``python -c CODE ARGV`` instead:
+        an interpreter that has imported all of ketch (and no provider SDK) before the code runs."""
         stdout, stderr = out_dir / "stdout", out_dir / "stderr"
         stdout.touch()
         order = {"argv": argv, "cwd": str(cwd), "env": env, "stdout": str(stdout), "stderr": str(stderr)}
         if stdin is not None:
             order["stdin"] = str(stdin)
+        if code is not None:
+            order["code"] = code
         reply = self._ask(order)
         pid = reply["pid"]
 
@@ -334,7 +344,7 @@ class Preloaded:
         return KetchProcess(pid, stdout, stderr, wait), to_child_w, from_child_r
 
     def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 180,
-            input: str | None = None) -> tuple[int, str, str]:
+            input: str | None = None, code: str | None = None) -> tuple[int, str, str]:
         """Start one ketch with ARGV and wait for its end: its exit code (negative: the signal
         that ended it), stdout and stderr, as ``subprocess.run`` of the binary would give them
         (INPUT, if given, is its whole stdin, read from a file: a pipe at EOF reads the same)."""
@@ -343,7 +353,7 @@ class Preloaded:
             if input is not None:
                 stdin = Path(out) / "stdin"
                 stdin.write_text(input, encoding="utf-8")
-            proc = self.start(argv, cwd, env, Path(out), stdin)
+            proc = self.start(argv, cwd, env, Path(out), stdin, code)
             code = proc.wait(timeout)
             return code, (Path(out) / "stdout").read_text(encoding="utf-8"), (Path(out) / "stderr").read_text(encoding="utf-8")
 

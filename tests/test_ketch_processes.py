@@ -69,3 +69,15 @@ def test_a_process_the_test_started_gets_a_fork_on_its_own_descriptors(tmp_path:
     words = done.stdout.split()
     assert words[:4] == ["PPID", str(preloaded_ketch._proc.pid), "CODE", "2"], done.stdout
     assert "--limit" in done.stdout
+
+
+def test_a_forked_python_c_starts_with_no_provider_sdk_and_sees_what_it_imports(tmp_path: Path, preloaded_ketch: Preloaded) -> None:
+    """The premise of the SDK-import checks that run in a fork (tests/test_wire_chat.py): the
+    preloaded interpreter holds all of ketch and none of the SDKs, and a child's own import of one
+    shows in its ``sys.modules``."""
+    code = ("import sys\nsdk = lambda: sorted(m for m in sys.modules if m.split('.')[0] in ('openai', 'anthropic', 'groq', 'mistralai')"
+            " or m.startswith(('google.genai', 'pydantic_ai.models.openai', 'pydantic_ai.providers.')))\n"
+            "before = sdk()\nimport pydantic_ai.models.openai\nprint(before, 'pydantic_ai.models.openai' in sdk(), 'ketch.wire.chat' in sys.modules)\n")
+    returncode, stdout, stderr = preloaded_ketch.run([], tmp_path, {"PATH": "/usr/bin:/bin"}, 60, code=code)
+    assert returncode == 0, stderr
+    assert stdout.split() == ["[]", "True", "True"], stdout
