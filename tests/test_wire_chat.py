@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,8 +29,24 @@ FORBIDDEN = ("openai", "anthropic", "google.genai", "groq", "mistralai", "pydant
              "pydantic_ai.providers.")
 
 
+REAL_INTERPRETER = ("openai", "openai-responses")
+"""The preset (and, for the preload, the wire) whose check runs in a new ``python -c``; the
+others run the same code in an interpreter forked from the preloaded one
+(``ketch_processes.Preloaded``), which has imported all of ketch and pydantic-ai and none of the
+SDKs: a module of ketch that imported one would be in every child's ``sys.modules`` and fail
+the check, so the check is no weaker (and tests/test_startup_imports.py keeps new interpreters)."""
+
+
+def _python_c(code: str, cwd: Path, env: dict[str, str], preloaded: Any) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE`` in CWD with ENV: a new interpreter, or one forked from ``preloaded``."""
+    if preloaded is None:
+        return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
+    returncode, stdout, stderr = preloaded.run([], cwd, env, 180, code=code)
+    return subprocess.CompletedProcess([sys.executable, "-c", code], returncode, stdout, stderr)
+
+
 @pytest.mark.parametrize("preset", ["openai", "ollama", "deepseek", "openai-compatible", "zai", "openrouter", "groq"])
-def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> None:
+def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path, preloaded_ketch: Any) -> None:
     root = tmp_path / "work"
     root.mkdir()
     with FakeProvider([Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"}, id="c1")]), Turn(text="done")]) as fake:
@@ -47,7 +64,7 @@ def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> 
         """)
         env = ketch_env({"OPENAI_API_KEY": "sk-test", "DEEPSEEK_API_KEY": "sk-test", "ZAI_API_KEY": "zk", "OPENROUTER_API_KEY": "ok",
                          "GROQ_API_KEY": "gk", "PYTHONPATH": SRC})
-        proc = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=180)
+        proc = _python_c(code, root, env, preloaded_ketch if preset != REAL_INTERPRETER[0] else None)
         assert proc.returncode == 0, proc.stderr[-3000:]
         result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1].split()
         assert len(fake.model_requests) == 2, proc.stderr[-3000:]
@@ -359,7 +376,7 @@ def test_a_finished_stream_without_done_is_an_answer() -> None:
     ("groq", "openai-chat", "openai/gpt-oss-120b"), ("anthropic", "anthropic-messages", "claude-sonnet-4-5"),
     ("gemini", "gemini", "gemini-2.5-pro"), ("mistral", "openai-chat", "mistral-medium-latest"), ("zai", "openai-chat", "glm-4.6"),
 ])
-def test_the_interactive_preload_imports_no_sdk(preset: str, wire: str, model: str, tmp_path: Path) -> None:
+def test_the_interactive_preload_imports_no_sdk(preset: str, wire: str, model: str, tmp_path: Path, preloaded_ketch: Any) -> None:
     """The interactive UI imports the session's wire module in a thread before the session starts:
     that module is ketch's own on every wire (it was ``pydantic_ai.models.openai`` for Responses)."""
     write_project_config(tmp_path, f'model = "c:{model}"\n[connections.c]\npreset = "{preset}"\nwire = "{wire}"\n'
@@ -374,7 +391,7 @@ def test_the_interactive_preload_imports_no_sdk(preset: str, wire: str, model: s
         print("RESULT", ",".join(bad) or "-")
     """)
     env = ketch_env({"SOME_KEY": "k", "PYTHONPATH": SRC})
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    proc = _python_c(code, tmp_path, env, preloaded_ketch if (preset, wire) != REAL_INTERPRETER else None)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1].split()
     assert result[1] == "-", f"SDK modules imported by the preload on {wire}: {result[1][:300]}"
