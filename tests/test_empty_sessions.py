@@ -58,10 +58,10 @@ def test_quitting_the_real_app_before_a_prompt_leaves_no_session(tmp_path: Path,
 async def test_quitting_before_a_prompt_leaves_no_session_and_continue_finds_the_last_real_one(
     tmp_path: Path, fake_provider: Any, preloaded_ketch: Any
 ) -> None:
-    # (this test's event loop is running: each headless run is a ketch process of its own, forked
-    # from the preloaded interpreter)
+    # (this test's event loop is running: each headless run is a ketch process of its own: the
+    # --output-format json one ``python -m ketch`` itself, the other forked from the preloaded interpreter)
     fake = fake_provider([Turn(text="Stored."), Turn(text="Continued.")])
-    first = run_ketch(["-p", "remember the red kite", "--output-format", "json", *adhoc(fake, WIRE)], tmp_path, forked_from=preloaded_ketch)
+    first = run_ketch(["-p", "remember the red kite", "--output-format", "json", *adhoc(fake, WIRE)], tmp_path, subprocess_=True)
     assert first.code == 0, first.stderr
     sid = json.loads(first.stdout)["session_id"]
     assert _sessions() == [(sid, 2)]  # the id headless printed is the stored row
