@@ -14,6 +14,12 @@ open), and refuses to fork if a thread exists.
 
 Both kinds lead their own process group, so ``interrupt()`` sends SIGINT to the group, as a
 terminal's Ctrl-C does (the commands ketch runs lead groups of their own).
+
+The same server also runs ``python -c CODE`` for a check that needs an interpreter with no
+provider SDK loaded (it has none), and forks for processes the test started itself over a Unix
+socket of its own (``fork_over_socket``: the ACP tap an editor starts as its agent). It is started
+once per xdist worker, by the first test that asks for the ``preloaded_ketch`` fixture (about
+1.5 CPU-s), and never in a worker whose tests do not.
 """
 
 from __future__ import annotations
