@@ -382,10 +382,36 @@ def test_editor_continues_a_headless_session_and_the_terminal_goes_on_with_one_h
     assert [p for p in prompts if p.endswith("prompt")] == ["first prompt", "second prompt", "third prompt"]
 
 
+LATE_WRITER = ("(exec 9>late.lock; flock 9; : > late.started; until [ -e gate ]; do sleep 0.05; done; touch late.txt) & "
+               "sleep 60")
+"""A command that leaves a child in the background, holding late.lock while it lives: it writes
+late.txt once the gate is open. (A lock, not a pid: the sandbox may run it in a pid namespace.)"""
+
+
+def _open_the_gate_and_wait_for_the_late_writer(cwd: Path) -> None:
+    """Open the gate, then wait until the background child (if it got as far as its lock) has let
+    go of it: one the cancel missed writes late.txt first, one it killed let go as it died. No
+    clock decides."""
+    import fcntl
+    import time
+
+    (cwd / "gate").touch()
+    if not (cwd / "late.started").exists():
+        return  # cancelled before the child took its lock
+    with (cwd / "late.lock").open("a") as lock:
+        for _ in range(6000):  # a liveness limit (60 s): a missed child ends within its next 0.05 s sleep
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                time.sleep(0.01)
+    raise AssertionError("the background child still holds late.lock after the gate opened")
+
+
 def test_editor_runs_commands_in_its_own_terminal_kills_a_cancelled_one_and_scrubs_keys(tmp_path: Path, editor: str) -> None:
     command = "echo started; env; echo finished > out.txt"
     script = [Turn(tool_calls=[ToolCall("shell", {"command": command}, id="s1")]), Turn(text="ran it"),
-              Turn(tool_calls=[ToolCall("shell", {"command": "(sleep 3; touch late.txt) & sleep 60"}, id="s2")]),
+              Turn(tool_calls=[ToolCall("shell", {"command": LATE_WRITER}, id="s2")]),
               Turn(text="never")]
     with FakeProvider(script) as fake:
         seen = run_editor({"terminal": True, "answers": ["allow_once", "allow_once"], "steps": [
@@ -406,9 +432,7 @@ def test_editor_runs_commands_in_its_own_terminal_kills_a_cancelled_one_and_scru
     assert "started" in dict(tool_results(fake.model_requests[1]))["s1"]
     assert [r["result"]["stopReason"] for r in seen["responses"] if r["op"] == "prompt"] == ["end_turn", "cancelled"]
     assert second["killed"] and second["released"]
-    import time
-
-    time.sleep(4)  # what the killed command started in the background would have written by now
+    _open_the_gate_and_wait_for_the_late_writer(tmp_path)
     assert not (tmp_path / "late.txt").exists()
     s2 = [u for u in updates if u["toolCallId"] == "s2"]
     assert s2[-1]["status"] == "failed"

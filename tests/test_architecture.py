@@ -8,6 +8,7 @@ lazy import is still a dependency, only a later one.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -77,7 +78,11 @@ def _graph(src: Path = SRC) -> dict[str, set[str]]:
     return {name: _ketch_imports(name, src, modules) for name in modules}
 
 
-GRAPH = _graph()
+@functools.cache
+def _source_graph() -> dict[str, set[str]]:
+    """ketch's own import graph, parsed when a test first asks (not at collection: every xdist
+    worker collects this file, and the parse was about a tenth of a worker's collection)."""
+    return _graph()
 
 
 def _package(module: str) -> str | None:
@@ -227,7 +232,7 @@ def test_every_module_lives_in_a_package_that_names_it():
 def test_the_core_and_its_machinery_never_import_a_front_end(package):
     bad = {
         (name, dep)
-        for name, deps in GRAPH.items()
+        for name, deps in _source_graph().items()
         if _in(name, package)
         for dep in deps
         if _in(dep, "ketch.frontends") or _in(dep, "ketch.ui")
@@ -255,12 +260,14 @@ def _cycles() -> list[list[str]]:
     out: list[list[str]] = []
     counter = [0]
 
+    graph = _source_graph()
+
     def visit(v: str) -> None:
         index[v] = low[v] = counter[0]
         counter[0] += 1
         stack.append(v)
         on.add(v)
-        for w in GRAPH.get(v, ()):
+        for w in graph.get(v, ()):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -277,7 +284,7 @@ def _cycles() -> list[list[str]]:
             if len(comp) > 1:
                 out.append(sorted(comp))
 
-    for v in sorted(GRAPH):
+    for v in sorted(graph):
         if v not in index:
             visit(v)
     return out

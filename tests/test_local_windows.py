@@ -103,6 +103,33 @@ def test_a_loading_server_is_waited_out_when_its_window_is_configured_too(tmp_pa
     assert all(cap <= 6000 for cap in fake.output_caps if cap), fake.output_caps
 
 
+def test_a_loading_server_is_asked_again_within_a_second_all_the_while(tmp_path: Path) -> None:
+    """Between asks of a server loading its model ketch waits briefly at first, then at most a
+    second, every time: once it has loaded, the user is not kept waiting for long."""
+    from ketch.config.settings import load_config, resolve_connection
+    from ketch.context.compaction import Compactor
+    from ketch.providers.wiring import ServerWindowReader
+    import asyncio
+
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:  # what ketch waits, without waiting it here
+        waits.append(seconds)
+
+    asks = 7
+    with FakeProvider() as fake:
+        fake.serve_json("/props", {"default_generation_settings": {"n_ctx": 8192}})
+        fake.fail_path("/props", 503, LOADING, times=asks)
+        conn = resolve_connection(load_config(tmp_path), "fake-model", base_url=fake.base_url, wire="openai-chat")
+        compactor = Compactor(connection=conn)
+        reader = ServerWindowReader(conn=conn, compactor=compactor, notify=lambda level, text: None, sleep=sleep)
+        asyncio.run(reader.before_run(None))
+    assert compactor.window == 8192
+    assert len([r for r in fake.requests if r.path == "/props"]) == asks + 1
+    assert len(waits) == asks and all(0 < w <= 1.0 for w in waits) and waits == sorted(waits), waits
+    assert waits[0] <= 0.1 and waits[-3:] == [1.0, 1.0, 1.0], waits
+
+
 def test_a_failed_read_is_tried_again_at_the_next_turn(tmp_path: Path) -> None:
     from ketch.config.settings import load_config, resolve_connection
     from ketch.context.compaction import Compactor

@@ -104,10 +104,38 @@ def _hold(db: Path, statement: str, seconds: float) -> subprocess.Popen[str]:
     return holder
 
 
-def test_a_step_the_store_cannot_take_while_another_program_holds_it_is_one_line(tmp_path: Path) -> None:
+def _statements_to_the_store(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What every store this process opens from now on sends to SQLite, in order."""
+    sent: list[str] = []
+    opened = Store.open
+
+    def traced(*args: object, **kwargs: object) -> Store:
+        store = opened(*args, **kwargs)  # type: ignore[arg-type]
+        store.connection.set_trace_callback(sent.append)
+        return store
+
+    monkeypatch.setattr(Store, "open", traced)
+    return sent
+
+
+def _writes_that_waited(sent: list[str]) -> int:
+    """The write transactions begun while the connection waits out another program's lock."""
+    waits, waited = True, 0
+    for statement in sent:
+        if statement.startswith("PRAGMA busy_timeout="):
+            waits = statement != "PRAGMA busy_timeout=0"
+        elif statement == "BEGIN IMMEDIATE":
+            waited += waits
+    return waited
+
+
+def test_a_step_the_store_cannot_take_while_another_program_holds_it_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sid = _session_with_one_turn(tmp_path)
     db = _db()
     holder = _hold(db, "INSERT INTO prompt_history (project, ts, text) VALUES ('x', 0, 'x')", 15)
+    sent = _statements_to_the_store(monkeypatch)
     try:
         with FakeProvider([Turn(text="not stored")]) as fake:
             run = run_ketch(["--continue", "-p", "second", *adhoc(fake, WIRE)], tmp_path)
@@ -115,6 +143,9 @@ def test_a_step_the_store_cannot_take_while_another_program_holds_it_is_one_line
         holder.kill()
         holder.wait()
     _one_line_error(run, str(db), "busy", "try again")
+    # the step's write waited the store's limit out; the turn's end tried once more without
+    # waiting it out again (the user would wait twice for the same one line)
+    assert _writes_that_waited(sent) == 1 and sent.count("BEGIN IMMEDIATE") == 2, sent
     with FakeProvider([Turn(text="stored")]) as fake:  # nothing saved was lost; the store works again
         again = run_ketch(["--continue", "-p", "third", *adhoc(fake, WIRE)], tmp_path)
     assert again.code == 0, again.stderr

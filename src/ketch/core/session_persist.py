@@ -43,13 +43,17 @@ class Persistence:
     def _persist(self, messages: list[ModelMessage]) -> None:
         """Make the stored history ``messages`` (writing only new and changed rows) with the
         step's events, as one transaction. On a storage fault the events wait for the next write."""
+        from ketch.state.store_errors import StoreBusy
+
         self.messages = messages
         events, self._step_events = self._step_events, []
         try:
             self._writer.commit(messages, events)
-        except BaseException:
+        except BaseException as exc:
             self._step_events[:0] = events
+            self._store_waited_out = isinstance(exc, StoreBusy)
             raise
+        self._store_waited_out = False
         self.history_rewritten = False
 
     def _tool_started(self, ctx: RunContext[ToolDeps], call: Any) -> None:
@@ -77,10 +81,14 @@ class Persistence:
 
     def _store_turn_end(self, finished: Any) -> Any:
         """Store the turn's last events with ``finished`` before the front end sees it: a storage
-        fault there ends the turn as an error (said in one line); the events wait for the next write."""
+        fault there ends the turn as an error (said in one line); the events wait for the next write.
+        When the last write already waited out another program's hold on the store, this one is
+        tried without waiting again (the turn has failed on it already; the user would wait twice)."""
         finished = self._emit(finished, deliver=False)
+        waited = getattr(self, "_store_waited_out", False) and self.store is not None
         try:
-            self._persist(self.messages)
+            with self.store.without_waiting() if waited else contextlib.nullcontext():
+                self._persist(self.messages)
         except Exception as exc:  # noqa: BLE001 - the one line the front end shows
             from ketch.providers.errors import describe_run_error
 
@@ -91,6 +99,7 @@ class Persistence:
                 self._emit(ev.Error(kind=kind, message=message, retryable=retryable))  # type: ignore[arg-type]
                 finished = dataclasses.replace(finished, reason="error")
             finished = self._emit(finished, deliver=False)
+        self._store_waited_out = False  # the next turn's writes wait again
         return finished
 
     def _keep_cancelled(self, prompt: str | None, turn: TurnState) -> None:

@@ -25,8 +25,9 @@ Notify = Callable[[str, str], None]
 """``notify(level, text)``: a notice to the session's front end."""
 
 
-LOADING_POLL = (0.25, 0.5, 1.0, 2.0)
-"""Seconds between asks while a server loads its model (the last repeats)."""
+LOADING_POLL = (0.1, 0.25, 0.5, 1.0)
+"""Seconds between asks while a server loads its model (the last repeats): the user waits at most
+about a second past the load; asking a loading server once a second costs it nothing."""
 
 
 @dataclass

@@ -39,7 +39,7 @@ from typing import Any
 
 from ketch.state import store_schema as schema
 from ketch.state.prompt_history import PromptHistory
-from ketch.state.store_errors import StoreError, read_only, store_error, write_error
+from ketch.state.store_errors import BUSY_TIMEOUT_MS, StoreError, read_only, store_error, write_error
 from ketch.state.store_messages import MessageLog, deserialize_messages, serialize_messages
 from ketch.state.sql import run_script
 from ketch.state.store_schema import DB_FILENAME, MIGRATIONS, SCHEMA_VERSION, SQLITE_HEADER, default_db_path
@@ -158,7 +158,7 @@ class Store(MessageLog, PromptHistory):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=OFF")
-            conn.execute("PRAGMA busy_timeout=5000")
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             schema.migrate(conn, version, db_path)
             if write and not os.access(db_path, os.W_OK):
                 raise read_only(db_path, "the file is not writable")
@@ -212,6 +212,19 @@ class Store(MessageLog, PromptHistory):
     def lock(self) -> threading.RLock:
         """Held around every use of the connection."""
         return self._lock
+
+    @contextlib.contextmanager
+    def without_waiting(self) -> Iterator[None]:
+        """Writes in the block fail at once (``StoreBusy``) if another program holds the store,
+        rather than wait for it: for a write right after one that already waited it out. The
+        lock is held throughout, so no other thread's write runs without its wait."""
+        with self._lock:
+            self._conn.execute("PRAGMA busy_timeout=0")
+            try:
+                yield
+            finally:
+                with contextlib.suppress(sqlite3.Error):  # a closed connection: its next use reports it
+                    self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
     def transaction(self) -> _Transaction:
         """``with store.transaction() as conn:`` runs the block as one IMMEDIATE transaction."""

@@ -19,6 +19,14 @@ class StoreError(ConfigError):
     another program), so the command line reports it in one line with exit code 2."""
 
 
+class StoreBusy(StoreError):
+    """Another program held the store's write lock for the whole wait (``BUSY_TIMEOUT_MS``)."""
+
+
+BUSY_TIMEOUT_MS = 5000
+"""How long a write waits for another program's lock on the store before it fails."""
+
+
 def write_error(path: Path, exc: sqlite3.Error) -> StoreError:
     return store_error(path, exc, "write to")
 
@@ -49,8 +57,8 @@ def store_error(path: Path, exc: sqlite3.Error, doing: str) -> StoreError:
     if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or detail.startswith("Could not decode to UTF-8"):
         return StoreError(f"the session store {path} is damaged ({detail}); {aside(path)}")
     if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in detail or "busy" in detail:
-        return StoreError(
-            f"the session store {path} is busy: another program has held it for over 5 seconds ({detail}); "
+        return StoreBusy(
+            f"the session store {path} is busy: another program has held it for over {BUSY_TIMEOUT_MS // 1000} seconds ({detail}); "
             "close that program or try again in a moment"
         )
     if name.startswith("SQLITE_READONLY"):
