@@ -198,14 +198,21 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_subcommand(sub_args)
         args = _main_parser().parse_args(argv)
-        _before_running()
         if args.prompt is not None:
+            _before_running()
             from ketch.frontends.headless import run_headless
 
             return run_headless(args)
-        from ketch.frontends.interactive import run_interactive
+        from ketch.context.collector import pause_collector
 
-        return run_interactive(args)
+        resume_collector = pause_collector()  # until the session is built (run_interactive)
+        try:
+            _before_running()
+            from ketch.frontends.interactive import run_interactive
+        except BaseException:
+            resume_collector()
+            raise
+        return run_interactive(args, resume_collector)
     except ConfigError as exc:
         error(str(exc))
         return EXIT_USAGE

@@ -12,7 +12,7 @@ import asyncio
 import importlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,8 +122,10 @@ def _mcp_server_question(args: Any, cwd: Path) -> Any:
 class Interactive:
     """What the UI is given: the session factory, history, ``@`` candidates, commands."""
 
-    def __init__(self, args: Any, cwd: Path) -> None:
+    def __init__(self, args: Any, cwd: Path, resume_collector: Callable[[], None] | None = None) -> None:
         self.args = args
+        self._resume_collector = resume_collector
+        """Ends the collector's pause over the whole start (``run_interactive``), once the session is built or failed."""
         self.cwd = cwd
         self.root = project_root(cwd)
         self.session: Any = None
@@ -141,11 +143,14 @@ class Interactive:
         ~280) found nothing to free, at ~12 % of the CPU a start took."""
         from ketch.context.collector import collector_paused
 
-        with collector_paused():
-            await asyncio.to_thread(_preload, self.args, self.cwd)
-            from ketch.frontends.assemble import build_session
+        try:
+            with collector_paused():
+                await asyncio.to_thread(_preload, self.args, self.cwd)
+                from ketch.frontends.assemble import build_session
 
-            session = await build_session(self.args, interactive=True, titles=True)
+                session = await build_session(self.args, interactive=True, titles=True)
+        finally:
+            self._end_collector_pause()
         from ketch.extensions.commands import command_dirs, load_user_commands
         from ketch.config.settings import user_config_dir
         from ketch.frontends.slash_actions import SlashActions
@@ -260,8 +265,13 @@ class Interactive:
             setup=FirstRun(),
         )
 
+    def _end_collector_pause(self) -> None:
+        if self._resume_collector is not None:
+            self._resume_collector()
+
     async def close(self) -> None:
         """Close the session (MCP servers, hooks) and the history store."""
+        self._end_collector_pause()  # an app closed before its session was built
         if self.session is not None:
             from ketch.frontends.slash_actions import close_model
 
@@ -363,8 +373,24 @@ def _echo_while_importing_the_ui() -> bytes:
     return collect_while(loading, sys.stdin.fileno(), sys.stdout, columns=shutil.get_terminal_size().columns)
 
 
-def run_interactive(args: Any) -> int:
-    """The interactive UI in this terminal; returns the exit code."""
+def run_interactive(args: Any, resume_collector: Callable[[], None] | None = None) -> int:
+    """The interactive UI in this terminal; returns the exit code.
+
+    The cyclic collector stays paused from the start (``cli.main`` pauses it before the
+    configuration's imports and hands ``resume_collector`` over) until the session is built or
+    failed, and never past this call: the imports and the first frame only build long-lived
+    objects (``context.collector``)."""
+    if resume_collector is None:
+        from ketch.context.collector import pause_collector
+
+        resume_collector = pause_collector()
+    try:
+        return _run_interactive(args, resume_collector)
+    finally:
+        resume_collector()
+
+
+def _run_interactive(args: Any, resume_collector: Callable[[], None]) -> int:
     if not sys.stdin.isatty():
         print("ketch: the interactive UI needs a terminal on stdin; for one task run ketch -p PROMPT "
               "(or -p - to read the prompt from stdin)", file=sys.stderr)
@@ -374,7 +400,7 @@ def run_interactive(args: Any) -> int:
     with quiet_tty():
         early_prompt()
         typed = _echo_while_importing_the_ui()
-        runtime = Interactive(args, Path(getattr(args, "cwd", None) or os.getcwd()).resolve())
+        runtime = Interactive(args, Path(getattr(args, "cwd", None) or os.getcwd()).resolve(), resume_collector)
         config = runtime.app_config()
         config.typeahead = typed
         try:
