@@ -163,7 +163,7 @@ def error(message: str) -> None:
 def _before_running() -> None:
     """Once the arguments parse (so ``--help`` stays as cheap as ``--version``): the cache of the
     methods dataclasses compile (``dataclass_code``; ahead of every import that creates
-    dataclasses, about 250 ms of an interactive start's CPU), then the checks of the config's
+    dataclasses, about 30 % of an interactive start's CPU), then the checks of the config's
     [hooks]/[permissions]/[guards], which extensions own (config.tables imports pydantic)."""
     from ketch.config.dirs import user_data_dir
     from ketch.frontends import dataclass_code
