@@ -140,7 +140,7 @@ print(json.dumps(dataclass_code.stats()))
 def test_a_warm_interactive_start_compiles_no_dataclass_code(tmp_path: Path) -> None:
     """The pin on the interpreter's side: if ``dataclasses`` stops calling ``exec`` by name, nothing
     is found (or compiled) through the cache and this fails, instead of the start silently
-    losing ~250 ms."""
+    losing about 30 % of its CPU."""
     (tmp_path / "project" / ".git").mkdir(parents=True)
     env = ketch_env({"KETCH_CONFIG_DIR": str(tmp_path / "config"), "KETCH_DATA_DIR": str(tmp_path / "data")})
     counts = []
