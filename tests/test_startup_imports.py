@@ -6,8 +6,8 @@ listed: no provider SDK and none of the modules made lazy (psutil: process trees
 ignore files, read when a tool walks; Rich's Markdown and Pygments' lexers: the renderer's
 warm-up; click, Rich's console and Pygments: httpx's command-line client, kept out by
 ``wire.sdk_pins``). Prompt history opens the default store
-without pydantic, and no cyclic-collector pass runs while the session is built (paused, then
-on again). In the app, the renderer's warm-up and the ``@`` file walk wait for the
+without pydantic, and no cyclic-collector pass runs from the start (paused as ``cli.main``
+pauses it) until the session is built, when ``Interactive`` turns it on again. In the app, the renderer's warm-up and the ``@`` file walk wait for the
 session: CPU work beside its build would only delay it (the GIL is shared).
 """
 
@@ -35,18 +35,20 @@ NOT_AT_START = ("openai", "anthropic", "google.genai", "groq", "mistralai", "pyd
 """Modules (and their submodules) a session start must not import."""
 
 BUILD = """
+import gc
+from ketch.context.collector import pause_collector
+resume = pause_collector()  # as cli.main does, before the configuration's imports
+passes = []
+gc.callbacks.append(lambda phase, info: passes.append(info["generation"]) if phase == "start" else None)
+
 import asyncio, json, sys
 from pathlib import Path
 from ketch.frontends.cli import _main_parser
 from ketch.frontends.interactive import Interactive
 
-runtime = Interactive(_main_parser().parse_args(sys.argv[1:]), Path.cwd())
+runtime = Interactive(_main_parser().parse_args(sys.argv[1:]), Path.cwd(), resume)
 history = runtime.load_history()
 before = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_ai'))
-
-import gc
-passes = []
-gc.callbacks.append(lambda phase, info: passes.append(info["generation"]) if phase == "start" else None)
 
 async def main():
     session = await runtime.build_session()
@@ -79,7 +81,7 @@ def test_an_interactive_session_starts_without_the_lazy_modules(wire: str, tmp_p
     assert "fake-model" in result["model"]
     assert result["loaded"] == [], f"imported at session start on {wire}: {result['loaded']}"
     assert (tmp_path / "data" / "ketch.db").is_file(), "the store was opened where KETCH_DATA_DIR says"
-    assert result["passes"] == [], "the cyclic collector ran while the session was built"
+    assert result["passes"] == [], "the cyclic collector ran while the app started and the session was built"
     assert result["collecting"] is True, "the collector is back on once the session is ready"
 
 

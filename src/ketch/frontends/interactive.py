@@ -12,9 +12,11 @@ import asyncio
 import importlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ketch.context.collector import pause_collector
 
 if TYPE_CHECKING:
     from ketch.extensions.commands import CommandRegistry
@@ -122,8 +124,9 @@ def _mcp_server_question(args: Any, cwd: Path) -> Any:
 class Interactive:
     """What the UI is given: the session factory, history, ``@`` candidates, commands."""
 
-    def __init__(self, args: Any, cwd: Path) -> None:
+    def __init__(self, args: Any, cwd: Path, resume_collector: Callable[[], None] | None = None) -> None:
         self.args = args
+        self._resume_collector = resume_collector  # ends run_interactive's pause of the collector
         self.cwd = cwd
         self.root = project_root(cwd)
         self.session: Any = None
@@ -134,18 +137,17 @@ class Interactive:
 
     # -- the session -------------------------------------------------------------------
     async def build_session(self) -> Any:
-        """The ``session_factory``: imports off the loop, then the session on it.
-
-        The cyclic collector is paused meanwhile (``context.collector``): imports and the
-        session build long-lived objects, and its passes over them (two full ones among
-        ~280) found nothing to free, at ~12 % of the CPU a start took."""
-        from ketch.context.collector import collector_paused
-
-        with collector_paused():
+        """The ``session_factory``: imports off the loop, then the session on it. The cyclic collector
+        stays paused until then (by ``run_interactive``, or here): imports and the session build
+        long-lived objects, and its passes over them found nothing to free (``context.collector``)."""
+        resume, self._resume_collector = self._resume_collector or pause_collector(), None
+        try:
             await asyncio.to_thread(_preload, self.args, self.cwd)
             from ketch.frontends.assemble import build_session
 
             session = await build_session(self.args, interactive=True, titles=True)
+        finally:
+            resume()
         from ketch.extensions.commands import command_dirs, load_user_commands
         from ketch.config.settings import user_config_dir
         from ketch.frontends.slash_actions import SlashActions
@@ -262,6 +264,8 @@ class Interactive:
 
     async def close(self) -> None:
         """Close the session (MCP servers, hooks) and the history store."""
+        if self._resume_collector is not None:  # an app closed before its session was built
+            self._resume_collector()
         if self.session is not None:
             from ketch.frontends.slash_actions import close_model
 
@@ -363,26 +367,31 @@ def _echo_while_importing_the_ui() -> bytes:
     return collect_while(loading, sys.stdin.fileno(), sys.stdout, columns=shutil.get_terminal_size().columns)
 
 
-def run_interactive(args: Any) -> int:
-    """The interactive UI in this terminal; returns the exit code."""
-    if not sys.stdin.isatty():
-        print("ketch: the interactive UI needs a terminal on stdin; for one task run ketch -p PROMPT "
-              "(or -p - to read the prompt from stdin)", file=sys.stderr)
-        return EXIT_USAGE
-    from ketch.ui.app import early_prompt, quiet_tty
+def run_interactive(args: Any, resume_collector: Callable[[], None] | None = None) -> int:
+    """The interactive UI in this terminal; returns the exit code. The cyclic collector stays paused
+    (by ``cli.main``, or here) until the session is built or failed (``context.collector``)."""
+    resume = resume_collector or pause_collector()
+    try:
+        if not sys.stdin.isatty():
+            print("ketch: the interactive UI needs a terminal on stdin; for one task run ketch -p PROMPT "
+                  "(or -p - to read the prompt from stdin)", file=sys.stderr)
+            return EXIT_USAGE
+        from ketch.ui.app import early_prompt, quiet_tty
 
-    with quiet_tty():
-        early_prompt()
-        typed = _echo_while_importing_the_ui()
-        runtime = Interactive(args, Path(getattr(args, "cwd", None) or os.getcwd()).resolve())
-        config = runtime.app_config()
-        config.typeahead = typed
-        try:
-            code = asyncio.run(run_with(runtime, config))
-        except KeyboardInterrupt:
-            code = 130
-        except EOFError:  # the terminal went away: leave as on /quit
-            code = 0
+        with quiet_tty():
+            early_prompt()
+            typed = _echo_while_importing_the_ui()
+            runtime = Interactive(args, Path(getattr(args, "cwd", None) or os.getcwd()).resolve(), resume)
+            config = runtime.app_config()
+            config.typeahead = typed
+            try:
+                code = asyncio.run(run_with(runtime, config))
+            except KeyboardInterrupt:
+                code = 130
+            except EOFError:  # the terminal went away: leave as on /quit
+                code = 0
+    finally:
+        resume()
     if runtime.error is not None:
         from ketch.providers.errors import redact
 
