@@ -35,6 +35,11 @@ def _statuses(log: Path) -> int:
     return sum(1 for line in lines if " status " in f" {line} ")
 
 
+def _ketchs(log: Path) -> list[str]:
+    """The git command lines ketch ran (``git -C ROOT ...``; the test's own start otherwise)."""
+    return [line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("-C ")]
+
+
 def _reminders(body: dict) -> list[str]:
     """The reminders of a Chat Completions body (user messages that are a reminder; the system
     message only names the frame)."""
@@ -76,3 +81,37 @@ def test_a_four_step_turn_runs_git_status_once_and_the_next_turn_sees_the_change
     assert _statuses(log) == 2, log.read_text()
     [_, news] = _reminders(bodies[4])
     assert "3 untracked" in news, news
+
+
+def _init(path: Path, *flags: str) -> None:
+    subprocess.run(["git", "init", "-q", *flags, str(path)], check=True)
+
+
+def test_outside_any_repository_the_summary_starts_no_git_and_inside_one_it_does(tmp_path: Path, monkeypatch) -> None:
+    """Only where no folder at or above holds ``.git`` is git skipped: there (and in a bare
+    repository, which the launcher refuses to find implicitly) the summary is "" as git's own
+    failure made it; a sub-folder of a repository, and a work tree whose ``.git`` is a file,
+    still run git and get their branch."""
+    from ketch.core.prompt import git_summary
+
+    env, log = _git_logged(tmp_path)
+    monkeypatch.setenv("PATH", env["PATH"])
+    plain = tmp_path / "plain" / "deep"
+    plain.mkdir(parents=True)
+    bare = tmp_path / "bare.git"
+    _init(bare, "--bare")
+    assert git_summary(plain) == "" and git_summary(bare) == ""
+    assert _ketchs(log) == [], log.read_text()  # neither started a git (the test's own git init is logged too)
+
+    repo = tmp_path / "repo"
+    _init(repo)
+    (repo / "sub").mkdir()
+    (repo / "sub" / "f.txt").write_text("x\n")
+    assert git_summary(repo / "sub").startswith("branch ") and "1 untracked" in git_summary(repo / "sub")
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "x"], check=True)
+    linked = tmp_path / "linked"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "-b", "side", str(linked)], check=True)
+    assert (linked / ".git").is_file()
+    assert git_summary(linked).startswith("branch side")
+    assert _statuses(log) == 3

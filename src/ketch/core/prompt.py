@@ -122,10 +122,13 @@ def git_summary(root: Path, *, timeout: float = 1.5) -> str:
 
     Runs ``git status`` through the hardened git launcher (no program the repository's
     config names can run), with a short timeout. Returns "" when git is missing, ``root``
-    is not a repository, or git is too slow.
+    is not a repository, or git is too slow; with no ``.git`` at or above ``root`` git is not
+    started at all (it could only fail there).
     """
-    from ketch.tools.gitsafe import GitLaunchError, run_git
+    from ketch.tools.gitsafe import GitLaunchError, may_be_a_repository, run_git
 
+    if not may_be_a_repository(root):
+        return ""
     args = ["status", "--porcelain=v1", "--branch", "--untracked-files=normal", "--ignore-submodules=dirty"]
     try:
         done = run_git(root, args, timeout_s=timeout, max_bytes=1024 * 1024)
