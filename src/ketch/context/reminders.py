@@ -148,11 +148,13 @@ class ReminderTracker:
         or None when the history already says all of it. Mid-turn (``turn_start`` false) the
         :data:`AT_TURN_START` sections the history already holds a value of are left out."""
         self._read(messages, self._read_upto if self._valid(messages) else 0)
-        changed = {
-            title: value
-            for title, value in current.items()
-            if self._known.get(title) != value and (turn_start or title not in AT_TURN_START or title not in self._known)
-        }
+        changed: dict[str, str] = {}
+        for title in current:
+            if not turn_start and title in AT_TURN_START and title in self._known:
+                continue  # not read at all: ``current`` may compute a value only when asked (the git status)
+            value = current[title]
+            if self._known.get(title) != value:
+                changed[title] = value
         return render_reminder(changed) if changed else None
 
     def sent(self, messages: Sequence[ModelMessage], index: int, part: UserPromptPart) -> None:

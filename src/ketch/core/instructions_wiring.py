@@ -3,14 +3,14 @@
 Each request's instructions are built from the session's choices (``prompt.build_instructions``:
 the active tools, the agent variant's prompt read per request so ``/agent`` can switch it, the
 project's instruction files, the skills), and stay byte-identical while those do. The volatile
-state (date, a git summary run once per step, memory, the task list) is ``volatile``, which the
+state (date, a git summary run at most once per step, memory, the task list) is ``volatile``, which the
 session sends as a reminder when it changed (``context.reminders``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ class Instructions:
     """Called with the active tools: the instructions; ``volatile()``: the moving state now."""
 
     build: Callable[[list[str]], str]
-    volatile: Callable[[], dict[str, str]]
+    volatile: Callable[[], MutableMapping[str, str]]
 
     def __call__(self, active: list[str]) -> str:
         return self.build(active)
@@ -66,9 +66,9 @@ class InstructionSources:
             state = dataclasses.replace(state, base_prompt=COMPACT_PROMPT, memory="", skills="")
         return build_instructions(state)
 
-    def _volatile(self, state: PromptState) -> Callable[[], dict[str, str]]:
-        def volatile() -> dict[str, str]:
-            self.git.new_step()  # git runs once per step, here
+    def _volatile(self, state: PromptState) -> Callable[[], MutableMapping[str, str]]:
+        def volatile() -> MutableMapping[str, str]:
+            self.git.new_step()  # git runs at most once per step, when the git section is read
             return volatile_sections(state)
 
         return volatile

@@ -10,7 +10,7 @@ instructions, the tool set, the model) and each compaction, which it reports as 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any
 
 from ketch.context.reminders import ReminderTracker, ToolTeller, append_reminder, starts_turn
@@ -31,7 +31,7 @@ def _sections(text: str) -> dict[str, str]:
 class PrefixKeeper:
     """One session's reminders and prefix-break record."""
 
-    def __init__(self, volatile: Callable[[], dict[str, str]] | None, emit: Callable[..., Any],
+    def __init__(self, volatile: Callable[[], MutableMapping[str, str]] | None, emit: Callable[..., Any],
                  tell: ToolTeller = told_by_tool) -> None:
         self.volatile = volatile
         """The volatile sections now (None: this session sends no reminders)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -122,10 +122,13 @@ def git_summary(root: Path, *, timeout: float = 1.5) -> str:
 
     Runs ``git status`` through the hardened git launcher (no program the repository's
     config names can run), with a short timeout. Returns "" when git is missing, ``root``
-    is not a repository, or git is too slow.
+    is not a repository, or git is too slow; with no ``.git`` at or above ``root`` git is not
+    started at all (it could only fail there).
     """
-    from ketch.tools.gitsafe import GitLaunchError, run_git
+    from ketch.tools.gitsafe import GitLaunchError, may_be_a_repository, run_git
 
+    if not may_be_a_repository(root):
+        return ""
     args = ["status", "--porcelain=v1", "--branch", "--untracked-files=normal", "--ignore-submodules=dirty"]
     try:
         done = run_git(root, args, timeout_s=timeout, max_bytes=1024 * 1024)
@@ -307,13 +310,45 @@ def told_by_tool(tool_name: str, content: str) -> dict[str, str] | None:
     return {title: content.strip()} if title is not None else None
 
 
-def volatile_sections(state: PromptState) -> dict[str, str]:
+class VolatileSections(MutableMapping[str, str]):
+    """The volatile sections by title, each read when first asked for and then kept.
+
+    The reminder tracker leaves the git status and the memory out mid-turn once the history
+    holds a value of them (``context.reminders.AT_TURN_START``); reading them lazily spares
+    those steps the ``git status`` (two git processes) and the memory query, with every
+    section that is read still read as it is now."""
+
+    def __init__(self, sources: dict[str, Callable[[], str]]) -> None:
+        self._sources: dict[str, Callable[[], str] | str] = dict(sources)
+
+    def __getitem__(self, title: str) -> str:
+        value = self._sources[title]
+        if not isinstance(value, str):
+            value = self._sources[title] = value()
+        return value
+
+    def __setitem__(self, title: str, value: str) -> None:
+        self._sources[title] = value
+
+    def __delitem__(self, title: str) -> None:
+        del self._sources[title]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sources)
+
+    def __len__(self) -> int:
+        return len(self._sources)
+
+    def __repr__(self) -> str:
+        return f"VolatileSections({list(self._sources)})"
+
+
+def volatile_sections(state: PromptState) -> VolatileSections:
     """What moves during a session, by title in a fixed order: date, git status, memory notes
-    and the task list, as they are now ("(none)" for an empty one)."""
-    git = _text(state.git)
-    return {
-        "Date": _text(state.today),
-        "Git": git or "not a repository",
-        "Memory": _text(state.memory) or "(none)",
-        "Task list": _text(state.task_list) or "(none)",
-    }
+    and the task list, as they are when read ("(none)" for an empty one)."""
+    return VolatileSections({
+        "Date": lambda: _text(state.today),
+        "Git": lambda: _text(state.git) or "not a repository",
+        "Memory": lambda: _text(state.memory) or "(none)",
+        "Task list": lambda: _text(state.task_list) or "(none)",
+    })

@@ -10,7 +10,7 @@ end from the ``Background commands`` section of the state reminder on its next r
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from ketch.protocol import events as ev
@@ -96,12 +96,12 @@ class BackgroundCommands:
         self._bg_checkpointed = self._bg_version
         return busy
 
-    def volatile_with_background(self, volatile: Callable[[], dict[str, str]] | None) -> Callable[[], dict[str, str]] | None:
+    def volatile_with_background(self, volatile: Callable[[], MutableMapping[str, str]] | None) -> Callable[[], MutableMapping[str, str]] | None:
         """``volatile`` plus the section listing the background commands that ended."""
         if volatile is None:
             return None
 
-        def sections() -> dict[str, str]:
+        def sections() -> MutableMapping[str, str]:
             out = volatile()
             jobs = self.background_jobs
             summary = jobs.ended_summary() if jobs is not None else None

@@ -247,6 +247,14 @@ def _holder_of_dot_git(root: str) -> str | None:
         here = parent
 
 
+def may_be_a_repository(root: Path | str) -> bool:
+    """False when no folder at or above ``root`` holds a ``.git`` entry: git's discovery (which
+    ``base_env`` keeps from being pointed elsewhere: no ``GIT_DIR``) then finds no work tree,
+    and a bare repository it would find instead is refused (``safe.bareRepository=explicit``),
+    so a git read there can only fail; the caller may skip starting it."""
+    return _holder_of_dot_git(str(root)) is not None
+
+
 def _check_worktree(root: str, env: dict[str, str], timeout_s: float) -> None:
     shown = _run(["git", "-C", root, "rev-parse", "--show-toplevel"], env, timeout_s, 65536)
     if shown.returncode != 0:
