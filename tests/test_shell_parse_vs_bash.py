@@ -347,6 +347,11 @@ CORPUS = [
     "ls & git push",
     "a | b | c\nd e && f",
     "ls `ls`\n`git push` \\\n ; ls",
+    # found by the chunked seeds: bash refuses a '!' after a pipe (and runs nothing of that
+    # line); a '#' after a continuation inside a word is part of the word, no comment
+    "echo x\nls | ! git push",
+    "git push\\\n#x",
+    "'git'\\\n#x ls",
 ]
 
 
