@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import select
+import signal
 import subprocess
 import sys
 import textwrap
@@ -27,9 +30,100 @@ FORBIDDEN = ("openai", "anthropic", "google.genai", "groq", "mistralai", "pydant
              "pydantic_ai.models.anthropic", "pydantic_ai.models.google", "pydantic_ai.models.groq",
              "pydantic_ai.providers.")
 
+_SERVER = r"""
+import json, os, sys, threading, traceback
+import ketch.frontends.cli, ketch.frontends.interactive, ketch.frontends.headless, ketch.core.session, pydantic_ai  # noqa: F401
+forbidden = tuple(json.loads(sys.argv[1]))
+held = sorted(m for m in sys.modules if m in forbidden or m.startswith(tuple(p + "." for p in forbidden)) or m.startswith("pydantic_ai.providers."))
+if held or threading.active_count() != 1:
+    raise SystemExit(f"no fork: the preload holds {held} and {threading.active_count()} threads")
+print("ready", flush=True)
+for line in sys.stdin:
+    order = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setsid()
+            os.chdir(order["cwd"])
+            os.environ.clear()
+            os.environ.update(order["env"])
+            for fd, (name, flags) in enumerate(((os.devnull, os.O_RDONLY), (order["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), (order["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC))):
+                opened = os.open(name, flags, 0o600)
+                os.dup2(opened, fd)
+                os.close(opened)
+            sys.stdin, sys.stdout, sys.stderr = open(0, closefd=False), open(1, "w", closefd=False), open(2, "w", closefd=False)
+            exec(compile(order["code"], "<test>", "exec"), {"__name__": "__main__"})
+            code = 0
+        except SystemExit as end:
+            code = end.code if isinstance(end.code, int) else int(end.code is not None)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    print(pid, flush=True)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+class PreloadedPython:
+    """A fresh interpreter that has imported ketch's front ends and pydantic-ai (and verified
+    that this holds none of ``FORBIDDEN`` and no thread), then forks one child per ``run``
+    that executes the test's code (stdin /dev/null, stdout and stderr to files, its own cwd
+    and environment). A child's ``sys.modules`` after a turn is what a fresh interpreter's
+    would be plus the preloaded modules, none of them forbidden: a turn that imported an SDK
+    shows it the same way. The ~1.3 CPU-s of importing pydantic-ai is paid once per worker,
+    not once per case (15 cases)."""
+
+    def __init__(self, home: Path) -> None:
+        env = ketch_env({"PYTHONPATH": SRC, "HOME": str(home), "KETCH_CONFIG_DIR": str(home / "config"), "KETCH_DATA_DIR": str(home / "data")})
+        self._proc = subprocess.Popen([sys.executable, "-c", _SERVER, json.dumps(FORBIDDEN)], cwd=home, env=env, text=True,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self._n = 0
+        ready = self._line(180)
+        assert ready == "ready", (ready, self._proc.stderr.read() if self._proc.poll() is not None else "")
+
+    def _line(self, timeout: float) -> str:
+        assert self._proc.stdout is not None
+        if not select.select([self._proc.stdout], [], [], timeout)[0]:
+            raise AssertionError(f"the preloaded interpreter said nothing for {timeout} s")
+        return self._proc.stdout.readline().strip()
+
+    def run(self, code: str, cwd: Path, env: dict[str, str], out_dir: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        """Run ``code`` in a forked child; its exit status, stdout and stderr."""
+        assert self._proc.stdin is not None
+        self._n += 1
+        out, err = out_dir / f"child-{self._n}.out", out_dir / f"child-{self._n}.err"
+        self._proc.stdin.write(json.dumps({"code": code, "cwd": str(cwd), "env": env, "out": str(out), "err": str(err)}) + "\n")
+        self._proc.stdin.flush()
+        pid = int(self._line(30))
+        try:
+            status = int(self._line(timeout))
+        except AssertionError:
+            os.killpg(pid, signal.SIGKILL)
+            raise
+        return subprocess.CompletedProcess([], status, out.read_text(), err.read_text())
+
+    def close(self) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        self._proc.wait(timeout=30)
+        self._proc.stdout.close()  # type: ignore[union-attr]
+        self._proc.stderr.close()  # type: ignore[union-attr]
+
+
+@pytest.fixture(scope="module")
+def preloaded_python(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    home = tmp_path_factory.mktemp("preloaded-home")
+    server = PreloadedPython(home)
+    yield server
+    server.close()
+
 
 @pytest.mark.parametrize("preset", ["openai", "ollama", "deepseek", "openai-compatible", "zai", "openrouter", "groq"])
-def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> None:
+def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path, preloaded_python: PreloadedPython) -> None:
     root = tmp_path / "work"
     root.mkdir()
     with FakeProvider([Turn(tool_calls=[ToolCall("read_file", {"path": "a.txt"}, id="c1")]), Turn(text="done")]) as fake:
@@ -47,7 +141,7 @@ def test_a_turn_on_the_chat_wire_imports_no_sdk(preset: str, tmp_path: Path) -> 
         """)
         env = ketch_env({"OPENAI_API_KEY": "sk-test", "DEEPSEEK_API_KEY": "sk-test", "ZAI_API_KEY": "zk", "OPENROUTER_API_KEY": "ok",
                          "GROQ_API_KEY": "gk", "PYTHONPATH": SRC})
-        proc = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=180)
+        proc = preloaded_python.run(code, cwd=root, env=env, out_dir=tmp_path)
         assert proc.returncode == 0, proc.stderr[-3000:]
         result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1].split()
         assert len(fake.model_requests) == 2, proc.stderr[-3000:]
@@ -359,7 +453,7 @@ def test_a_finished_stream_without_done_is_an_answer() -> None:
     ("groq", "openai-chat", "openai/gpt-oss-120b"), ("anthropic", "anthropic-messages", "claude-sonnet-4-5"),
     ("gemini", "gemini", "gemini-2.5-pro"), ("mistral", "openai-chat", "mistral-medium-latest"), ("zai", "openai-chat", "glm-4.6"),
 ])
-def test_the_interactive_preload_imports_no_sdk(preset: str, wire: str, model: str, tmp_path: Path) -> None:
+def test_the_interactive_preload_imports_no_sdk(preset: str, wire: str, model: str, tmp_path: Path, preloaded_python: PreloadedPython) -> None:
     """The interactive UI imports the session's wire module in a thread before the session starts:
     that module is ketch's own on every wire (it was ``pydantic_ai.models.openai`` for Responses)."""
     write_project_config(tmp_path, f'model = "c:{model}"\n[connections.c]\npreset = "{preset}"\nwire = "{wire}"\n'
@@ -374,7 +468,7 @@ def test_the_interactive_preload_imports_no_sdk(preset: str, wire: str, model: s
         print("RESULT", ",".join(bad) or "-")
     """)
     env = ketch_env({"SOME_KEY": "k", "PYTHONPATH": SRC})
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    proc = preloaded_python.run(code, cwd=tmp_path, env=env, out_dir=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1].split()
     assert result[1] == "-", f"SDK modules imported by the preload on {wire}: {result[1][:300]}"
