@@ -122,10 +122,13 @@ def git_summary(root: Path, *, timeout: float = 1.5) -> str:
 
     Runs ``git status`` through the hardened git launcher (no program the repository's
     config names can run), with a short timeout. Returns "" when git is missing, ``root``
-    is not a repository, or git is too slow.
+    is not a repository, or git is too slow; outside any repository without starting git
+    (it runs once per step: a long turn outside a repository started two git processes a step).
     """
-    from ketch.tools.gitsafe import GitLaunchError, run_git
+    from ketch.tools.gitsafe import GitLaunchError, in_a_repository, run_git
 
+    if not in_a_repository(root):
+        return ""
     args = ["status", "--porcelain=v1", "--branch", "--untracked-files=normal", "--ignore-submodules=dirty"]
     try:
         done = run_git(root, args, timeout_s=timeout, max_bytes=1024 * 1024)

@@ -247,6 +247,13 @@ def _holder_of_dot_git(root: str) -> str | None:
         here = parent
 
 
+def in_a_repository(root: Path | str) -> bool:
+    """Whether a ``.git`` entry lies at or above ``root``: without one git finds no work tree
+    there (a git read's environment carries no ``GIT_DIR``), so a caller that only reads a
+    work tree can skip starting git (two processes) outside a repository."""
+    return _holder_of_dot_git(str(root)) is not None
+
+
 def _check_worktree(root: str, env: dict[str, str], timeout_s: float) -> None:
     shown = _run(["git", "-C", root, "rev-parse", "--show-toplevel"], env, timeout_s, 65536)
     if shown.returncode != 0:
