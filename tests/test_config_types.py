@@ -11,6 +11,7 @@ The ``KETCH_*`` variables that hold a yes/no or a number refuse anything else th
 from __future__ import annotations
 
 import datetime
+import functools
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -161,20 +162,31 @@ def test_the_schema_walk_finds_the_keys_it_must() -> None:
     assert len(CASES) > 500
 
 
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One repository folder for the worker's many cases below: each writes its config
+    file there and removes it (a fresh folder per case was a make and a remove on disk
+    for each of ~1,750 cases; nothing else is kept in it)."""
+    return tmp_path_factory.mktemp("repository")
+
+
 @pytest.mark.parametrize("path,bad", CASES, ids=[f"{'.'.join(map(str, p))}={b!r}" for p, b in CASES])
-def test_a_wrong_type_in_any_file_is_an_error_naming_file_and_key(tmp_path: Path, isolated_home: Path, path, bad) -> None:
+def test_a_wrong_type_in_any_file_is_an_error_naming_file_and_key(repository: Path, isolated_home: Path, path, bad) -> None:
     text = _text(path, bad)
-    project = write_project_config(tmp_path, text, trust=False)
-    _assert_refused(path, project, tmp_path)
-    _assert_refused(path, project, tmp_path, trust_flag=True)
-    project.unlink()
+    project = write_project_config(repository, text, trust=False)
+    try:
+        _assert_refused(path, project, repository)
+        _assert_refused(path, project, repository, trust_flag=True)
+    finally:
+        project.unlink()
     user = _user_file(isolated_home)
     user.write_text(_user_text(path, text))
-    _assert_refused(path, user, tmp_path)
+    _assert_refused(path, user, repository)
 
 
 # ---------------------------------------------------------------- generated wrong values
 
+@functools.cache  # one strategy per set of kinds: building and validating one per example cost more than drawing from it
 def _generated(kinds: frozenset[Kind]) -> st.SearchStrategy[Any]:
     options: list[st.SearchStrategy[Any]] = []
     if "bool" not in kinds:

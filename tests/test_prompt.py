@@ -165,6 +165,23 @@ def test_git_summary_without_git_binary(tmp_path: Path, monkeypatch: pytest.Monk
     assert git_summary(tmp_path) == ""
 
 
+def test_git_summary_outside_a_repository_starts_no_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """It runs once per step: outside a repository it answers without starting git."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    log = tmp_path / "git-runs"
+    (fake / "git").write_text(f'#!/bin/sh\necho "$@" >> {log}\nexit 1\n')
+    (fake / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    work = tmp_path / "work"
+    (work / "deep").mkdir(parents=True)
+    assert git_summary(work / "deep") == ""
+    assert not log.exists(), log.read_text()
+    (work / ".git").mkdir()  # control: with a .git above, git is asked
+    assert git_summary(work / "deep") == ""
+    assert str(work / "deep") in log.read_text()
+
+
 def test_environment_section(tmp_path: Path):
     state = PromptState(cwd=tmp_path, os_name="Linux 6.1", today="2026-11-30")
     text = build_instructions(state)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from durable_session import open_session, run
-from fakeprovider import FakeProvider, RecordedRequest, ToolCall, Turn
+from fakeprovider import FakeProvider, Hold, RecordedRequest, ToolCall, Turn
 
 from ketch.protocol import events as ev
 from ketch.wire import history_scans
@@ -44,13 +44,17 @@ def _project(root: Path) -> Path:
 
 class Script:
     """Turn 1 reads the files one by one; a request without tools is the summary call; then the
-    turns of the later prompts, the second of which streams slowly so it can be cancelled."""
+    turns of the later prompts, the second of which stops after its first piece (a hold) so it
+    is cancelled while its answer streams."""
 
     def __init__(self) -> None:
         self.step = 0
         self.summaries = 0
+        self.hold = Hold("the slow answer")
         self.after: list[Turn] = [
-            Turn(text="".join(f"word{i} " for i in range(20)), text_pieces=[f"word{i} " for i in range(20)], chunk_delay=2.0),
+            # held after its first piece until the test has cancelled (it waited 2 s before each
+            # frame, ~4 to 8 s a run before the first piece, where the test only waited)
+            Turn(text="".join(f"word{i} " for i in range(20)), text_pieces=[f"word{i} " for i in range(20)], hold_after_piece=(1, self.hold)),
             Turn(text="Noted, after the cancel."),
             Turn(text="Reading once more.", tool_calls=[ToolCall("read_file", {"path": "f00.txt"})]),
             Turn(text="Done after the resume."),
@@ -80,6 +84,7 @@ async def _session_bodies(wire: str, cwd: Path, data: Path, monkeypatch: pytest.
             cancelled.append(event)
             if isinstance(event, ev.TextDelta):
                 session.cancel_turn()
+        script.hold.release()
         third = await run(session, "Keep it short.")
         await session.aclose()
         resumed = await open_session(fake, wire, cwd, resume=True)

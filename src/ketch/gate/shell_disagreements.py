@@ -18,7 +18,8 @@ _LITERAL_CONTAINERS = frozenset({"raw_string", "heredoc_body", "heredoc_content"
 
 def split_continuation(root: Any, data: bytes) -> int | None:
     """Where a backslash-newline joins two pieces bash reads as one word but the grammar
-    split (``git p\\<newline>ush`` is ``git push`` to bash); None when there is none."""
+    split (``git p\\<newline>ush`` is ``git push`` to bash, ``a\\<newline>#x`` is ``a#x``
+    where the grammar reads a comment); None when there is none."""
     for match in re.finditer(rb"(\\+)\n", data):
         start = match.start()
         k = match.end() - 2  # the backslash before the newline
@@ -28,6 +29,8 @@ def split_continuation(root: Any, data: bytes) -> int | None:
             continue
         before = root.descendant_for_byte_range(start - 1, start)
         after = root.descendant_for_byte_range(match.end(), match.end() + 1)
+        if after is not None and after.type == "comment" and after.start_byte == match.end() and not _inside(before, _COMMENT):
+            return k  # ``a\<newline>#x`` (or ``'a'\<newline>#x``) is the word ``a#x`` to bash: a ``#`` inside a word starts no comment
         if _literal(before) or _literal(after):
             continue
         if before is None or after is None or before.id != after.id:
@@ -101,6 +104,9 @@ def skipped_text(root: Any, data: bytes) -> int | None:
             continue  # a line continuation between words
         return k
     return None
+
+
+_COMMENT = frozenset({"comment"})
 
 
 def _inside(node: Any, kinds: frozenset[str]) -> bool:

@@ -266,6 +266,11 @@ class _Walker:
             return
         if kind == "comment":
             return
+        if kind == "pipeline":
+            later = [c for c in node.named_children[1:] if c.type == "negated_command"]
+            if later:  # bash refuses ``a | ! b`` (``!`` only starts a pipeline); the grammar takes it
+                self.error = f"bash syntax ketch cannot parse: '!' inside a pipeline near byte {later[0].start_byte}"
+                return
         if kind == "command":
             self._command(node, enclosed)
         elif kind in _PASS_THROUGH:
