@@ -348,3 +348,36 @@ def test_a_workspace_that_holds_the_home_directory_keeps_its_dotfiles_read_only(
         capture_output=True, text=True, cwd=home, timeout=30,
     )  # fmt: skip
     assert "Read-only file system" in out.stderr and not (home / ".ssh" / "authorized_keys").exists()
+
+
+@pytest.mark.parametrize("where", ["default-under-home", "configured-inside-the-project"])
+def test_ketchs_own_config_and_data_dirs_stay_read_only_where_a_writable_root_holds_them(
+        where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data dir holds the folder-trust records, the MCP approvals, the store and the dataclass
+    code every start executes; the config dir, hooks and MCP servers: a sandboxed command must not
+    write either, wherever they live, even in a workspace that holds them (ketch started in ~, or
+    KETCH_DATA_DIR pointed into the project)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    workspace = home if where == "default-under-home" else home / "project"
+    config, data = workspace / "ketch-config", workspace / "ketch-data"
+    monkeypatch.setenv("KETCH_CONFIG_DIR", str(config))
+    monkeypatch.setenv("KETCH_DATA_DIR", str(data))
+    (data / "cache").mkdir(parents=True)
+    config.mkdir()
+    policy = build_policy("workspace-write", workspace, scan_nested=False)
+    cache = data / "cache" / "dataclass-code.cpython-311.marshal"
+    assert policy.write_verdict(cache) == "run_later" and policy.write_verdict(config / "config.toml") == "run_later"
+    assert policy.write_verdict(workspace / "notes.txt") == "writable"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    started = build_policy("workspace-write", elsewhere, scan_nested=False)
+    assert started.read_only == ()
+    assert data in started.refreshed([workspace]).read_only  # /add-dir of the folder that holds it
+    script = f"echo x > {cache}; echo y > {data}/trusted-folders.json; echo z > {config}/config.toml; echo w > notes.txt"
+    out = subprocess.run(Sandbox(policy, detect.Detector().detect("bubblewrap")).wrap(["sh", "-c", script], cwd=workspace).argv,
+                         capture_output=True, text=True, cwd=workspace, timeout=30)
+    assert out.stderr.count("Read-only file system") == 3, out.stderr
+    assert not cache.exists() and not (data / "trusted-folders.json").exists() and not (config / "config.toml").exists()
+    assert (workspace / "notes.txt").read_text() == "w\n"

@@ -101,6 +101,7 @@ class SandboxPolicy:
         found = set(self.read_only)
         for root in roots:
             found.update(_top_level_run_later(root))
+        found.update(_own_dirs_within(roots))
         return replace(self, writable=tuple(roots), read_only=_within(found, roots))
 
     def write_verdict(self, path: Path | str) -> WriteVerdict:
@@ -188,6 +189,21 @@ def _nested_run_later(root: Path, notes: list[str]) -> list[Path]:
     return found
 
 
+def _own_dirs_within(roots: Sequence[Path]) -> list[Path]:
+    """ketch's own config and data directories, wherever they are configured to live, when a
+    writable root holds them: they run code later (the config's hooks and MCP servers, the
+    compiled dataclass code read at every start) and hold the session store, so a sandboxed
+    command must not write them even where it may write the folder around them."""
+    from ketch.config.dirs import user_config_dir, user_data_dir
+
+    found = []
+    for own in (user_config_dir(), user_data_dir()):
+        real = _real(own)
+        if os.path.exists(real) and any(_inside(real, root) for root in roots):
+            found.append(real)
+    return found
+
+
 def build_policy(
     mode: Mode,
     workspace: Path,
@@ -224,6 +240,7 @@ def build_policy(
     home = _real("~")
     if any(_inside(home, root) for root in roots):
         read_only.update(_real(home / name) for name in HOME_RUN_LATER if os.path.exists(home / name))
+    read_only.update(_own_dirs_within(roots))
     if scan_nested:
         read_only.update(_nested_run_later(ws, notes))
     ordered = list(_within(read_only, roots))
