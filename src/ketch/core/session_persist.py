@@ -24,6 +24,9 @@ from ketch.tools.base import ToolDeps
 class Persistence:
     """Storing the history of one session (needs the attributes ``Session`` sets)."""
 
+    _store_waited_out = False
+    """The last write failed after waiting out another program's hold on the store."""
+
     @property
     def history_rewritten(self) -> bool:
         """Set when the history was rewritten outside the writer's view. Outside a turn (a repair
@@ -85,7 +88,7 @@ class Persistence:
         When the last write already waited out another program's hold on the store, this one is
         tried without waiting again (the turn has failed on it already; the user would wait twice)."""
         finished = self._emit(finished, deliver=False)
-        waited = getattr(self, "_store_waited_out", False) and self.store is not None
+        waited = self._store_waited_out and self.store is not None
         try:
             with self.store.without_waiting() if waited else contextlib.nullcontext():
                 self._persist(self.messages)
